@@ -1,0 +1,27 @@
+// The project's one logging library is spdlog. This header fixes how it is used:
+//   PLOG_INFO("loaded {} tensors", n);
+// Never log prompt or completion text: customers' data must not reach logs by default.
+#ifndef PAGELLM_COMMON_LOGGING_H_
+#define PAGELLM_COMMON_LOGGING_H_
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "spdlog/spdlog.h"
+
+#define PLOG_DEBUG(...) ::spdlog::debug(__VA_ARGS__)
+#define PLOG_INFO(...) ::spdlog::info(__VA_ARGS__)
+#define PLOG_WARN(...) ::spdlog::warn(__VA_ARGS__)
+#define PLOG_ERROR(...) ::spdlog::error(__VA_ARGS__)
+
+// Crash on a broken internal invariant (never on client input: use absl::Status for that).
+#define PAGELLM_CHECK(cond, ...)                                                        \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
+      ::spdlog::critical("CHECK failed at {}:{}: {}: {}", __FILE__, __LINE__, #cond,    \
+                         ::fmt::format(__VA_ARGS__));                                   \
+      std::abort();                                                                     \
+    }                                                                                   \
+  } while (0)
+
+#endif  // PAGELLM_COMMON_LOGGING_H_

@@ -1,0 +1,26 @@
+// Dequantization of GGML blocks to fp32 (the reference semantics are ggml's
+// dequantize_row_*; tests check bit-exactness against the `gguf` Python package).
+// Thread-safe: pure functions.
+#ifndef PAGELLM_KERNELS_CPU_DEQUANT_H_
+#define PAGELLM_KERNELS_CPU_DEQUANT_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "common/ggml_type.h"
+
+namespace pagellm::kernels {
+
+// Converts `n` elements starting at `src` (which need not be aligned) to fp32 in `dst`.
+// Returns InvalidArgument if the type is not dequantizable or `n` is not a multiple of the
+// type's block size. REQUIRES: `src` holds n / block_elems * block_bytes bytes; dst holds n floats.
+absl::Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
+
+// fp16 / bf16 scalar conversions (IEEE round-to-nearest-even for the float -> half direction).
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float Bf16ToFloat(uint16_t h);
+
+}  // namespace pagellm::kernels
+
+#endif  // PAGELLM_KERNELS_CPU_DEQUANT_H_

@@ -1,0 +1,116 @@
+// GgufFile: a read-only, memory-mapped GGUF (v2/v3) model file.
+//
+// The file is hostile input. Open() validates everything before returning: every count and
+// string length is capped, every size computation is overflow-checked, every tensor's data lies
+// inside the file, tensors do not overlap, offsets honour `general.alignment`. A bad file gives
+// an absl::InvalidArgumentError (or NotFound / Internal for I/O) naming what is wrong; never a
+// crash. After a successful Open() all accessors are safe without further checks.
+//
+// Thread-safe after construction (all methods are const).
+#ifndef PAGELLM_WORKER_MODEL_GGUF_FILE_H_
+#define PAGELLM_WORKER_MODEL_GGUF_FILE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "common/ggml_type.h"
+
+namespace pagellm {
+
+// GGUF metadata value types, numbered as in the file format.
+enum class GgufValueType : uint32_t {
+  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
+  kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+};
+
+// One metadata value. Scalars are widened (integers to int64/uint64, floats to double);
+// `type` keeps the type stored in the file. Arrays hold homogeneous elements of `elem_type`
+// (nested arrays allowed up to a small depth).
+struct GgufValue {
+  GgufValueType type;
+  GgufValueType elem_type;  // valid when type == kArray
+  std::variant<uint64_t, int64_t, double, bool, std::string, std::vector<GgufValue>> v;
+
+  bool IsInteger() const;
+  // Returns the integer value if it is an integer type in range, else an error.
+  absl::StatusOr<int64_t> AsInt() const;
+  absl::StatusOr<double> AsFloat() const;  // any numeric type
+  absl::StatusOr<std::string_view> AsString() const;
+  absl::StatusOr<bool> AsBool() const;
+  const std::vector<GgufValue>* AsArray() const;  // nullptr when not an array
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  std::vector<int64_t> dims;  // GGUF order: dims[0] is the contiguous (row) dimension.
+  GgmlType type;
+  uint64_t offset = 0;        // relative to the start of the data section
+  uint64_t nbytes = 0;        // checked: elements / block_elems * block_bytes
+  int64_t num_elements = 0;
+  const uint8_t* data = nullptr;  // points into the mapping; valid while the GgufFile lives
+};
+
+class GgufFile {
+ public:
+  struct Limits {
+    uint64_t max_tensors = 1 << 16;
+    uint64_t max_kv = 1 << 16;
+    uint64_t max_string_bytes = 1 << 20;   // one key or string value
+    uint64_t max_array_elems = 1 << 24;    // e.g. a 256k-token vocabulary fits
+    int max_array_depth = 4;
+    int max_dims = 4;
+  };
+
+  // Maps `path` read-only and parses it. Errors: NotFound / PermissionDenied for I/O,
+  // InvalidArgument for a malformed file.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path,
+                                                        const Limits& limits = Limits());
+  // Parses an in-memory copy (for tests and fuzzing). The GgufFile owns `bytes`.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> FromBytes(std::string bytes,
+                                                             const Limits& limits = Limits());
+
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+
+  // Metadata lookup; nullptr when absent.
+  const GgufValue* Find(std::string_view key) const;
+  // Typed lookups: NotFound when absent, InvalidArgument on a type mismatch.
+  absl::StatusOr<int64_t> GetInt(std::string_view key) const;
+  absl::StatusOr<double> GetFloat(std::string_view key) const;
+  absl::StatusOr<std::string_view> GetString(std::string_view key) const;
+  // In file order.
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  // nullptr when absent.
+  const GgufTensorInfo* FindTensor(std::string_view name) const;
+
+ private:
+  GgufFile() = default;
+  absl::Status Parse(const Limits& limits);
+
+  const uint8_t* base_ = nullptr;  // start of the file bytes
+  uint64_t size_ = 0;
+  void* mapping_ = nullptr;        // mmap region when opened from a path
+  std::string owned_;              // bytes when built FromBytes
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  absl::flat_hash_map<std::string, size_t> kv_index_;
+  std::vector<GgufTensorInfo> tensors_;
+  absl::flat_hash_map<std::string, size_t> tensor_index_;
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_MODEL_GGUF_FILE_H_
