@@ -9,6 +9,11 @@
 
 #include "spdlog/spdlog.h"
 
+namespace pagellm {
+// Sends logs to stderr (stdout carries program output) at `level` ("info", "warn", "debug"...).
+void InitLogging(const char* level = "info");
+}  // namespace pagellm
+
 #define PLOG_DEBUG(...) ::spdlog::debug(__VA_ARGS__)
 #define PLOG_INFO(...) ::spdlog::info(__VA_ARGS__)
 #define PLOG_WARN(...) ::spdlog::warn(__VA_ARGS__)

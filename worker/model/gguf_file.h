@@ -6,6 +6,11 @@
 // an absl::InvalidArgumentError (or NotFound / Internal for I/O) naming what is wrong; never a
 // crash. After a successful Open() all accessors are safe without further checks.
 //
+// Accepted: GGUF v2 and v3, little-endian. Metadata keys are non-empty, valid UTF-8 without
+// NUL, and unique; tensor names likewise. `general.alignment`, when present, is an integer
+// that is a nonzero power of two (default 32); the data section starts at the first multiple
+// of it after the tensor infos and every tensor offset is a multiple of it.
+//
 // Thread-safe after construction (all methods are const).
 #ifndef PAGELLM_WORKER_MODEL_GGUF_FILE_H_
 #define PAGELLM_WORKER_MODEL_GGUF_FILE_H_
@@ -24,21 +29,24 @@
 namespace pagellm {
 
 // GGUF metadata value types, numbered as in the file format.
+// clang-format off
 enum class GgufValueType : uint32_t {
   kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
   kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
 };
+// clang-format on
 
 // One metadata value. Scalars are widened (integers to int64/uint64, floats to double);
 // `type` keeps the type stored in the file. Arrays hold homogeneous elements of `elem_type`
 // (nested arrays allowed up to a small depth).
 struct GgufValue {
-  GgufValueType type;
-  GgufValueType elem_type;  // valid when type == kArray
+  GgufValueType type = GgufValueType::kUint8;
+  GgufValueType elem_type = GgufValueType::kUint8;  // valid when type == kArray
   std::variant<uint64_t, int64_t, double, bool, std::string, std::vector<GgufValue>> v;
 
   bool IsInteger() const;
-  // Returns the integer value if it is an integer type in range, else an error.
+  // Returns the integer value if it is an integer type in range, else an error. AsFloat accepts
+  // any numeric type (integers are converted); the other accessors require the exact kind.
   absl::StatusOr<int64_t> AsInt() const;
   absl::StatusOr<double> AsFloat() const;  // any numeric type
   absl::StatusOr<std::string_view> AsString() const;
@@ -46,26 +54,34 @@ struct GgufValue {
   const std::vector<GgufValue>* AsArray() const;  // nullptr when not an array
 };
 
+// Validated on load: a non-empty UTF-8 name without NUL, 1..4 dims each >= 1, a known GGML
+// type, dims[0] a multiple of the type's block size, data inside the file and not overlapping
+// another tensor's.
 struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // GGUF order: dims[0] is the contiguous (row) dimension.
-  GgmlType type;
-  uint64_t offset = 0;        // relative to the start of the data section
-  uint64_t nbytes = 0;        // checked: elements / block_elems * block_bytes
+  GgmlType type = GgmlType::kF32;
+  uint64_t offset = 0;  // relative to the start of the data section
+  uint64_t nbytes = 0;  // checked: elements / block_elems * block_bytes
   int64_t num_elements = 0;
   const uint8_t* data = nullptr;  // points into the mapping; valid while the GgufFile lives
 };
 
+// Caps applied while parsing (GgufFile::Limits). Declared outside the class because GCC
+// rejects a nested struct with member initializers as a default argument of its enclosing class.
+struct GgufLimits {
+  uint64_t max_tensors = 1 << 16;
+  uint64_t max_kv = 1 << 16;
+  uint64_t max_string_bytes = 1 << 20;       // one key or string value
+  uint64_t max_array_elems = 1 << 24;        // e.g. a 256k-token vocabulary fits
+  uint64_t max_total_array_elems = 1 << 26;  // over all arrays: bounds memory per file
+  int max_array_depth = 4;                   // an array directly under a key has depth 1
+  int max_dims = 4;                          // values above 4 are treated as 4
+};
+
 class GgufFile {
  public:
-  struct Limits {
-    uint64_t max_tensors = 1 << 16;
-    uint64_t max_kv = 1 << 16;
-    uint64_t max_string_bytes = 1 << 20;   // one key or string value
-    uint64_t max_array_elems = 1 << 24;    // e.g. a 256k-token vocabulary fits
-    int max_array_depth = 4;
-    int max_dims = 4;
-  };
+  using Limits = GgufLimits;
 
   // Maps `path` read-only and parses it. Errors: NotFound / PermissionDenied for I/O,
   // InvalidArgument for a malformed file.
@@ -101,8 +117,8 @@ class GgufFile {
 
   const uint8_t* base_ = nullptr;  // start of the file bytes
   uint64_t size_ = 0;
-  void* mapping_ = nullptr;        // mmap region when opened from a path
-  std::string owned_;              // bytes when built FromBytes
+  void* mapping_ = nullptr;  // mmap region when opened from a path
+  std::string owned_;        // bytes when built FromBytes
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> kv_;

@@ -5,7 +5,7 @@
 namespace pagellm {
 
 absl::Status ModelConfig::Validate() const {
-  auto bad = [](std::string_view what, int64_t v) {
+  auto bad = [](absl::string_view what, int64_t v) {
     return absl::InvalidArgumentError(absl::StrCat("model config: bad ", what, " = ", v));
   };
   constexpr int64_t kMaxDim = 1 << 20;

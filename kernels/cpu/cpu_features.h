@@ -1,0 +1,17 @@
+// Run-time CPU feature detection for kernel dispatch. Thread-safe (computed once).
+#ifndef PAGELLM_KERNELS_CPU_CPU_FEATURES_H_
+#define PAGELLM_KERNELS_CPU_CPU_FEATURES_H_
+
+namespace pagellm::kernels {
+
+struct CpuFeatures {
+  bool avx512 = false;  // AVX-512 F/BW/VL/DQ + VNNI + FMA + F16C: the fast kernel set.
+};
+
+// Features of this CPU, unless PAGELLM_PORTABLE_KERNELS=1 is set in the environment (then all
+// false, forcing the portable kernels; tests use this to compare the two paths).
+const CpuFeatures& GetCpuFeatures();
+
+}  // namespace pagellm::kernels
+
+#endif  // PAGELLM_KERNELS_CPU_CPU_FEATURES_H_

@@ -1,0 +1,28 @@
+// Small per-token kernels of a Llama-family layer. All are row-local: a row's result depends
+// only on that row, so batching never changes it. Thread-safe (pure functions).
+#ifndef PAGELLM_KERNELS_CPU_OPS_H_
+#define PAGELLM_KERNELS_CPU_OPS_H_
+
+#include <cstdint>
+
+namespace pagellm::kernels {
+
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim` (row stride dim).
+// In-place allowed (y == x).
+void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
+
+// Rotary embedding applied in place to `rows` rows (row stride `ld` floats), each `num_heads`
+// heads of `head_dim`. cos_sin holds, per position, head_dim/2 (cos, sin) pairs. `neox`: rotate pairs (i, i + d/2)
+// (Hugging Face layout); otherwise adjacent pairs (2i, 2i+1) (GGUF llama layout).
+void ApplyRope(float* x, int64_t rows, int64_t ld, int64_t num_heads, int64_t head_dim,
+               const int32_t* positions, const float* cos_sin, bool neox);
+
+// out[r][i] = silu(gate_up[r][i]) * gate_up[r][inter + i], gate_up rows of 2*inter.
+void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out);
+
+// y += x, n elements.
+void AddInPlace(float* y, const float* x, int64_t n);
+
+}  // namespace pagellm::kernels
+
+#endif  // PAGELLM_KERNELS_CPU_OPS_H_

@@ -1,0 +1,152 @@
+// Two-pass softmax per (token, kv head): scores for all positions of the group's query heads,
+// then max, exp, sum, and the probability-weighted sum of values, in position order. The
+// AVX-512 and portable variants differ only in how dot products and axpys are vectorized.
+#include "kernels/cpu/paged_attention.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/dequant.h"
+
+namespace pagellm::kernels {
+namespace {
+
+// --- portable ---
+float DotPortable(const float* q, const void* k, KvDtype t, int64_t n) {
+  float lanes[16] = {};
+  if (t == KvDtype::kF32) {
+    const float* kf = static_cast<const float*>(k);
+    for (int64_t i = 0; i < n; ++i) lanes[i % 16] += q[i] * kf[i];
+  } else {
+    const uint16_t* kh = static_cast<const uint16_t*>(k);
+    for (int64_t i = 0; i < n; ++i) lanes[i % 16] += q[i] * HalfToFloat(kh[i]);
+  }
+  float s = 0.0f;
+  for (float l : lanes) s += l;
+  return s;
+}
+
+void AxpyPortable(float a, const void* v, KvDtype t, int64_t n, float* out) {
+  if (t == KvDtype::kF32) {
+    const float* vf = static_cast<const float*>(v);
+    for (int64_t i = 0; i < n; ++i) out[i] += a * vf[i];
+  } else {
+    const uint16_t* vh = static_cast<const uint16_t*>(v);
+    for (int64_t i = 0; i < n; ++i) out[i] += a * HalfToFloat(vh[i]);
+  }
+}
+
+// --- AVX-512 (head_dim % 16 == 0) ---
+__attribute__((target("avx512f,avx512vl,fma,f16c"))) inline __m512 Load16(const void* p, KvDtype t,
+                                                                          int64_t i) {
+  if (t == KvDtype::kF32) return _mm512_loadu_ps(static_cast<const float*>(p) + i);
+  return _mm512_cvtph_ps(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
+}
+
+__attribute__((target("avx512f,avx512vl,fma,f16c"))) float DotAvx512(const float* q, const void* k,
+                                                                      KvDtype t, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), Load16(k, t, i), acc);
+  return _mm512_reduce_add_ps(acc);
+}
+
+__attribute__((target("avx512f,avx512vl,fma,f16c"))) void AxpyAvx512(float a, const void* v,
+                                                                     KvDtype t, int64_t n,
+                                                                     float* out) {
+  const __m512 av = _mm512_set1_ps(a);
+  for (int64_t i = 0; i < n; i += 16) {
+    _mm512_storeu_ps(out + i, _mm512_fmadd_ps(av, Load16(v, t, i), _mm512_loadu_ps(out + i)));
+  }
+}
+
+}  // namespace
+
+void WriteKv(const PagedKvLayer& layer, const float* k, const float* v, int64_t stride,
+             int64_t num_tokens, const int64_t* slots) {
+  const int64_t hd = layer.head_dim, bs = layer.block_size, nkv = layer.num_kv_heads;
+  const int64_t eb = KvDtypeBytes(layer.dtype);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int64_t block = slots[t] / bs, off = slots[t] % bs;
+    for (int64_t h = 0; h < nkv; ++h) {
+      const int64_t dst = ((block * nkv + h) * bs + off) * hd;
+      const float* ks = k + t * stride + h * hd;
+      const float* vs = v + t * stride + h * hd;
+      if (layer.dtype == KvDtype::kF32) {
+        std::memcpy(static_cast<float*>(layer.k) + dst, ks, hd * eb);
+        std::memcpy(static_cast<float*>(layer.v) + dst, vs, hd * eb);
+      } else {
+        uint16_t* kd = static_cast<uint16_t*>(layer.k) + dst;
+        uint16_t* vd = static_cast<uint16_t*>(layer.v) + dst;
+        for (int64_t i = 0; i < hd; ++i) {
+          kd[i] = FloatToHalf(ks[i]);
+          vd[i] = FloatToHalf(vs[i]);
+        }
+      }
+    }
+  }
+}
+
+void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
+                    AttentionWorkspace* workspace, ThreadPool* pool) {
+  const int64_t hd = layer.head_dim, bs = layer.block_size, nkv = layer.num_kv_heads;
+  const int64_t group = batch.num_heads / nkv;
+  const int64_t eb = KvDtypeBytes(layer.dtype);
+  const bool fast = GetCpuFeatures().avx512 && hd % 16 == 0;
+  auto dot = fast ? DotAvx512 : DotPortable;
+  auto axpy = fast ? AxpyAvx512 : AxpyPortable;
+
+  const int threads = pool != nullptr ? pool->num_threads() : 1;
+  if (static_cast<int>(workspace->per_thread.size()) < threads) workspace->per_thread.resize(threads);
+  int64_t max_ctx = 0;
+  for (int64_t t = 0; t < batch.num_tokens; ++t) max_ctx = std::max<int64_t>(max_ctx, batch.token_pos[t] + 1);
+  for (auto& s : workspace->per_thread) {
+    if (static_cast<int64_t>(s.size()) < max_ctx * group) s.resize(max_ctx * group);
+  }
+
+  auto work = [&](int64_t begin, int64_t end, int thread) {
+    float* scores = workspace->per_thread[thread].data();
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t t = task / nkv, kvh = task % nkv;
+      const int64_t ctx = batch.token_pos[t] + 1;
+      const int32_t* table = batch.block_tables + batch.token_seq[t] * batch.max_blocks_per_seq;
+      const float* q0 = batch.q + t * batch.q_stride + kvh * group * hd;
+      float* o0 = batch.out + t * batch.out_stride + kvh * group * hd;
+      for (int64_t p = 0; p < ctx; ++p) {
+        const int64_t base = ((static_cast<int64_t>(table[p / bs]) * nkv + kvh) * bs + p % bs) * hd;
+        const void* kp = static_cast<const char*>(layer.k) + base * eb;
+        for (int64_t g = 0; g < group; ++g) scores[g * ctx + p] = dot(q0 + g * hd, kp, layer.dtype, hd) * batch.scale;
+      }
+      for (int64_t g = 0; g < group; ++g) {
+        float* s = scores + g * ctx;
+        float mx = -INFINITY;
+        for (int64_t p = 0; p < ctx; ++p) mx = std::max(mx, s[p]);
+        double sum = 0.0;
+        for (int64_t p = 0; p < ctx; ++p) {
+          s[p] = std::exp(s[p] - mx);
+          sum += s[p];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t p = 0; p < ctx; ++p) s[p] *= inv;
+        std::memset(o0 + g * hd, 0, hd * sizeof(float));
+      }
+      for (int64_t p = 0; p < ctx; ++p) {
+        const int64_t base = ((static_cast<int64_t>(table[p / bs]) * nkv + kvh) * bs + p % bs) * hd;
+        const void* vp = static_cast<const char*>(layer.v) + base * eb;
+        for (int64_t g = 0; g < group; ++g) axpy(scores[g * ctx + p], vp, layer.dtype, hd, o0 + g * hd);
+      }
+    }
+  };
+  const int64_t tasks = batch.num_tokens * nkv;
+  if (pool != nullptr) {
+    pool->ParallelFor(tasks, work);
+  } else {
+    work(0, tasks, 0);
+  }
+}
+
+}  // namespace pagellm::kernels

@@ -1,0 +1,66 @@
+// Paged attention on CPU: keys and values live in fixed-size blocks anywhere in a pool, and
+// each sequence's block table maps its logical blocks to physical ones.
+//
+// Cache layout of one layer (K and V alike), as shapes:
+//   [num_blocks][num_kv_heads][block_size][head_dim], element type fp32 or fp16.
+// A slot is block * block_size + offset; token position p of a sequence lives in slot
+// block_table[p / block_size] * block_size + p % block_size.
+//
+// Determinism: a token's output depends only on its query, its position and the keys/values at
+// positions 0..pos of its sequence, visited in position order; neither the batch composition
+// nor the block size changes the fp32 operations performed.
+#ifndef PAGELLM_KERNELS_CPU_PAGED_ATTENTION_H_
+#define PAGELLM_KERNELS_CPU_PAGED_ATTENTION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+
+namespace pagellm::kernels {
+
+enum class KvDtype { kF32, kF16 };
+
+inline int64_t KvDtypeBytes(KvDtype t) { return t == KvDtype::kF32 ? 4 : 2; }
+
+struct PagedKvLayer {
+  void* k = nullptr;
+  void* v = nullptr;
+  KvDtype dtype = KvDtype::kF16;
+  int64_t block_size = 16;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+// Stores token t's key and value (num_kv_heads * head_dim floats at k + t * stride, v + t *
+// stride) into slot slots[t]. REQUIRES: every slot is inside the pool.
+void WriteKv(const PagedKvLayer& layer, const float* k, const float* v, int64_t stride,
+             int64_t num_tokens, const int64_t* slots);
+
+struct AttentionBatch {
+  int64_t num_tokens = 0;
+  int64_t num_heads = 0;
+  float scale = 1.0f;
+  const float* q = nullptr;  // token t, head h at q + t * q_stride + h * head_dim
+  int64_t q_stride = 0;
+  float* out = nullptr;      // same layout with out_stride
+  int64_t out_stride = 0;
+  const int32_t* token_seq = nullptr;     // [num_tokens] row of block_tables
+  const int32_t* token_pos = nullptr;     // [num_tokens] attends to positions 0..pos
+  const int32_t* block_tables = nullptr;  // [num_seqs][max_blocks_per_seq]
+  int64_t max_blocks_per_seq = 0;
+};
+
+// Per-thread scratch for scores; grows to the longest context seen, then stays.
+struct AttentionWorkspace {
+  std::vector<std::vector<float>> per_thread;
+};
+
+// Causal attention of every token over its own sequence. REQUIRES: the keys/values of every
+// position attended to were written (WriteKv) before the call; num_heads % num_kv_heads == 0.
+void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
+                    AttentionWorkspace* workspace, ThreadPool* pool);
+
+}  // namespace pagellm::kernels
+
+#endif  // PAGELLM_KERNELS_CPU_PAGED_ATTENTION_H_

@@ -1,0 +1,122 @@
+#include "kernels/cpu/quant_matmul.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/dequant.h"
+
+namespace pagellm::kernels {
+namespace {
+
+// Random weights in GGML block format with finite fp16 scales.
+std::vector<uint8_t> RandomWeights(GgmlType type, int64_t n, int64_t k, std::mt19937& rng) {
+  const auto traits = GetGgmlTypeTraits(type);
+  std::vector<uint8_t> w(n * k / 32 * traits.block_bytes);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  for (int64_t blk = 0; blk < n * k / 32; ++blk) {
+    uint8_t* p = w.data() + blk * traits.block_bytes;
+    uint16_t d = FloatToHalf(scale(rng));
+    std::memcpy(p, &d, 2);
+    if (type == GgmlType::kQ4_1) {
+      uint16_t m = FloatToHalf(scale(rng) * 8);
+      std::memcpy(p + 2, &m, 2);
+    }
+  }
+  return w;
+}
+
+std::vector<float> RandomActivations(int64_t m, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(m * k);
+  for (auto& v : x) v = dist(rng);
+  return x;
+}
+
+class QuantMatmulTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(7);
+  const int64_t m = 5, n = 37, k = 256;
+  auto w = RandomWeights(type, n, k, rng);
+  auto x = RandomActivations(m, k, rng);
+  QuantizedActivations qx;
+  QuantizeActivations(x.data(), m, k, k, &qx, nullptr);
+  std::vector<float> y(m * n);
+  QuantMatmul(type, w.data(), n, qx, y.data(), n, nullptr);
+
+  // Reference: dequantized weights times the dequantized int8 activations, in double.
+  std::vector<float> wf(n * k);
+  ASSERT_TRUE(DequantizeRow(type, w.data(), wf.data(), n * k).ok());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        const double xv = static_cast<double>(qx.d[(i * k + c) / 32]) * qx.qs[i * k + c];
+        ref += xv * wf[j * k + c];
+        mag += std::fabs(xv * wf[j * k + c]);
+      }
+      ASSERT_FALSE(std::isnan(y[i * n + j]));
+      EXPECT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-6) << "row " << i << " col " << j;
+    }
+  }
+  // And close to the exact fp32 product (activation quantization error only).
+  double err = 0, norm = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0;
+      for (int64_t c = 0; c < k; ++c) ref += static_cast<double>(x[i * k + c]) * wf[j * k + c];
+      err += (ref - y[i * n + j]) * (ref - y[i * n + j]);
+      norm += ref * ref;
+    }
+  EXPECT_LT(std::sqrt(err / norm), 0.02);
+}
+
+TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(11);
+  const int64_t m = 7, n = 23, k = 576;
+  auto w = RandomWeights(type, n, k, rng);
+  auto x = RandomActivations(m, k, rng);
+  QuantizedActivations qx;
+  QuantizeActivations(x.data(), m, k, k, &qx, nullptr);
+  std::vector<float> a(m * n), b(m * n);
+  internal::QuantMatmulRangePortable(type, w.data(), 0, n, qx, a.data(), n);
+  if (!__builtin_cpu_supports("avx512vnni")) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  internal::QuantMatmulRangeAvx512(type, w.data(), 0, n, qx, b.data(), n);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+TEST_P(QuantMatmulTest, RowResultDoesNotDependOnBatchOrThreads) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(13);
+  const int64_t m = 9, n = 70, k = 128;
+  auto w = RandomWeights(type, n, k, rng);
+  auto x = RandomActivations(m, k, rng);
+  QuantizedActivations all;
+  QuantizeActivations(x.data(), m, k, k, &all, nullptr);
+  ThreadPool pool(2);
+  std::vector<float> batched(m * n);
+  QuantMatmul(type, w.data(), n, all, batched.data(), n, &pool);
+  for (int64_t i = 0; i < m; ++i) {
+    QuantizedActivations one;
+    QuantizeActivations(x.data() + i * k, 1, k, k, &one, nullptr);
+    std::vector<float> single(n);
+    QuantMatmul(type, w.data(), n, one, single.data(), n, nullptr);
+    EXPECT_EQ(0, std::memcmp(single.data(), batched.data() + i * n, n * sizeof(float))) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, QuantMatmulTest,
+                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0),
+                         [](const auto& info) {
+                           return std::string(GetGgmlTypeTraits(info.param).name);
+                         });
+
+}  // namespace
+}  // namespace pagellm::kernels

@@ -1,0 +1,42 @@
+#include "tools/cli/flags_util.h"
+
+#include <algorithm>
+
+namespace pagellm::cli {
+
+std::vector<std::string> NormalizeArgs(int argc, char** argv, const std::vector<std::string>& repeated,
+                                       std::vector<std::vector<std::string>>* collected) {
+  collected->assign(repeated.size(), {});
+  std::vector<std::string> out;
+  bool only_positional = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i == 0 || only_positional || a.size() < 3 || a.rfind("--", 0) != 0) {
+      out.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      only_positional = true;
+      out.push_back(a);
+      continue;
+    }
+    const size_t eq = a.find('=');
+    std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    std::replace(name.begin(), name.end(), '-', '_');
+    auto it = std::find(repeated.begin(), repeated.end(), name);
+    if (it != repeated.end()) {
+      std::string value;
+      if (eq != std::string::npos) {
+        value = a.substr(eq + 1);
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      }
+      (*collected)[it - repeated.begin()].push_back(value);
+      continue;
+    }
+    out.push_back("--" + name + (eq == std::string::npos ? "" : a.substr(eq)));
+  }
+  return out;
+}
+
+}  // namespace pagellm::cli

@@ -1,0 +1,18 @@
+// Command-line helpers shared by the pagellm tools.
+#ifndef PAGELLM_TOOLS_CLI_FLAGS_UTIL_H_
+#define PAGELLM_TOOLS_CLI_FLAGS_UTIL_H_
+
+#include <string>
+#include <vector>
+
+namespace pagellm::cli {
+
+// Rewrites "--max-tokens=3" / "--max-tokens" to absl's "--max_tokens" spelling (flag names
+// only, never values), and pulls every occurrence of the repeatable flags in `repeated` out of
+// argv into `collected` (in order). Returns the rewritten argv storage.
+std::vector<std::string> NormalizeArgs(int argc, char** argv, const std::vector<std::string>& repeated,
+                                       std::vector<std::vector<std::string>>* collected);
+
+}  // namespace pagellm::cli
+
+#endif  // PAGELLM_TOOLS_CLI_FLAGS_UTIL_H_

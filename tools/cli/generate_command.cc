@@ -1,0 +1,192 @@
+// `pagellm generate`: loads a model, runs every prompt through one Engine (all prompts are
+// batched together) and prints completions: streamed text for a single prompt, or one JSON
+// object per completion with --json.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "nlohmann/json.hpp"
+#include "tools/cli/flags_util.h"
+#include "worker/backend/cpu_backend.h"
+#include "worker/engine/engine.h"
+#include "worker/model/model_loader.h"
+
+ABSL_FLAG(std::string, model, "", "model: a GGUF file or a Hugging Face checkpoint directory");
+ABSL_FLAG(std::string, load_format, "auto", "auto | gguf | hf | dummy");
+ABSL_FLAG(std::string, tokenizer, "", "tokenizer (GGUF or tokenizer.json) overriding the model's");
+ABSL_FLAG(std::string, dummy_model, "smollm2-135m", "shape preset for --load-format dummy");
+ABSL_FLAG(std::string, dummy_dtype, "q4_1", "matrix type for --load-format dummy");
+ABSL_FLAG(std::string, prompt, "", "prompt text");
+ABSL_FLAG(std::string, prompts_file, "", "file with one prompt per line (batched together)");
+ABSL_FLAG(int32_t, max_tokens, 64, "maximum tokens to generate per completion");
+ABSL_FLAG(int32_t, min_tokens, 0, "minimum tokens before EOS / stop may end a completion");
+ABSL_FLAG(double, temperature, 1.0, "sampling temperature; 0 means greedy");
+ABSL_FLAG(double, top_p, 1.0, "nucleus sampling mass");
+ABSL_FLAG(int32_t, top_k, 0, "top-k sampling (0: off)");
+ABSL_FLAG(double, min_p, 0.0, "min-p sampling");
+ABSL_FLAG(double, repetition_penalty, 1.0, "repetition penalty (1: off)");
+ABSL_FLAG(double, presence_penalty, 0.0, "presence penalty");
+ABSL_FLAG(double, frequency_penalty, 0.0, "frequency penalty");
+ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt, "sampling seed (per request)");
+ABSL_FLAG(bool, ignore_eos, false, "keep generating after EOS");
+ABSL_FLAG(std::optional<int32_t>, logprobs, std::nullopt, "return N top logprobs per token (--json)");
+ABSL_FLAG(int64_t, block_size, 16, "KV cache block size in tokens");
+ABSL_FLAG(int64_t, num_kv_blocks, 0, "KV pool size in blocks (0: from --kv-cache-memory)");
+ABSL_FLAG(double, kv_cache_memory, 1.0, "KV pool budget in GiB when --num-kv-blocks is 0");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto", "auto | f32 | f16");
+ABSL_FLAG(int64_t, max_num_seqs, 256, "most sequences per step");
+ABSL_FLAG(int64_t, max_num_batched_tokens, 2048, "most tokens per step");
+ABSL_FLAG(int64_t, max_model_len, 0, "context limit (0: the model's)");
+ABSL_FLAG(int32_t, threads, 0, "CPU threads (0: all)");
+ABSL_FLAG(bool, json, false, "print one JSON object per completion");
+ABSL_FLAG(std::string, log_level, "warn", "log level: debug, info, warn, error");
+
+namespace pagellm::cli {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "pagellm generate: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+struct Completion {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::vector<SampleResult> logprobs;
+  FinishReason finish = FinishReason::kNone;
+};
+
+}  // namespace
+
+int GenerateMain(int argc, char** argv) {
+  absl::SetProgramUsageMessage("pagellm generate --model PATH --prompt TEXT [flags]");
+  std::vector<std::vector<std::string>> repeated;
+  std::vector<std::string> args = NormalizeArgs(argc, argv, {"stop", "stop_token_id"}, &repeated);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(cargs.size()), cargs.data());
+  InitLogging(absl::GetFlag(FLAGS_log_level).c_str());
+
+  std::vector<std::string> prompts;
+  if (!absl::GetFlag(FLAGS_prompts_file).empty()) {
+    std::ifstream in(absl::GetFlag(FLAGS_prompts_file));
+    if (!in) return Fail(absl::NotFoundError("cannot read --prompts-file"));
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) prompts.push_back(line);
+    }
+  }
+  if (!absl::GetFlag(FLAGS_prompt).empty()) prompts.insert(prompts.begin(), absl::GetFlag(FLAGS_prompt));
+  if (prompts.empty()) return Fail(absl::InvalidArgumentError("give --prompt or --prompts-file"));
+
+  LoadModelOptions lo;
+  lo.path = absl::GetFlag(FLAGS_model);
+  lo.format = absl::GetFlag(FLAGS_load_format);
+  lo.tokenizer_path = absl::GetFlag(FLAGS_tokenizer);
+  lo.dummy_preset = absl::GetFlag(FLAGS_dummy_model);
+  lo.dummy_type = absl::GetFlag(FLAGS_dummy_dtype);
+  if (lo.path.empty() && lo.format != "dummy") return Fail(absl::InvalidArgumentError("--model is required"));
+  auto loaded = LoadModel(lo);
+  if (!loaded.ok()) return Fail(loaded.status());
+
+  CpuBackendOptions bo;
+  bo.threads = absl::GetFlag(FLAGS_threads);
+  bo.block_size = absl::GetFlag(FLAGS_block_size);
+  bo.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
+  bo.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_memory) * (1ll << 30));
+  bo.kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
+  bo.max_batch_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  std::unique_ptr<Tokenizer> tokenizer = std::move(loaded->tokenizer);
+  auto backend = CreateCpuBackend(std::move(loaded->weights), bo);
+  if (!backend.ok()) return Fail(backend.status());
+  EngineOptions eo;
+  eo.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  eo.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  eo.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  auto engine = Engine::Create(backend->get(), tokenizer.get(), eo);
+  if (!engine.ok()) return Fail(engine.status());
+
+  SamplingParams params;
+  params.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  params.min_tokens = absl::GetFlag(FLAGS_min_tokens);
+  params.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  params.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  params.top_k = absl::GetFlag(FLAGS_top_k);
+  params.min_p = static_cast<float>(absl::GetFlag(FLAGS_min_p));
+  params.repetition_penalty = static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty));
+  params.presence_penalty = static_cast<float>(absl::GetFlag(FLAGS_presence_penalty));
+  params.frequency_penalty = static_cast<float>(absl::GetFlag(FLAGS_frequency_penalty));
+  params.seed = absl::GetFlag(FLAGS_seed);
+  params.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  params.logprobs = absl::GetFlag(FLAGS_logprobs);
+  params.stop = repeated[0];
+  for (const std::string& id : repeated[1]) {
+    try {
+      params.stop_token_ids.push_back(std::stoi(id));
+    } catch (...) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("bad --stop-token-id '", id, "'")));
+    }
+  }
+
+  const bool json = absl::GetFlag(FLAGS_json);
+  const bool stream = !json && prompts.size() == 1;
+  std::vector<Completion> done(prompts.size());
+  std::vector<std::vector<int32_t>> prompt_ids(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    prompt_ids[i] = tokenizer->Encode(prompts[i], /*add_special_tokens=*/true, /*parse_special=*/true);
+    absl::Status st = (*engine)->AddRequest(std::to_string(i), prompt_ids[i], params);
+    if (!st.ok()) return Fail(absl::Status(st.code(), absl::StrCat("prompt ", i, ": ", st.message())));
+  }
+  std::vector<SequenceOutput> outputs;
+  while ((*engine)->HasUnfinished()) {
+    outputs.clear();
+    absl::Status st = (*engine)->Step(&outputs);
+    if (!st.ok()) return Fail(st);
+    for (SequenceOutput& o : outputs) {
+      Completion& c = done[std::stoul(o.request_id)];
+      c.text += o.text;
+      c.token_ids.insert(c.token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+      c.finish = o.finish_reason;
+      if (stream) {
+        std::fwrite(o.text.data(), 1, o.text.size(), stdout);
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (stream) std::fputc('\n', stdout);
+  for (size_t i = 0; i < done.size() && !stream; ++i) {
+    const Completion& c = done[i];
+    if (!json) {
+      std::printf("[%zu] %s\n", i, c.text.c_str());
+      continue;
+    }
+    nlohmann::json j;
+    j["prompt_index"] = i;
+    j["text"] = c.text;
+    j["token_ids"] = c.token_ids;
+    j["prompt_token_ids"] = prompt_ids[i];
+    j["finish_reason"] = std::string(FinishReasonName(c.finish));
+    if (params.logprobs.has_value()) {
+      nlohmann::json lp = nlohmann::json::array();
+      for (const SampleResult& r : c.logprobs) {
+        nlohmann::json top = nlohmann::json::array();
+        for (const TokenLogprob& t : r.top_logprobs()) top.push_back({{"token_id", t.token_id}, {"logprob", t.logprob}});
+        lp.push_back({{"token_id", r.token_id}, {"logprob", r.logprob}, {"top", top}});
+      }
+      j["logprobs"] = lp;
+    }
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  }
+  return 0;
+}
+
+}  // namespace pagellm::cli

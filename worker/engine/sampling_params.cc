@@ -1,0 +1,95 @@
+#include "worker/engine/sampling_params.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace pagellm {
+namespace {
+
+absl::Status Bad(absl::string_view field, absl::string_view rule, double value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("sampling_params.", field, " ", rule, ", got ", value));
+}
+
+// True if `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
+bool IsValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int len;
+    unsigned char lo = 0x80, hi = 0xBF;  // Allowed range of the second byte.
+    if (c < 0x80) {
+      len = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (s.size() - i < static_cast<size_t>(len)) return false;
+    for (int k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::Status SamplingParams::Validate(int64_t vocab_size) const {
+  if (vocab_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("vocab_size must be > 0, got ", vocab_size));
+  }
+  // Comparisons are written so that NaN fails them.
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
+    return Bad("temperature", "must be finite and >= 0", temperature);
+  }
+  if (!(top_p > 0.0f && top_p <= 1.0f)) return Bad("top_p", "must be in (0, 1]", top_p);
+  if (top_k < -1) return Bad("top_k", "must be -1, 0 (disabled) or positive", top_k);
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) return Bad("min_p", "must be in [0, 1]", min_p);
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
+    return Bad("repetition_penalty", "must be finite and > 0", repetition_penalty);
+  }
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
+    return Bad("presence_penalty", "must be in [-2, 2]", presence_penalty);
+  }
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
+    return Bad("frequency_penalty", "must be in [-2, 2]", frequency_penalty);
+  }
+  if (max_tokens < 1) return Bad("max_tokens", "must be >= 1", max_tokens);
+  if (min_tokens < 0) return Bad("min_tokens", "must be >= 0", min_tokens);
+  if (min_tokens > max_tokens) {
+    return Bad("min_tokens", absl::StrCat("must be <= max_tokens (", max_tokens, ")"), min_tokens);
+  }
+  if (logprobs.has_value() && (*logprobs < 0 || *logprobs > kMaxLogprobs)) {
+    return Bad("logprobs", absl::StrCat("must be in [0, ", kMaxLogprobs, "]"), *logprobs);
+  }
+  for (int32_t id : stop_token_ids) {
+    if (id < 0 || id >= vocab_size) {
+      return Bad("stop_token_ids", absl::StrCat("entries must be in [0, ", vocab_size, ")"), id);
+    }
+  }
+  for (size_t i = 0; i < stop.size(); ++i) {
+    if (stop[i].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling_params.stop[", i, "] is empty"));
+    }
+    if (!IsValidUtf8(stop[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampling_params.stop[", i, "] is not valid UTF-8"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pagellm

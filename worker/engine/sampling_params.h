@@ -1,0 +1,74 @@
+// Per-request sampling and stopping parameters, with vLLM's semantics and defaults.
+#ifndef PAGELLM_WORKER_ENGINE_SAMPLING_PARAMS_H_
+#define PAGELLM_WORKER_ENGINE_SAMPLING_PARAMS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace pagellm {
+
+// The most top logprobs a request may ask for (OpenAI's and vLLM's default limit).
+inline constexpr int kMaxLogprobs = 20;
+
+// Temperatures below this sample greedily (vLLM's _SAMPLING_EPS): dividing logits by a tiny
+// temperature only produces overflow, and the limit is argmax anyway.
+inline constexpr float kGreedyTemperatureEps = 1e-5f;
+
+// A plain value type: copy freely. Call Validate() on every request before using it; the sampler
+// and stop checker assume a valid object.
+struct SamplingParams {
+  // Divides the logits before softmax. 0 (below kGreedyTemperatureEps) means greedy: argmax,
+  // ties to the lowest token id; top_k/top_p/min_p and the seed are then ignored.
+  float temperature = 1.0f;
+  // Nucleus sampling: keep the smallest set of most likely tokens whose mass reaches top_p.
+  // 1 disables. Must be in (0, 1].
+  float top_p = 1.0f;
+  // Keep only the top_k most likely tokens. 0 or -1 disables.
+  int32_t top_k = 0;
+  // Drop tokens whose probability is below min_p times the most likely token's. 0 disables.
+  float min_p = 0.0f;
+  // HF/vLLM style, over tokens seen in prompt or output: positive logits are divided by it,
+  // negative ones multiplied. 1 disables. Must be > 0.
+  float repetition_penalty = 1.0f;
+  // OpenAI style, over output tokens only: logit -= presence_penalty * (count > 0)
+  // and logit -= frequency_penalty * count. In [-2, 2].
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Fixes the request's random stream: the draw for output position i depends only on (seed, i).
+  // Unset: the engine draws a random seed once when the request is created.
+  std::optional<uint64_t> seed = std::nullopt;
+  // Generate at most max_tokens tokens (finish reason "length"); at least 1.
+  int32_t max_tokens = 16;
+  // The first min_tokens tokens can never be EOS or a stop token, and no stop string ends the
+  // request before min_tokens tokens exist. 0 <= min_tokens <= max_tokens.
+  int32_t min_tokens = 0;
+  // Keep generating past the model's EOS token(s) (stop_token_ids still apply).
+  bool ignore_eos = false;
+  // Extra token ids that finish the request with reason "stop".
+  std::vector<int32_t> stop_token_ids = {};
+  // Strings (UTF-8, non-empty) that finish the request with reason "stop". The output is cut
+  // before the string unless include_stop_str_in_output.
+  std::vector<std::string> stop = {};
+  // Keep the matched stop string, or the text of the stop/EOS token, in the output.
+  bool include_stop_str_in_output = false;
+  // Unset: no logprobs. N: the sampled token's logprob plus the N most likely tokens'
+  // (0 = the sampled token's only). At most kMaxLogprobs.
+  std::optional<int32_t> logprobs = std::nullopt;
+  // Leave special tokens out of the detokenized text (used by the detokenizer).
+  bool skip_special_tokens = true;
+
+  // Returns OK, or InvalidArgument naming the first bad field and its value. vocab_size is the
+  // model's logits width; token ids must lie in [0, vocab_size).
+  [[nodiscard]] absl::Status Validate(int64_t vocab_size) const;
+
+  // True when the sampler picks the argmax.
+  [[nodiscard]] bool IsGreedy() const { return temperature < kGreedyTemperatureEps; }
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_ENGINE_SAMPLING_PARAMS_H_

@@ -1,0 +1,84 @@
+#include "worker/model/model_loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/model/gguf_file.h"
+#include "worker/model/gguf_vocab.h"
+#include "worker/model/hf_checkpoint.h"
+
+namespace pagellm {
+namespace {
+
+bool IsDirectory(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec);
+}
+
+// A tokenizer from a GGUF file or a tokenizer.json.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
+  if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return Tokenizer::FromHfTokenizerJson(ss.str());
+  }
+  ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(path));
+  ASSIGN_OR_RETURN(VocabSpec spec, VocabFromGguf(*gguf));
+  return Tokenizer::Create(std::move(spec));
+}
+
+absl::StatusOr<GgmlType> ParseDummyType(const std::string& t) {
+  if (t == "q4_0") return GgmlType::kQ4_0;
+  if (t == "q4_1") return GgmlType::kQ4_1;
+  if (t == "q8_0") return GgmlType::kQ8_0;
+  if (t == "f32") return GgmlType::kF32;
+  return absl::InvalidArgumentError(absl::StrCat("unknown dummy weight type '", t, "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
+  LoadedModel m;
+  std::string format = o.format;
+  if (format == "auto") format = IsDirectory(o.path) ? "hf" : "gguf";
+  if (format == "gguf") {
+    ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(o.path));
+    std::shared_ptr<GgufFile> gguf(std::move(file));
+    if (o.tokenizer_path.empty()) {
+      ASSIGN_OR_RETURN(VocabSpec spec, VocabFromGguf(*gguf));
+      ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::Create(std::move(spec)));
+    }
+    ASSIGN_OR_RETURN(m.weights, LoadLlamaFromGguf(gguf));
+  } else if (format == "hf") {
+    ASSIGN_OR_RETURN(std::unique_ptr<HfCheckpoint> ckpt, HfCheckpoint::Open(o.path));
+    std::shared_ptr<HfCheckpoint> shared(std::move(ckpt));
+    if (o.tokenizer_path.empty()) {
+      ASSIGN_OR_RETURN(std::string json, shared->ReadTokenizerJson());
+      ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::FromHfTokenizerJson(json));
+    }
+    ASSIGN_OR_RETURN(m.weights, LoadLlamaFromHf(shared));
+  } else if (format == "dummy") {
+    ASSIGN_OR_RETURN(ModelConfig config, DummyModelPreset(o.dummy_preset));
+    ASSIGN_OR_RETURN(GgmlType type, ParseDummyType(o.dummy_type));
+    ASSIGN_OR_RETURN(m.weights, MakeDummyLlama(config, type, o.dummy_seed));
+    const std::string tok = !o.tokenizer_path.empty() ? o.tokenizer_path : o.path;
+    if (tok.empty())
+      return absl::InvalidArgumentError("--load-format dummy needs --tokenizer (or --model) for text");
+    ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(tok));
+    return m;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown load format '", o.format, "' (auto, gguf, hf, dummy)"));
+  }
+  if (!o.tokenizer_path.empty()) {
+    ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(o.tokenizer_path));
+  }
+  return m;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,40 @@
+// LoadModel: opens a model in any supported form and returns its weights and tokenizer.
+//
+//   format "auto":  a directory is a Hugging Face checkpoint, a file is GGUF.
+//   format "gguf" / "hf": as named.
+//   format "dummy": random weights of the shape `dummy_preset` (see DummyModelPreset) in
+//                   `dummy_type`; the tokenizer comes from `tokenizer_path` (GGUF or
+//                   tokenizer.json), or from `path` when it names a GGUF file.
+//
+// Errors: NotFound / InvalidArgument / Unimplemented with the file and the reason.
+#ifndef PAGELLM_WORKER_MODEL_MODEL_LOADER_H_
+#define PAGELLM_WORKER_MODEL_MODEL_LOADER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/tokenizer/tokenizer.h"
+#include "worker/model/llama_weights.h"
+
+namespace pagellm {
+
+struct LoadModelOptions {
+  std::string path;
+  std::string format = "auto";  // auto | gguf | hf | dummy
+  std::string tokenizer_path;   // optional override
+  std::string dummy_preset = "smollm2-135m";
+  std::string dummy_type = "q4_1";  // q4_0 | q4_1 | q8_0 | f32
+  uint64_t dummy_seed = 0;
+};
+
+struct LoadedModel {
+  std::unique_ptr<LlamaWeights> weights;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& options);
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_MODEL_MODEL_LOADER_H_
