@@ -10,6 +10,9 @@
 //   llama3, llama-v3, llama-bpe              Llama 3's regex (digits in runs of up to 3);
 //                                            ignore_merges, BOS added by default
 //   qwen2, deepseek-r1-qwen, stablelm2       Qwen2's regex (single digits)
+// ("default" differs from llama.cpp, which keeps an older ad-hoc regex for it; current
+// converters always name the pre-tokenizer.) tools/convert/gguf_tokenizer_to_hf.py mirrors this
+// table.
 //
 // Thread-safe: Split() is const and keeps no shared mutable state.
 #ifndef PAGELLM_COMMON_TOKENIZER_PRE_TOKENIZER_H_

@@ -35,7 +35,15 @@ void ThreadPool::Run(int64_t n, Thunk thunk, void* ctx) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   RunChunk(0);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  // Spin, then yield: on an oversubscribed machine a pure spin would hold the core the
+  // straggling worker needs.
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < 4096) {
+      _mm_pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadPool::WorkerLoop(int index) {
@@ -46,8 +54,12 @@ void ThreadPool::WorkerLoop(int index) {
     uint32_t g;
     int spins = 0;
     while ((g = generation_.load(std::memory_order_acquire)) == seen) {
-      _mm_pause();
-      if (++spins % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
+      if (++spins < 2048) {
+        _mm_pause();
+      } else {
+        std::this_thread::yield();
+      }
+      if (spins % 256 == 0 && std::chrono::steady_clock::now() > deadline) {
         generation_.wait(seen, std::memory_order_acquire);
       }
     }

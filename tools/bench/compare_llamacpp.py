@@ -77,7 +77,7 @@ def PagellmBench(binary, args, batches):
 
 
 def Fmt(x):
-    return "-" if x is None else f"{x:10.2f}"
+    return f"{'-':>10s}" if x is None else f"{x:10.2f}"
 
 
 def main():

@@ -70,7 +70,7 @@ def _qwen2_pre() -> dict:
 
 
 # tokenizer.ggml.pre -> (HF pre-tokenizer, ignore_merges, add_bos default). Keep in sync with
-# common/tokenizer/vocab_spec.cc.
+# common/tokenizer/pre_tokenizer.cc.
 PRE_TOKENIZERS = {
     "default": (_gpt2_pre, False, False),
     "gpt2": (_gpt2_pre, False, False),
@@ -276,7 +276,7 @@ def main() -> int:
     args = ap.parse_args()
     try:
         write_tokenizer_files(args.gguf, args.out_dir)
-    except ConvertError as e:
+    except (ConvertError, OSError, ValueError) as e:
         print(f"gguf_tokenizer_to_hf: {e}", file=sys.stderr)
         return 1
     return 0

@@ -1,0 +1,56 @@
+// The default model converted to the Hugging Face layout by tools/convert/gguf_to_hf.py (F32
+// safetensors, Q/K rows un-permuted to rotate-half RoPE, tokenizer.json) loads and gives the
+// same logits as the GGUF (within 1e-4 relative to the largest logit), single-file and sharded.
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace pagellm {
+namespace {
+
+constexpr char kGguf[] = "models/SmolLM2-135M-Instruct.F32.gguf";
+
+class HfLayoutTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HfLayoutTest, LogitsMatchTheGguf) {
+  const char* dir = GetParam();
+  for (const char* p : {kGguf, dir}) {
+    if (!testing::PathExists(p)) {
+      if (testing::ModelsRequired()) FAIL() << p << " missing";
+      GTEST_SKIP() << p << " missing: run tools/test.sh";
+    }
+  }
+  CpuBackendOptions o;
+  o.threads = 2;
+  o.kv_cache_dtype = "f32";
+  o.num_kv_blocks = 64;
+  auto gguf = testing::OpenModel(kGguf, o);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  auto hf = testing::OpenModel(dir, o);
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  const std::string text = "<|im_start|>user\nName three rivers in Europe.<|im_end|>\n";
+  const auto ids = gguf->tokenizer->Encode(text, true, true);
+  // The HF tokenizer.json tokenizes identically.
+  EXPECT_EQ(hf->tokenizer->Encode(text, true, true), ids);
+  auto a = testing::AllPositionLogits(gguf->backend.get(), ids);
+  auto b = testing::AllPositionLogits(hf->backend.get(), ids);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < a->size(); ++i) {
+    ASSERT_FALSE(std::isnan((*b)[i]));
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>((*a)[i]) - (*b)[i]));
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>((*a)[i])));
+  }
+  std::printf("%s: %zu positions, max |diff| %.3g, max |logit| %.3g, relative %.3g\n", dir,
+              ids.size(), max_diff, max_abs, max_diff / max_abs);
+  EXPECT_LE(max_diff / max_abs, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, HfLayoutTest,
+                         ::testing::Values("models/SmolLM2-135M-Instruct-hf",
+                                           "models/SmolLM2-135M-Instruct-hf-sharded"));
+
+}  // namespace
+}  // namespace pagellm

@@ -1,0 +1,102 @@
+#include "tests/test_util.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "common/status_macros.h"
+#include "worker/model/model_loader.h"
+
+namespace pagellm::testing {
+
+bool PathExists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
+bool ModelsRequired() {
+  const char* v = std::getenv("PAGELLM_REQUIRE_MODELS");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options) {
+  LoadModelOptions lo;
+  lo.path = path;
+  ASSIGN_OR_RETURN(LoadedModel m, LoadModel(lo));
+  TestModel t;
+  t.tokenizer = std::move(m.tokenizer);
+  ASSIGN_OR_RETURN(t.backend, CreateCpuBackend(std::move(m.weights), options));
+  return t;
+}
+
+absl::StatusOr<std::vector<std::vector<int32_t>>> GreedyGenerate(
+    Backend* backend, const Tokenizer* tokenizer, const std::vector<std::vector<int32_t>>& prompts,
+    int max_tokens, bool together, const EngineOptions& options) {
+  ASSIGN_OR_RETURN(auto engine, Engine::Create(backend, tokenizer, options));
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  std::vector<SequenceOutput> step;
+  auto drain = [&]() -> absl::Status {
+    while (engine->HasUnfinished()) {
+      step.clear();
+      RETURN_IF_ERROR(engine->Step(&step));
+      for (const SequenceOutput& o : step) {
+        auto& v = out[std::stoul(o.request_id)];
+        v.insert(v.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      }
+    }
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RETURN_IF_ERROR(engine->AddRequest(std::to_string(i), prompts[i], p));
+    if (!together) RETURN_IF_ERROR(drain());
+  }
+  RETURN_IF_ERROR(drain());
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> AllPositionLogits(Backend* backend,
+                                                     const std::vector<int32_t>& tokens) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t bs = backend->block_size();
+  std::vector<int32_t> table;
+  auto release = [&] {
+    for (int32_t b : table) backend->allocator().Release(b);
+  };
+  for (int64_t i = 0; i < (n + bs - 1) / bs; ++i) {
+    auto b = backend->allocator().Allocate();
+    if (!b.ok()) {
+      release();
+      return b.status();
+    }
+    table.push_back(*b);
+  }
+  std::vector<int32_t> positions(n), seq(n, 0), logit_rows(n);
+  std::vector<int64_t> slots(n);
+  for (int64_t i = 0; i < n; ++i) {
+    positions[i] = static_cast<int32_t>(i);
+    logit_rows[i] = static_cast<int32_t>(i);
+    slots[i] = static_cast<int64_t>(table[i / bs]) * bs + i % bs;
+  }
+  ForwardBatch batch;
+  batch.num_tokens = n;
+  batch.token_ids = tokens.data();
+  batch.positions = positions.data();
+  batch.token_seq = seq.data();
+  batch.slots = slots.data();
+  batch.num_seqs = 1;
+  batch.block_tables = table.data();
+  batch.max_blocks_per_seq = static_cast<int64_t>(table.size());
+  batch.num_logits = n;
+  batch.logit_indices = logit_rows.data();
+  std::vector<float> logits(n * backend->config().vocab_size);
+  absl::Status st = backend->Forward(batch, logits.data());
+  release();
+  RETURN_IF_ERROR(st);
+  return logits;
+}
+
+}  // namespace pagellm::testing

@@ -1,0 +1,161 @@
+// pagellm-bench: offline throughput of the engine on one model, in the shapes llama.cpp's
+// llama-bench / llama-batched-bench report, so tools/bench/compare_llamacpp.py can put the two
+// side by side in one run.
+//   prefill:  one request with a --prompt-len token prompt; tokens/s of the prefill step.
+//   decode B: B requests of --decode-prompt-len prompt tokens each, --decode-len generated
+//             tokens each (ignore_eos, greedy); tokens/s over the steps where all B decode.
+// Prints text, or one JSON object with --json.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+#include "nlohmann/json.hpp"
+#include "tools/cli/flags_util.h"
+#include "worker/backend/cpu_backend.h"
+#include "worker/engine/engine.h"
+#include "worker/model/model_loader.h"
+
+ABSL_FLAG(std::string, model, "", "GGUF file or HF directory (or a tokenizer for dummy)");
+ABSL_FLAG(std::string, load_format, "auto", "auto | gguf | hf | dummy");
+ABSL_FLAG(std::string, dummy_model, "smollm2-135m", "preset for --load-format dummy");
+ABSL_FLAG(std::string, dummy_dtype, "q4_1", "matrix type for --load-format dummy");
+ABSL_FLAG(int32_t, threads, 0, "threads (0: all)");
+ABSL_FLAG(int64_t, prompt_len, 512, "prefill benchmark prompt length");
+ABSL_FLAG(int64_t, decode_prompt_len, 128, "prompt length of each decode-benchmark request");
+ABSL_FLAG(int64_t, decode_len, 128, "tokens generated per decode-benchmark request");
+ABSL_FLAG(std::string, batch, "1,32,64", "decode batch sizes");
+ABSL_FLAG(int32_t, repeats, 3, "prefill repetitions (best is reported)");
+ABSL_FLAG(bool, json, false, "print JSON");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<int32_t> PromptIds(int64_t n, int64_t vocab, uint64_t salt) {
+  std::vector<int32_t> ids(n);
+  uint64_t s = 0x1234567 + salt;
+  for (auto& id : ids) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab / 2)) + 100;
+  }
+  return ids;
+}
+
+int Die(const absl::Status& s) {
+  std::fprintf(stderr, "pagellm-bench: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::vector<std::string>> unused;
+  std::vector<std::string> args = pagellm::cli::NormalizeArgs(argc, argv, {}, &unused);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(cargs.size()), cargs.data());
+  pagellm::InitLogging("warn");
+
+  std::vector<int64_t> batches;
+  for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_batch), ',')) {
+    int64_t v;
+    if (!absl::SimpleAtoi(b, &v) || v <= 0) return Die(absl::InvalidArgumentError("bad --batch"));
+    batches.push_back(v);
+  }
+  int64_t max_batch = 1;
+  for (int64_t b : batches) max_batch = std::max(max_batch, b);
+  const int64_t prompt_len = absl::GetFlag(FLAGS_prompt_len);
+  const int64_t dp = absl::GetFlag(FLAGS_decode_prompt_len), dl = absl::GetFlag(FLAGS_decode_len);
+
+  pagellm::LoadModelOptions lo;
+  lo.path = absl::GetFlag(FLAGS_model);
+  lo.format = absl::GetFlag(FLAGS_load_format);
+  lo.dummy_preset = absl::GetFlag(FLAGS_dummy_model);
+  lo.dummy_type = absl::GetFlag(FLAGS_dummy_dtype);
+  auto loaded = pagellm::LoadModel(lo);
+  if (!loaded.ok()) return Die(loaded.status());
+  const int64_t vocab = loaded->weights->config.vocab_size;
+
+  pagellm::CpuBackendOptions bo;
+  bo.threads = absl::GetFlag(FLAGS_threads);
+  bo.max_batch_tokens = std::max<int64_t>(2048, prompt_len);
+  bo.num_kv_blocks = std::max<int64_t>(max_batch * ((dp + dl) / 16 + 2), prompt_len / 16 + 2) + 64;
+  auto backend = pagellm::CreateCpuBackend(std::move(loaded->weights), bo);
+  if (!backend.ok()) return Die(backend.status());
+  pagellm::EngineOptions eo;
+  eo.max_num_batched_tokens = bo.max_batch_tokens;
+  eo.max_num_seqs = std::max<int64_t>(256, max_batch);
+  auto engine = pagellm::Engine::Create(backend->get(), loaded->tokenizer.get(), eo);
+  if (!engine.ok()) return Die(engine.status());
+  pagellm::Engine& e = **engine;
+
+  pagellm::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.ignore_eos = true;
+  std::vector<pagellm::SequenceOutput> out;
+  int request = 0;
+
+  // Prefill.
+  double best_prefill = 0;
+  for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+    pagellm::SamplingParams p = greedy;
+    p.max_tokens = 1;
+    auto st = e.AddRequest(std::to_string(request++), PromptIds(prompt_len, vocab, r), p);
+    if (!st.ok()) return Die(st);
+    const auto t0 = Clock::now();
+    while (e.HasUnfinished()) {
+      out.clear();
+      if (auto s = e.Step(&out); !s.ok()) return Die(s);
+    }
+    const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+    best_prefill = std::max(best_prefill, prompt_len / sec);
+  }
+
+  // Decode at each batch size.
+  nlohmann::json decode = nlohmann::json::object();
+  for (int64_t b : batches) {
+    pagellm::SamplingParams p = greedy;
+    p.max_tokens = static_cast<int32_t>(dl);
+    for (int64_t i = 0; i < b; ++i) {
+      auto st = e.AddRequest(std::to_string(request++), PromptIds(dp, vocab, 1000 + i), p);
+      if (!st.ok()) return Die(st);
+    }
+    // Prefill all prompts (and the first token) before timing.
+    int64_t produced = 0;
+    while (produced < b) {
+      out.clear();
+      if (auto s = e.Step(&out); !s.ok()) return Die(s);
+      produced += static_cast<int64_t>(out.size());
+    }
+    int64_t tokens = 0;
+    const auto t0 = Clock::now();
+    while (e.HasUnfinished()) {
+      out.clear();
+      if (auto s = e.Step(&out); !s.ok()) return Die(s);
+      tokens += static_cast<int64_t>(out.size());
+    }
+    const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+    decode[std::to_string(b)] = tokens / sec;
+  }
+
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json j;
+    j["prefill_tok_s"] = best_prefill;
+    j["prompt_len"] = prompt_len;
+    j["decode_tok_s"] = decode;
+    j["decode_prompt_len"] = dp;
+    j["decode_len"] = dl;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("prefill %lld tokens: %.1f tok/s\n", static_cast<long long>(prompt_len), best_prefill);
+    for (auto& [k, v] : decode.items())
+      std::printf("decode batch %s: %.1f tok/s\n", k.c_str(), v.get<double>());
+  }
+  return 0;
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs every test from a fresh clone: installs what is missing, builds, fetches and converts the
+# default model, then runs CTest (which also regenerates the reference fixtures from the
+# independent Python implementations). Model-dependent tests fail, rather than skip, here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+tools/build.sh
+tools/prepare_models.sh
+export PAGELLM_REQUIRE_MODELS=1
+ctest --test-dir build --output-on-failure --timeout 1200
