@@ -17,15 +17,11 @@
 #include "common/logging.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli/flags_util.h"
+#include "tools/cli/model_flags.h"
 #include "worker/backend/cpu_backend.h"
 #include "worker/engine/engine.h"
 #include "worker/model/model_loader.h"
 
-ABSL_FLAG(std::string, model, "", "GGUF file or HF directory (or a tokenizer for dummy)");
-ABSL_FLAG(std::string, load_format, "auto", "auto | gguf | hf | dummy");
-ABSL_FLAG(std::string, dummy_model, "smollm2-135m", "preset for --load-format dummy");
-ABSL_FLAG(std::string, dummy_dtype, "q4_1", "matrix type for --load-format dummy");
-ABSL_FLAG(int32_t, threads, 0, "threads (0: all)");
 ABSL_FLAG(int64_t, prompt_len, 512, "prefill benchmark prompt length");
 ABSL_FLAG(int64_t, decode_prompt_len, 128, "prompt length of each decode-benchmark request");
 ABSL_FLAG(int64_t, decode_len, 128, "tokens generated per decode-benchmark request");
@@ -73,17 +69,13 @@ int main(int argc, char** argv) {
   const int64_t prompt_len = absl::GetFlag(FLAGS_prompt_len);
   const int64_t dp = absl::GetFlag(FLAGS_decode_prompt_len), dl = absl::GetFlag(FLAGS_decode_len);
 
-  pagellm::LoadModelOptions lo;
-  lo.path = absl::GetFlag(FLAGS_model);
-  lo.format = absl::GetFlag(FLAGS_load_format);
-  lo.dummy_preset = absl::GetFlag(FLAGS_dummy_model);
-  lo.dummy_type = absl::GetFlag(FLAGS_dummy_dtype);
+  const pagellm::LoadModelOptions lo = pagellm::cli::ModelOptionsFromFlags();
   auto loaded = pagellm::LoadModel(lo);
   if (!loaded.ok()) return Die(loaded.status());
   const int64_t vocab = loaded->weights->config.vocab_size;
 
   pagellm::CpuBackendOptions bo;
-  bo.threads = absl::GetFlag(FLAGS_threads);
+  bo.threads = pagellm::cli::ThreadsFromFlags();
   bo.max_batch_tokens = std::max<int64_t>(2048, prompt_len);
   bo.num_kv_blocks = std::max<int64_t>(max_batch * ((dp + dl) / 16 + 2), prompt_len / 16 + 2) + 64;
   auto backend = pagellm::CreateCpuBackend(std::move(loaded->weights), bo);

@@ -15,15 +15,11 @@
 #include "common/logging.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli/flags_util.h"
+#include "tools/cli/model_flags.h"
 #include "worker/backend/cpu_backend.h"
 #include "worker/engine/engine.h"
 #include "worker/model/model_loader.h"
 
-ABSL_FLAG(std::string, model, "", "model: a GGUF file or a Hugging Face checkpoint directory");
-ABSL_FLAG(std::string, load_format, "auto", "auto | gguf | hf | dummy");
-ABSL_FLAG(std::string, tokenizer, "", "tokenizer (GGUF or tokenizer.json) overriding the model's");
-ABSL_FLAG(std::string, dummy_model, "smollm2-135m", "shape preset for --load-format dummy");
-ABSL_FLAG(std::string, dummy_dtype, "q4_1", "matrix type for --load-format dummy");
 ABSL_FLAG(std::string, prompt, "", "prompt text");
 ABSL_FLAG(std::string, prompts_file, "", "file with one prompt per line (batched together)");
 ABSL_FLAG(int32_t, max_tokens, 64, "maximum tokens to generate per completion");
@@ -45,7 +41,6 @@ ABSL_FLAG(std::string, kv_cache_dtype, "auto", "auto | f32 | f16");
 ABSL_FLAG(int64_t, max_num_seqs, 256, "most sequences per step");
 ABSL_FLAG(int64_t, max_num_batched_tokens, 2048, "most tokens per step");
 ABSL_FLAG(int64_t, max_model_len, 0, "context limit (0: the model's)");
-ABSL_FLAG(int32_t, threads, 0, "CPU threads (0: all)");
 ABSL_FLAG(bool, json, false, "print one JSON object per completion");
 ABSL_FLAG(std::string, log_level, "warn", "log level: debug, info, warn, error");
 
@@ -87,18 +82,13 @@ int GenerateMain(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_prompt).empty()) prompts.insert(prompts.begin(), absl::GetFlag(FLAGS_prompt));
   if (prompts.empty()) return Fail(absl::InvalidArgumentError("give --prompt or --prompts-file"));
 
-  LoadModelOptions lo;
-  lo.path = absl::GetFlag(FLAGS_model);
-  lo.format = absl::GetFlag(FLAGS_load_format);
-  lo.tokenizer_path = absl::GetFlag(FLAGS_tokenizer);
-  lo.dummy_preset = absl::GetFlag(FLAGS_dummy_model);
-  lo.dummy_type = absl::GetFlag(FLAGS_dummy_dtype);
+  const LoadModelOptions lo = ModelOptionsFromFlags();
   if (lo.path.empty() && lo.format != "dummy") return Fail(absl::InvalidArgumentError("--model is required"));
   auto loaded = LoadModel(lo);
   if (!loaded.ok()) return Fail(loaded.status());
 
   CpuBackendOptions bo;
-  bo.threads = absl::GetFlag(FLAGS_threads);
+  bo.threads = ThreadsFromFlags();
   bo.block_size = absl::GetFlag(FLAGS_block_size);
   bo.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   bo.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_memory) * (1ll << 30));

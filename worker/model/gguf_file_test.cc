@@ -1,4 +1,5 @@
 #include "worker/model/gguf_file.h"
+#include "worker/model/gguf_test_bytes.h"
 
 #include <unistd.h>
 
@@ -22,14 +23,9 @@ using ::testing::HasSubstr;
 
 constexpr uint32_t kMagic = 0x46554747;
 
-template <typename T>
-std::string Le(T v) {
-  std::string s(sizeof(T), '\0');
-  std::memcpy(s.data(), &v, sizeof(T));
-  return s;
-}
-std::string Str(std::string_view s) { return Le<uint64_t>(s.size()) + std::string(s); }
-std::string Type(GgufValueType t) { return Le(static_cast<uint32_t>(t)); }
+using gguf_test::Le;
+using gguf_test::Str;
+using gguf_test::Type;
 
 // One metadata record with an already-encoded value.
 std::string Kv(std::string_view key, GgufValueType t, const std::string& value) {

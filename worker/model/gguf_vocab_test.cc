@@ -9,6 +9,7 @@
 #include "common/tokenizer/tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/model/gguf_test_bytes.h"
 
 namespace pagellm {
 namespace {
@@ -18,14 +19,9 @@ using Ids = std::vector<int32_t>;
 
 // ---- A minimal GGUF v3 writer (metadata only, no tensors). ----
 
-template <typename T>
-std::string Le(T v) {
-  std::string s(sizeof(T), '\0');
-  std::memcpy(s.data(), &v, sizeof(T));
-  return s;
-}
-std::string Str(std::string_view s) { return Le<uint64_t>(s.size()) + std::string(s); }
-std::string Type(GgufValueType t) { return Le(static_cast<uint32_t>(t)); }
+using gguf_test::Le;
+using gguf_test::Str;
+using gguf_test::Type;
 
 struct Gguf {
   std::vector<std::string> kvs;
