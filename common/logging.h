@@ -20,11 +20,13 @@ void InitLogging(const char* level = "info");
 #define PLOG_ERROR(...) ::spdlog::error(__VA_ARGS__)
 
 // Crash on a broken internal invariant (never on client input: use absl::Status for that).
+// Writes straight to stderr so the message survives whatever state the logger is in.
 #define PAGELLM_CHECK(cond, ...)                                                        \
   do {                                                                                  \
     if (!(cond)) {                                                                      \
-      ::spdlog::critical("CHECK failed at {}:{}: {}: {}", __FILE__, __LINE__, #cond,    \
-                         ::fmt::format(__VA_ARGS__));                                   \
+      std::fprintf(stderr, "CHECK failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond, \
+                   ::fmt::format(__VA_ARGS__).c_str());                                 \
+      std::fflush(stderr);                                                              \
       std::abort();                                                                     \
     }                                                                                   \
   } while (0)

@@ -1,12 +1,13 @@
-// Dispatch, activation quantization and the portable kernel. The portable kernel performs the
-// same fp32 operations in the same order as quant_matmul_avx512.cc: per block, 8 int32 lane
-// sums (lane l covers elements 4l..4l+3 of the 32, in the weight's storage order), each lane
-// accumulated as acc = fma(float(dot) * dw, dx, acc); then ReduceLanes8 + the Q4_1 min term.
+// Packing, activation quantization, dispatch and the portable kernel. The portable kernel
+// performs exactly the fp32 operations of quant_matmul_avx512.cc (see the header's formula);
+// only the integer dot products are computed differently, and those are exact.
 #include "kernels/cpu/quant_matmul.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequant.h"
 
@@ -14,21 +15,7 @@ namespace pagellm::kernels {
 namespace {
 
 constexpr int64_t kBlock = 32;
-
-struct Format {
-  int64_t block_bytes;
-  int offset;     // subtracted from the unsigned weight value
-  bool has_min;   // Q4_1
-  bool nibbles;   // 4-bit packed
-};
-
-Format GetFormat(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_0: return {18, 8, false, true};
-    case GgmlType::kQ4_1: return {20, 0, true, true};
-    default: return {34, 128, false, false};  // Q8_0
-  }
-}
+constexpr int kGroup = 8;
 
 uint16_t Load16(const uint8_t* p) {
   uint16_t v;
@@ -36,16 +23,63 @@ uint16_t Load16(const uint8_t* p) {
   return v;
 }
 
-// Unsigned weight values of one block in storage order (see the design note above).
-void UnpackBlock(const uint8_t* blk, const Format& f, uint8_t* u) {
-  const uint8_t* qs = blk + (f.has_min ? 4 : 2);
-  if (f.nibbles) {
-    for (int i = 0; i < 16; ++i) {
-      u[i] = qs[i] & 0x0F;
-      u[i + 16] = qs[i] >> 4;
+// Geometry of a type's GGML block and of its packed group-block.
+struct Layout {
+  int64_t src_bytes;   // GGML block
+  int64_t qs_offset;   // quants inside the GGML block
+  bool has_min;
+  bool nibbles;
+  int64_t scale_bytes;  // packed: d[8] (+ m[8]) fp16
+  int64_t quant_bytes;  // packed: 128 (Q4) or 256 (Q8)
+};
+
+Layout GetLayout(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return {18, 2, false, true, 16, 128};
+    case GgmlType::kQ4_1: return {20, 4, true, true, 32, 128};
+    default: return {34, 2, false, false, 16, 256};  // Q8_0
+  }
+}
+
+// Unsigned quant of element e (0..31) of a GGML block.
+uint8_t SourceQuant(const uint8_t* blk, const Layout& l, int e) {
+  const uint8_t* qs = blk + l.qs_offset;
+  if (!l.nibbles) return static_cast<uint8_t>(qs[e] ^ 0x80);
+  return e < 16 ? (qs[e] & 0x0F) : (qs[e - 16] >> 4);
+}
+
+// Unsigned quant of row r (0..7), element e of a packed group-block.
+uint8_t PackedQuant(const uint8_t* gb, const Layout& l, int r, int e) {
+  const uint8_t* q = gb + l.scale_bytes;
+  const int t = e / 4, i = e % 4;
+  if (!l.nibbles) return q[t * 32 + 4 * r + i];
+  if (t < 4) return q[t * 32 + 4 * r + i] & 0x0F;
+  return q[(t - 4) * 32 + 4 * r + i] >> 4;
+}
+
+// One row of activations to int8 blocks. The clones compute identical results (exact IEEE
+// operations only; nearbyint rounds half to even in both).
+__attribute__((target_clones("avx512f", "default"))) void QuantizeRow(
+    const float* x, int64_t nb, int8_t* qs, float* ds, float* ss, int32_t* sums) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* src = x + b * kBlock;
+    float amax = 0.0f;
+    for (int i = 0; i < kBlock; ++i) {
+      const float a = src[i] < 0.0f ? -src[i] : src[i];
+      amax = a > amax ? a : amax;
     }
-  } else {
-    for (int i = 0; i < 32; ++i) u[i] = static_cast<uint8_t>(qs[i] ^ 0x80);
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t vals[kBlock];
+    for (int i = 0; i < kBlock; ++i) vals[i] = static_cast<int32_t>(std::nearbyint(src[i] * id));
+    int32_t sum = 0;
+    for (int i = 0; i < kBlock; ++i) {
+      qs[b * kBlock + i] = static_cast<int8_t>(vals[i]);
+      sum += vals[i];
+    }
+    ds[b] = d;
+    ss[b] = d * static_cast<float>(sum);
+    sums[b] = sum;
   }
 }
 
@@ -55,38 +89,63 @@ bool IsQuantMatmulType(GgmlType type) {
   return type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0;
 }
 
+absl::StatusOr<PackedQuantMatrix> PackQuantMatrix(GgmlType type, const uint8_t* blocks,
+                                                  int64_t n_out, int64_t n_in) {
+  if (!IsQuantMatmulType(type) || n_in % kBlock != 0 || n_out <= 0 || n_in <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot pack a ", n_out, "x", n_in,
+                                                   " matrix of type ", static_cast<int>(type)));
+  }
+  const Layout l = GetLayout(type);
+  PackedQuantMatrix p;
+  p.type = type;
+  p.n_out = n_out;
+  p.n_in = n_in;
+  p.groups = (n_out + kGroup - 1) / kGroup;
+  p.block_bytes = l.scale_bytes + l.quant_bytes;
+  const int64_t nb = n_in / kBlock;
+  p.data.assign(p.groups * nb * p.block_bytes, 0);
+  for (int64_t g = 0; g < p.groups; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* gb = p.data.data() + (g * nb + b) * p.block_bytes;
+      uint8_t* q = gb + l.scale_bytes;
+      for (int r = 0; r < kGroup; ++r) {
+        const int64_t row = g * kGroup + r;
+        if (row >= n_out) continue;  // zero padding: scale 0, quants 0
+        const uint8_t* blk = blocks + (row * nb + b) * l.src_bytes;
+        std::memcpy(gb + 2 * r, blk, 2);                           // d
+        if (l.has_min) std::memcpy(gb + 16 + 2 * r, blk + 2, 2);  // m
+        for (int e = 0; e < kBlock; ++e) {
+          const uint8_t u = SourceQuant(blk, l, e);
+          const int t = e / 4, i = e % 4;
+          if (!l.nibbles) {
+            q[t * 32 + 4 * r + i] = u;
+          } else if (t < 4) {
+            q[t * 32 + 4 * r + i] |= u;
+          } else {
+            q[(t - 4) * 32 + 4 * r + i] |= static_cast<uint8_t>(u << 4);
+          }
+        }
+      }
+    }
+  }
+  return p;
+}
+
 void QuantizeActivations(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                          QuantizedActivations* out, ThreadPool* pool) {
   const int64_t nb = cols / kBlock;
   out->rows = rows;
   out->cols = cols;
-  if (static_cast<int64_t>(out->qs.size()) < rows * cols) {
-    out->qs.resize(rows * cols);
+  if (static_cast<int64_t>(out->qs.size()) < rows * cols) out->qs.resize(rows * cols);
+  if (static_cast<int64_t>(out->d.size()) < rows * nb) {
     out->d.resize(rows * nb);
     out->s.resize(rows * nb);
-    out->lanesum.resize(rows * nb * 8);
+    out->sumq.resize(rows * nb);
   }
   auto quantize_rows = [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
-      for (int64_t b = 0; b < nb; ++b) {
-        const float* src = x + r * ldx + b * kBlock;
-        float amax = 0.0f;
-        for (int i = 0; i < kBlock; ++i) amax = std::fmax(amax, std::fabs(src[i]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        int8_t* q = out->qs.data() + r * cols + b * kBlock;
-        int32_t* ls = out->lanesum.data() + (r * nb + b) * 8;
-        int32_t sum = 0;
-        for (int l = 0; l < 8; ++l) ls[l] = 0;
-        for (int i = 0; i < kBlock; ++i) {
-          const int v = static_cast<int>(std::nearbyint(src[i] * id));
-          q[i] = static_cast<int8_t>(v);
-          sum += v;
-          ls[i / 4] += v;
-        }
-        out->d[r * nb + b] = d;
-        out->s[r * nb + b] = d * static_cast<float>(sum);
-      }
+      QuantizeRow(x + r * ldx, nb, out->qs.data() + r * cols, out->d.data() + r * nb,
+                  out->s.data() + r * nb, out->sumq.data() + r * nb);
     }
   };
   if (pool != nullptr && rows * cols >= 16384) {
@@ -98,53 +157,42 @@ void QuantizeActivations(const float* x, int64_t rows, int64_t cols, int64_t ldx
 
 namespace internal {
 
-void QuantMatmulRangePortable(GgmlType type, const uint8_t* w, int64_t n_begin, int64_t n_end,
-                              const QuantizedActivations& x, float* y, int64_t ldy) {
-  const Format f = GetFormat(type);
+void QuantMatmulGroupsPortable(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
+                               const QuantizedActivations& x, float* y, int64_t ldy) {
+  const Layout l = GetLayout(w.type);
+  const int offset = QuantOffset(w.type);
   const int64_t nb = x.cols / kBlock;
-  const int64_t row_bytes = nb * f.block_bytes;
-  uint8_t u[kBlock];
-  for (int64_t n = n_begin; n < n_end; ++n) {
-    const uint8_t* wrow = w + n * row_bytes;
-    for (int64_t m = 0; m < x.rows; ++m) {
-      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      float macc = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = wrow + b * f.block_bytes;
-        UnpackBlock(blk, f, u);
-        const float dw = HalfToFloat(Load16(blk));
-        const int8_t* q = x.qs.data() + m * x.cols + b * kBlock;
-        const int32_t* ls = x.lanesum.data() + (m * nb + b) * 8;
-        const float dx = x.d[m * nb + b];
-        for (int l = 0; l < 8; ++l) {
-          int32_t dot = -f.offset * ls[l];
-          for (int i = 0; i < 4; ++i) dot += static_cast<int32_t>(u[4 * l + i]) * q[4 * l + i];
-          acc[l] = std::fma(static_cast<float>(dot) * dw, dx, acc[l]);
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    for (int r = 0; r < kGroup; ++r) {
+      const int64_t n = g * kGroup + r;
+      if (n >= w.n_out) break;
+      for (int64_t m = 0; m < x.rows; ++m) {
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* gb = w.data.data() + (g * nb + b) * w.block_bytes;
+          const int8_t* q = x.qs.data() + m * x.cols + b * kBlock;
+          int32_t dot = -offset * x.sumq[m * nb + b];
+          for (int e = 0; e < kBlock; ++e) dot += static_cast<int32_t>(PackedQuant(gb, l, r, e)) * q[e];
+          acc = std::fma(static_cast<float>(dot) * HalfToFloat(Load16(gb + 2 * r)), x.d[m * nb + b], acc);
+          if (l.has_min) acc = std::fma(HalfToFloat(Load16(gb + 16 + 2 * r)), x.s[m * nb + b], acc);
         }
-        if (f.has_min) macc = std::fma(HalfToFloat(Load16(blk + 2)), x.s[m * nb + b], macc);
+        y[m * ldy + n] = acc;
       }
-      y[m * ldy + n] = ReduceLanes8(acc) + macc;
     }
   }
 }
 
 }  // namespace internal
 
-void QuantMatmul(GgmlType type, const uint8_t* w, int64_t n_out, const QuantizedActivations& x,
-                 float* y, int64_t ldy, ThreadPool* pool) {
-  internal::QuantMatmulRangeFn fn = GetCpuFeatures().avx512
-                                        ? internal::QuantMatmulRangeAvx512
-                                        : internal::QuantMatmulRangePortable;
-  // Tasks are groups of 16 output rows so that each thread's range stays tile-aligned.
-  constexpr int64_t kRowsPerTask = 16;
-  const int64_t tasks = (n_out + kRowsPerTask - 1) / kRowsPerTask;
-  auto run = [&](int64_t begin, int64_t end, int) {
-    fn(type, w, begin * kRowsPerTask, std::min(end * kRowsPerTask, n_out), x, y, ldy);
-  };
+void QuantMatmul(const PackedQuantMatrix& w, const QuantizedActivations& x, float* y,
+                 int64_t ldy, ThreadPool* pool) {
+  auto fn = GetCpuFeatures().avx512 ? internal::QuantMatmulGroupsAvx512
+                                    : internal::QuantMatmulGroupsPortable;
+  auto run = [&](int64_t begin, int64_t end, int) { fn(w, begin, end, x, y, ldy); };
   if (pool != nullptr) {
-    pool->ParallelFor(tasks, run);
+    pool->ParallelFor(w.groups, run);
   } else {
-    run(0, tasks, 0);
+    run(0, w.groups, 0);
   }
 }
 

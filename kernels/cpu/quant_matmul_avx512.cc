@@ -1,5 +1,8 @@
-// AVX-512 VNNI kernel (256-bit vectors, AVX512VL) for QuantMatmul. Register tile: up to 4
-// output rows x 4 activation rows. Bit-identical to the portable kernel: see quant_matmul.cc.
+// AVX-512 VNNI kernel for QuantMatmul over packed groups of 8 rows (256-bit vectors, AVX512VL).
+// Per group-block: the 8 rows' quants are unpacked once into 8 vectors; each activation row
+// then needs 8 broadcasts and 8 dpbusd (two chains, summed exactly), one cvt, one mul and one
+// fma (+ one fma for Q4_1's min) to advance all 8 rows' accumulators. Bit-identical to the
+// portable kernel: the int32 dot products are exact and the fp32 operations are the same.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -13,127 +16,108 @@ namespace {
 constexpr int64_t kBlock = 32;
 
 template <GgmlType T>
-struct Fmt;
-template <>
-struct Fmt<GgmlType::kQ4_0> {
-  static constexpr int64_t kBytes = 18;
-  static constexpr int kOffset = 8;
-  static constexpr bool kMin = false;
-};
-template <>
-struct Fmt<GgmlType::kQ4_1> {
-  static constexpr int64_t kBytes = 20;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = true;
-};
-template <>
-struct Fmt<GgmlType::kQ8_0> {
-  static constexpr int64_t kBytes = 34;
-  static constexpr int kOffset = 128;
-  static constexpr bool kMin = false;
+struct Fmt {
+  static constexpr bool kMin = T == GgmlType::kQ4_1;
+  static constexpr bool kNibbles = T != GgmlType::kQ8_0;
+  static constexpr int kOffset = T == GgmlType::kQ4_0 ? 8 : T == GgmlType::kQ8_0 ? 128 : 0;
+  static constexpr int64_t kScaleBytes = kMin ? 32 : 16;
 };
 
-inline float LoadHalf(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
+inline __m256i Broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
 }
 
-template <GgmlType T>
-inline __m256i Unpack(const uint8_t* blk) {
-  if constexpr (T == GgmlType::kQ8_0) {
-    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-    return _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
-  } else {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (Fmt<T>::kMin ? 4 : 2)));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(v, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-  }
-}
-
-template <GgmlType T, int MT, int NT>
-void Tile(const uint8_t* w, int64_t row_bytes, int64_t n0, const QuantizedActivations& x,
-          int64_t m0, float* y, int64_t ldy) {
+template <GgmlType T, int MT, int NG>
+void Tile(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x, int64_t m0,
+          float* y, int64_t ldy) {
   using F = Fmt<T>;
   const int64_t nb = x.cols / kBlock;
-  __m256 acc[MT][NT];
-  float macc[MT][NT];
-  for (int i = 0; i < MT; ++i)
-    for (int j = 0; j < NT; ++j) {
-      acc[i][j] = _mm256_setzero_ps();
-      macc[i][j] = 0.0f;
-    }
-  const __m256i neg_offset = _mm256_set1_epi32(-F::kOffset);
+  __m256 acc[NG][MT];
+  for (int g = 0; g < NG; ++g)
+    for (int i = 0; i < MT; ++i) acc[g][i] = _mm256_setzero_ps();
+  const __m256i low = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i wv[NT];
-    __m256 dw[NT];
-    float mw[NT];
-    for (int j = 0; j < NT; ++j) {
-      const uint8_t* blk = w + (n0 + j) * row_bytes + b * F::kBytes;
-      wv[j] = Unpack<T>(blk);
-      dw[j] = _mm256_set1_ps(LoadHalf(blk));
-      if constexpr (F::kMin) mw[j] = LoadHalf(blk + 2);
-    }
-    for (int i = 0; i < MT; ++i) {
-      const int64_t m = m0 + i;
-      const __m256i xq =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs.data() + m * x.cols + b * kBlock));
-      __m256i init;
-      if constexpr (F::kOffset != 0) {
-        init = _mm256_mullo_epi32(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.lanesum.data() + (m * nb + b) * 8)),
-            neg_offset);
+    for (int g = 0; g < NG; ++g) {
+      const uint8_t* gb = w.data.data() + ((g0 + g) * nb + b) * w.block_bytes;
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
+      __m256 mw;
+      if constexpr (F::kMin)
+        mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16)));
+      const uint8_t* q = gb + F::kScaleBytes;
+      __m256i wv[8];
+      if constexpr (F::kNibbles) {
+        for (int t = 0; t < 4; ++t) {
+          const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t));
+          wv[t] = _mm256_and_si256(p, low);
+          wv[t + 4] = _mm256_and_si256(_mm256_srli_epi16(p, 4), low);
+        }
       } else {
-        init = _mm256_setzero_si256();
+        for (int t = 0; t < 8; ++t) wv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t));
       }
-      const __m256 dx = _mm256_set1_ps(x.d[m * nb + b]);
-      for (int j = 0; j < NT; ++j) {
-        const __m256i dot = _mm256_dpbusd_epi32(init, wv[j], xq);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), dw[j]), dx, acc[i][j]);
-        if constexpr (F::kMin) macc[i][j] = __builtin_fmaf(mw[j], x.s[m * nb + b], macc[i][j]);
+      for (int i = 0; i < MT; ++i) {
+        const int64_t xb = (m0 + i) * nb + b;
+        const int8_t* xq = x.qs.data() + (m0 + i) * x.cols + b * kBlock;
+        __m256i d0 = F::kOffset != 0 ? _mm256_set1_epi32(-F::kOffset * x.sumq[xb]) : _mm256_setzero_si256();
+        __m256i d1 = _mm256_setzero_si256();
+        for (int t = 0; t < 8; t += 2) {
+          d0 = _mm256_dpbusd_epi32(d0, wv[t], Broadcast4(xq + 4 * t));
+          d1 = _mm256_dpbusd_epi32(d1, wv[t + 1], Broadcast4(xq + 4 * t + 4));
+        }
+        const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(d0, d1));
+        acc[g][i] = _mm256_fmadd_ps(_mm256_mul_ps(dot, dw), _mm256_set1_ps(x.d[xb]), acc[g][i]);
+        if constexpr (F::kMin) acc[g][i] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s[xb]), acc[g][i]);
       }
     }
   }
-  for (int i = 0; i < MT; ++i)
-    for (int j = 0; j < NT; ++j) {
-      alignas(32) float lanes[8];
-      _mm256_store_ps(lanes, acc[i][j]);
-      y[(m0 + i) * ldy + n0 + j] = ReduceLanes8(lanes) + macc[i][j];
-    }
+  for (int g = 0; g < NG; ++g) {
+    const int64_t n0 = (g0 + g) * 8;
+    const int64_t valid = std::min<int64_t>(8, w.n_out - n0);
+    const __mmask8 mask = static_cast<__mmask8>((1u << valid) - 1);
+    for (int i = 0; i < MT; ++i) _mm256_mask_storeu_ps(y + (m0 + i) * ldy + n0, mask, acc[g][i]);
+  }
 }
 
-template <GgmlType T, int NT>
-void Rows(const uint8_t* w, int64_t row_bytes, int64_t n0, const QuantizedActivations& x,
-          float* y, int64_t ldy) {
-  int64_t m = 0;
-  for (; m + 4 <= x.rows; m += 4) Tile<T, 4, NT>(w, row_bytes, n0, x, m, y, ldy);
-  switch (x.rows - m) {
-    case 3: Tile<T, 3, NT>(w, row_bytes, n0, x, m, y, ldy); break;
-    case 2: Tile<T, 2, NT>(w, row_bytes, n0, x, m, y, ldy); break;
-    case 1: Tile<T, 1, NT>(w, row_bytes, n0, x, m, y, ldy); break;
+template <GgmlType T, int NG>
+void Rows(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x, int64_t m_begin,
+          int64_t m_end, float* y, int64_t ldy) {
+  int64_t m = m_begin;
+  for (; m + 4 <= m_end; m += 4) Tile<T, 4, NG>(w, g0, x, m, y, ldy);
+  switch (m_end - m) {
+    case 3: Tile<T, 3, NG>(w, g0, x, m, y, ldy); break;
+    case 2: Tile<T, 2, NG>(w, g0, x, m, y, ldy); break;
+    case 1: Tile<T, 1, NG>(w, g0, x, m, y, ldy); break;
     default: break;
   }
 }
 
 template <GgmlType T>
-void Range(const uint8_t* w, int64_t n_begin, int64_t n_end, const QuantizedActivations& x,
-           float* y, int64_t ldy) {
-  const int64_t row_bytes = x.cols / kBlock * Fmt<T>::kBytes;
-  int64_t n = n_begin;
-  for (; n + 4 <= n_end; n += 4) Rows<T, 4>(w, row_bytes, n, x, y, ldy);
-  for (; n < n_end; ++n) Rows<T, 1>(w, row_bytes, n, x, y, ldy);
+void Groups(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
+            const QuantizedActivations& x, float* y, int64_t ldy) {
+  if (x.rows <= 2) {
+    // Decode: few activation rows; several groups in flight for instruction-level parallelism.
+    int64_t g = g_begin;
+    for (; g + 4 <= g_end; g += 4) Rows<T, 4>(w, g, x, 0, x.rows, y, ldy);
+    for (; g < g_end; ++g) Rows<T, 1>(w, g, x, 0, x.rows, y, ldy);
+    return;
+  }
+  // Activation rows in chunks that stay in L1 while this thread's weight groups stream past.
+  const int64_t chunk = std::max<int64_t>(4, (16384 / x.cols) / 4 * 4);
+  for (int64_t m0 = 0; m0 < x.rows; m0 += chunk) {
+    const int64_t m1 = std::min(x.rows, m0 + chunk);
+    for (int64_t g = g_begin; g < g_end; ++g) Rows<T, 1>(w, g, x, m0, m1, y, ldy);
+  }
 }
 
 }  // namespace
 
-void QuantMatmulRangeAvx512(GgmlType type, const uint8_t* w, int64_t n_begin, int64_t n_end,
-                            const QuantizedActivations& x, float* y, int64_t ldy) {
-  switch (type) {
-    case GgmlType::kQ4_0: return Range<GgmlType::kQ4_0>(w, n_begin, n_end, x, y, ldy);
-    case GgmlType::kQ4_1: return Range<GgmlType::kQ4_1>(w, n_begin, n_end, x, y, ldy);
-    default: return Range<GgmlType::kQ8_0>(w, n_begin, n_end, x, y, ldy);
+void QuantMatmulGroupsAvx512(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
+                             const QuantizedActivations& x, float* y, int64_t ldy) {
+  switch (w.type) {
+    case GgmlType::kQ4_0: return Groups<GgmlType::kQ4_0>(w, g_begin, g_end, x, y, ldy);
+    case GgmlType::kQ4_1: return Groups<GgmlType::kQ4_1>(w, g_begin, g_end, x, y, ldy);
+    default: return Groups<GgmlType::kQ8_0>(w, g_begin, g_end, x, y, ldy);
   }
 }
 

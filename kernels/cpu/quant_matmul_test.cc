@@ -47,8 +47,10 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
   auto x = RandomActivations(m, k, rng);
   QuantizedActivations qx;
   QuantizeActivations(x.data(), m, k, k, &qx, nullptr);
+  auto packed = PackQuantMatrix(type, w.data(), n, k);
+  ASSERT_TRUE(packed.ok()) << packed.status();
   std::vector<float> y(m * n);
-  QuantMatmul(type, w.data(), n, qx, y.data(), n, nullptr);
+  QuantMatmul(*packed, qx, y.data(), n, nullptr);
 
   // Reference: dequantized weights times the dequantized int8 activations, in double.
   std::vector<float> wf(n * k);
@@ -80,15 +82,17 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
 TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
   const GgmlType type = GetParam();
   std::mt19937 rng(11);
-  const int64_t m = 7, n = 23, k = 576;
+  const int64_t m = 7, n = 45, k = 576;  // n: a partial group of 8
   auto w = RandomWeights(type, n, k, rng);
   auto x = RandomActivations(m, k, rng);
   QuantizedActivations qx;
   QuantizeActivations(x.data(), m, k, k, &qx, nullptr);
+  auto packed = PackQuantMatrix(type, w.data(), n, k);
+  ASSERT_TRUE(packed.ok()) << packed.status();
   std::vector<float> a(m * n), b(m * n);
-  internal::QuantMatmulRangePortable(type, w.data(), 0, n, qx, a.data(), n);
+  internal::QuantMatmulGroupsPortable(*packed, 0, packed->groups, qx, a.data(), n);
   if (!__builtin_cpu_supports("avx512vnni")) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  internal::QuantMatmulRangeAvx512(type, w.data(), 0, n, qx, b.data(), n);
+  internal::QuantMatmulGroupsAvx512(*packed, 0, packed->groups, qx, b.data(), n);
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
 }
 
@@ -100,14 +104,16 @@ TEST_P(QuantMatmulTest, RowResultDoesNotDependOnBatchOrThreads) {
   auto x = RandomActivations(m, k, rng);
   QuantizedActivations all;
   QuantizeActivations(x.data(), m, k, k, &all, nullptr);
+  auto packed = PackQuantMatrix(type, w.data(), n, k);
+  ASSERT_TRUE(packed.ok()) << packed.status();
   ThreadPool pool(2);
   std::vector<float> batched(m * n);
-  QuantMatmul(type, w.data(), n, all, batched.data(), n, &pool);
+  QuantMatmul(*packed, all, batched.data(), n, &pool);
   for (int64_t i = 0; i < m; ++i) {
     QuantizedActivations one;
     QuantizeActivations(x.data() + i * k, 1, k, k, &one, nullptr);
     std::vector<float> single(n);
-    QuantMatmul(type, w.data(), n, one, single.data(), n, nullptr);
+    QuantMatmul(*packed, one, single.data(), n, nullptr);
     EXPECT_EQ(0, std::memcmp(single.data(), batched.data() + i * n, n * sizeof(float))) << i;
   }
 }

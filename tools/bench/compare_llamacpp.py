@@ -123,7 +123,10 @@ def main():
         rows.append((f"decode b={b}, batched-bench npp{args.batched_prompt_len} (tok/s)",
                      batched.get(b), pagellm and pagellm["decode_tok_s"].get(b)))
 
-    print(f"model {os.path.basename(args.model)}, {args.threads} threads")
+    # Other jobs on the same cores distort these numbers a lot (ggml's threads spin-wait).
+    load = os.getloadavg()[0]
+    print(f"model {os.path.basename(args.model)}, {args.threads} threads, load average {load:.2f}"
+          f"{'  (WARNING: busy machine, numbers unreliable)' if load > 1.0 else ''}")
     print(f"| {'metric':50s} | {'llama.cpp':>10s} | {'pagellm':>10s} | {'ratio':>6s} |")
     print(f"|{'-' * 52}|{'-' * 12}|{'-' * 12}|{'-' * 8}|")
     for name, peer, ours in rows:

@@ -7,6 +7,7 @@
 // Prints text, or one JSON object with --json.
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -118,12 +119,12 @@ int main(int argc, char** argv) {
       auto st = e.AddRequest(std::to_string(request++), PromptIds(dp, vocab, 1000 + i), p);
       if (!st.ok()) return Die(st);
     }
-    // Prefill all prompts (and the first token) before timing.
-    int64_t produced = 0;
-    while (produced < b) {
+    // Prefill every prompt (each has produced its first token) before timing.
+    std::set<std::string> started;
+    while (static_cast<int64_t>(started.size()) < b) {
       out.clear();
       if (auto s = e.Step(&out); !s.ok()) return Die(s);
-      produced += static_cast<int64_t>(out.size());
+      for (const auto& o : out) started.insert(o.request_id);
     }
     int64_t tokens = 0;
     const auto t0 = Clock::now();

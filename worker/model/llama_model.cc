@@ -80,7 +80,7 @@ void LlamaModel::Linear(const Matrix& w, const float* x, int64_t rows, int64_t l
     kernels::F32Matmul(x, rows, w.n_in, ldx, w.f32.data(), w.n_out, y, ldy);
   } else {
     if (!x_already_quantized) kernels::QuantizeActivations(x, rows, w.n_in, ldx, &qx_, pool_);
-    kernels::QuantMatmul(w.type, w.blocks, w.n_out, qx_, y, ldy, pool_);
+    kernels::QuantMatmul(w.packed, qx_, y, ldy, pool_);
   }
   if (!w.bias.empty()) {
     for (int64_t r = 0; r < rows; ++r) kernels::AddInPlace(y + r * ldy, w.bias.data(), w.n_out);

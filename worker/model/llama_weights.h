@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/ggml_type.h"
+#include "kernels/cpu/quant_matmul.h"
 #include "worker/model/model_config.h"
 
 namespace pagellm {
@@ -24,13 +25,15 @@ namespace pagellm {
 class GgufFile;
 class HfCheckpoint;
 
-// W[n_out][n_in]: either GGML blocks (`type` in Q4_0/Q4_1/Q8_0, `blocks` points to n_out rows)
-// or fp32 (`type` == kF32, `f32` holds n_out * n_in values).
+// W[n_out][n_in]: either GGML blocks (`type` in Q4_0/Q4_1/Q8_0, `blocks` points to n_out rows
+// in the source, `packed` is their kernel layout, made by FinishWeights) or fp32 (`type` ==
+// kF32, `f32` holds n_out * n_in values).
 struct Matrix {
   GgmlType type = GgmlType::kF32;
   int64_t n_out = 0;
   int64_t n_in = 0;
   const uint8_t* blocks = nullptr;
+  kernels::PackedQuantMatrix packed;
   std::vector<float> f32;
   std::vector<float> bias;  // empty, or n_out values
 };

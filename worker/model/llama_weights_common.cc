@@ -23,6 +23,17 @@ absl::Status CheckMatrix(const Matrix& w, int64_t n_out, int64_t n_in, const std
   return absl::OkStatus();
 }
 
+namespace {
+
+// Repacks a quantized matrix for the kernels (no-op for fp32).
+absl::Status Pack(Matrix* m) {
+  if (m->type == GgmlType::kF32) return absl::OkStatus();
+  ASSIGN_OR_RETURN(m->packed, kernels::PackQuantMatrix(m->type, m->blocks, m->n_out, m->n_in));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status FinishWeights(LlamaWeights* w) {
   const ModelConfig& c = w->config;
   RETURN_IF_ERROR(c.Validate());
@@ -66,7 +77,13 @@ absl::Status FinishWeights(LlamaWeights* w) {
     w->lm_head.n_out = e.rows;
     w->lm_head.n_in = e.dim;
   }
-  return CheckMatrix(w->lm_head, c.vocab_size, c.hidden_size, "output");
+  RETURN_IF_ERROR(CheckMatrix(w->lm_head, c.vocab_size, c.hidden_size, "output"));
+  for (LlamaLayerWeights& l : w->layers) {
+    for (Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      RETURN_IF_ERROR(Pack(m));
+    }
+  }
+  return Pack(&w->lm_head);
 }
 
 }  // namespace pagellm::internal
