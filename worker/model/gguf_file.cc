@@ -11,10 +11,6 @@
 // number of bytes that remain. Errors name the key or tensor and the byte offset.
 #include "worker/model/gguf_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -28,6 +24,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/model/mapped_file.h"
 
 namespace pagellm {
 namespace {
@@ -386,31 +383,12 @@ const std::vector<GgufValue>* GgufValue::AsArray() const {
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path,
                                                          const Limits& limits) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("opening GGUF file ", path));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return absl::ErrnoToStatus(err, absl::StrCat("stat of GGUF file ", path));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("GGUF: ", path, " is not a regular file"));
-  }
-  if (st.st_size == 0) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("GGUF: ", path, " is empty"));
-  }
-  void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_err = errno;
-  ::close(fd);  // the mapping keeps the file referenced
-  if (map == MAP_FAILED) return absl::ErrnoToStatus(map_err, absl::StrCat("mmap of ", path));
-
+  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> bytes, MappedFile::Open(path, "GGUF"));
+  if (bytes->size() == 0) return absl::InvalidArgumentError(absl::StrCat("GGUF: ", path, " is empty"));
   std::unique_ptr<GgufFile> file(new GgufFile());
-  file->mapping_ = map;
-  file->base_ = static_cast<const uint8_t*>(map);
-  file->size_ = static_cast<uint64_t>(st.st_size);
+  file->bytes_ = std::move(bytes);
+  file->base_ = file->bytes_->data();
+  file->size_ = file->bytes_->size();
   absl::Status s = file->Parse(limits);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(s.message(), " in ", path));
   return file;
@@ -419,16 +397,14 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(std::string bytes,
                                                               const Limits& limits) {
   std::unique_ptr<GgufFile> file(new GgufFile());
-  file->owned_ = std::move(bytes);
-  file->base_ = reinterpret_cast<const uint8_t*>(file->owned_.data());
-  file->size_ = file->owned_.size();
+  file->bytes_ = MappedFile::FromBytes(std::move(bytes));
+  file->base_ = file->bytes_->data();
+  file->size_ = file->bytes_->size();
   RETURN_IF_ERROR(file->Parse(limits));
   return file;
 }
 
-GgufFile::~GgufFile() {
-  if (mapping_ != nullptr) ::munmap(mapping_, static_cast<size_t>(size_));
-}
+GgufFile::~GgufFile() = default;
 
 // ---- GgufFile: parsing ----
 

@@ -28,6 +28,8 @@
 
 namespace pagellm {
 
+class MappedFile;
+
 // GGUF metadata value types, numbered as in the file format.
 // clang-format off
 enum class GgufValueType : uint32_t {
@@ -115,10 +117,9 @@ class GgufFile {
   GgufFile() = default;
   absl::Status Parse(const Limits& limits);
 
-  const uint8_t* base_ = nullptr;  // start of the file bytes
-  uint64_t size_ = 0;
-  void* mapping_ = nullptr;  // mmap region when opened from a path
-  std::string owned_;        // bytes when built FromBytes
+  std::unique_ptr<MappedFile> bytes_;  // the file's bytes (mapped or owned)
+  const uint8_t* base_ = nullptr;      // bytes_->data()
+  uint64_t size_ = 0;                  // bytes_->size()
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> kv_;

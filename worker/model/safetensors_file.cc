@@ -4,10 +4,6 @@
 // are `data` pointers handed out, so every accessor reads bytes known to be in the file.
 #include "worker/model/safetensors_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "worker/model/mapped_file.h"
 #include "worker/model/strict_json.h"
 
 namespace pagellm {
@@ -53,12 +50,6 @@ std::optional<SafetensorsDtype> ParseDtype(std::string_view name) {
   return std::nullopt;
 }
 
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  std::string msg = absl::StrCat(what, ": ", std::strerror(err));
-  if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(msg);
-  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
-  return absl::InternalError(msg);
-}
 
 // Reads a non-negative JSON integer; nullopt for anything else (negative, float, bool, ...).
 std::optional<uint64_t> AsUnsigned(const Json& v) {
@@ -89,32 +80,12 @@ bool IsSupportedFloatDtype(SafetensorsDtype dtype) {
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path,
                                                                        const Limits& limits) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("safetensors: cannot open ", path));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, absl::StrCat("safetensors: cannot stat ", path));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("safetensors: ", path, " is not a file"));
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> bytes, MappedFile::Open(path, "safetensors"));
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->source_ = path;
-  file->size_ = static_cast<uint64_t>(st.st_size);
-  if (file->size_ > 0) {
-    void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, absl::StrCat("safetensors: cannot map ", path));
-    }
-    file->mapping_ = p;
-    file->base_ = static_cast<const uint8_t*>(p);
-  }
-  ::close(fd);
+  file->bytes_ = std::move(bytes);
+  file->base_ = file->bytes_->data();
+  file->size_ = file->bytes_->size();
   RETURN_IF_ERROR(file->Parse(limits));
   return file;
 }
@@ -123,16 +94,14 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::FromBytes(std:
                                                                             const Limits& limits) {
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->source_ = "<memory>";
-  file->owned_ = std::move(bytes);
-  file->base_ = reinterpret_cast<const uint8_t*>(file->owned_.data());
-  file->size_ = file->owned_.size();
+  file->bytes_ = MappedFile::FromBytes(std::move(bytes));
+  file->base_ = file->bytes_->data();
+  file->size_ = file->bytes_->size();
   RETURN_IF_ERROR(file->Parse(limits));
   return file;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (mapping_ != nullptr) ::munmap(mapping_, size_);
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 const SafetensorsTensor* SafetensorsFile::Find(std::string_view name) const {
   auto it = index_.find(absl::string_view(name.data(), name.size()));

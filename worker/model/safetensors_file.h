@@ -29,6 +29,8 @@
 
 namespace pagellm {
 
+class MappedFile;
+
 // Element types named by the safetensors format. Only kF32, kF16 and kBF16 are supported by
 // the model loader; the others parse (so a file that holds, say, an I64 position-id buffer
 // still opens) but GetFloatTensor() refuses them.
@@ -109,10 +111,9 @@ class SafetensorsFile {
   absl::Status Parse(const Limits& limits);
 
   std::string source_;
-  const uint8_t* base_ = nullptr;  // start of the file bytes
-  uint64_t size_ = 0;
-  void* mapping_ = nullptr;  // mmap region when opened from a path
-  std::string owned_;        // bytes when built FromBytes
+  std::unique_ptr<MappedFile> bytes_;  // the file's bytes (mapped or owned)
+  const uint8_t* base_ = nullptr;      // bytes_->data()
+  uint64_t size_ = 0;                  // bytes_->size()
   std::vector<SafetensorsTensor> tensors_;
   absl::flat_hash_map<std::string, size_t> index_;
   std::vector<std::pair<std::string, std::string>> metadata_;
