@@ -177,10 +177,10 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
     if (seq->params.logprobs.has_value()) out.logprobs.push_back(*result);
     std::string delta = seq->detok->Feed(id);
     StopDecision d = seq->stop->Append(id, delta, &out.text);
-    if (d.finished() && d.finish_reason == FinishReason::kLength) {
-      // Release bytes of an incomplete character held by the detokenizer.
-      std::string tail = seq->detok->Flush();
-      out.text += tail;
+    if (d.finished() && d.stop_string_index < 0) {
+      // Release the bytes of an incomplete character the detokenizer still holds (as U+FFFD);
+      // after a stop string the text past the match is dropped anyway.
+      out.text += seq->detok->Flush();
     }
     out.finish_reason = d.finish_reason;
     if (d.finished()) finished.push_back(seq);
