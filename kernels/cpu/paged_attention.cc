@@ -16,27 +16,33 @@ namespace pagellm::kernels {
 namespace {
 
 // --- portable ---
+// Both paths accumulate dot products in 16 lanes (lane i % 16) with fma and reduce the lanes
+// with ReduceLanes16; axpy is one fma per element. So they are bit-identical.
+float ReduceLanes16(const float* l) {
+  float r[8];
+  for (int i = 0; i < 8; ++i) r[i] = l[i] + l[i + 8];
+  return ((r[0] + r[4]) + (r[2] + r[6])) + ((r[1] + r[5]) + (r[3] + r[7]));
+}
+
 float DotPortable(const float* q, const void* k, KvDtype t, int64_t n) {
   float lanes[16] = {};
   if (t == KvDtype::kF32) {
     const float* kf = static_cast<const float*>(k);
-    for (int64_t i = 0; i < n; ++i) lanes[i % 16] += q[i] * kf[i];
+    for (int64_t i = 0; i < n; ++i) lanes[i % 16] = std::fma(q[i], kf[i], lanes[i % 16]);
   } else {
     const uint16_t* kh = static_cast<const uint16_t*>(k);
-    for (int64_t i = 0; i < n; ++i) lanes[i % 16] += q[i] * HalfToFloat(kh[i]);
+    for (int64_t i = 0; i < n; ++i) lanes[i % 16] = std::fma(q[i], HalfToFloat(kh[i]), lanes[i % 16]);
   }
-  float s = 0.0f;
-  for (float l : lanes) s += l;
-  return s;
+  return ReduceLanes16(lanes);
 }
 
 void AxpyPortable(float a, const void* v, KvDtype t, int64_t n, float* out) {
   if (t == KvDtype::kF32) {
     const float* vf = static_cast<const float*>(v);
-    for (int64_t i = 0; i < n; ++i) out[i] += a * vf[i];
+    for (int64_t i = 0; i < n; ++i) out[i] = std::fma(a, vf[i], out[i]);
   } else {
     const uint16_t* vh = static_cast<const uint16_t*>(v);
-    for (int64_t i = 0; i < n; ++i) out[i] += a * HalfToFloat(vh[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = std::fma(a, HalfToFloat(vh[i]), out[i]);
   }
 }
 
@@ -52,7 +58,9 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) float DotAvx512(const float
                                                                       KvDtype t, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), Load16(k, t, i), acc);
-  return _mm512_reduce_add_ps(acc);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, acc);
+  return ReduceLanes16(lanes);
 }
 
 __attribute__((target("avx512f,avx512vl,fma,f16c"))) void AxpyAvx512(float a, const void* v,
