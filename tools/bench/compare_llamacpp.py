@@ -105,6 +105,9 @@ def main():
     if not os.path.exists(args.model):
         sys.exit(f"compare: model {args.model} missing; run tools/fetch_model.sh")
 
+    # Other jobs on the same cores distort these numbers a lot (ggml's threads spin-wait), so
+    # the load is read before anything runs (the benchmarks themselves load both cores).
+    load = os.getloadavg()[0]
     pagellm = None
     if os.access(args.pagellm_bench, os.X_OK):
         pagellm = PagellmBench(args.pagellm_bench, args, batches)
@@ -123,9 +126,8 @@ def main():
         rows.append((f"decode b={b}, batched-bench npp{args.batched_prompt_len} (tok/s)",
                      batched.get(b), pagellm and pagellm["decode_tok_s"].get(b)))
 
-    # Other jobs on the same cores distort these numbers a lot (ggml's threads spin-wait).
-    load = os.getloadavg()[0]
-    print(f"model {os.path.basename(args.model)}, {args.threads} threads, load average {load:.2f}"
+    print(f"model {os.path.basename(args.model)}, {args.threads} threads, load average before "
+          f"the run {load:.2f}"
           f"{'  (WARNING: busy machine, numbers unreliable)' if load > 1.0 else ''}")
     print(f"| {'metric':50s} | {'llama.cpp':>10s} | {'pagellm':>10s} | {'ratio':>6s} |")
     print(f"|{'-' * 52}|{'-' * 12}|{'-' * 12}|{'-' * 8}|")
