@@ -15,3 +15,18 @@ function(pagellm_cc_test)
     set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}")
   endif()
 endfunction()
+
+# pagellm_fixture(NAME fixture_test FOR test SCRIPT tools/fixtures/x.py [ARGS a ...])
+# Registers a CTest set-up step that regenerates a test's reference data with a committed
+# script run by the project's .venv Python (the independent reference implementations live
+# there). Without .venv it only says so, and the test skips.
+function(pagellm_fixture)
+  cmake_parse_arguments(F "" "NAME;FOR;SCRIPT" "ARGS" ${ARGN})
+  string(JOIN " " args ${F_ARGS})
+  add_test(NAME ${F_NAME}
+    COMMAND sh -c "if [ -x .venv/bin/python ]; then exec .venv/bin/python ${F_SCRIPT} ${args}; \
+else echo 'no .venv (run tools/setup.sh): ${F_FOR} will skip'; fi"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(${F_NAME} PROPERTIES FIXTURES_SETUP ${F_NAME} TIMEOUT 900 LABELS fixture)
+  set_tests_properties(${F_FOR} PROPERTIES FIXTURES_REQUIRED ${F_NAME})
+endfunction()

@@ -37,20 +37,37 @@ std::vector<float> RandomActivations(int64_t m, int64_t k, std::mt19937& rng) {
   return x;
 }
 
+// Random m x k activations (quantized) and n x k weights (raw and packed) of one type.
+struct Problem {
+  std::vector<uint8_t> w;
+  std::vector<float> x;
+  QuantizedActivations qx;
+  PackedQuantMatrix packed;
+};
+
+Problem MakeProblem(GgmlType type, int64_t m, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Problem p;
+  p.w = RandomWeights(type, n, k, rng);
+  p.x = RandomActivations(m, k, rng);
+  QuantizeActivations(p.x.data(), m, k, k, &p.qx, nullptr);
+  auto packed = PackQuantMatrix(type, p.w.data(), n, k);
+  EXPECT_TRUE(packed.ok()) << packed.status();
+  if (packed.ok()) p.packed = *std::move(packed);
+  return p;
+}
+
 class QuantMatmulTest : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
   const GgmlType type = GetParam();
-  std::mt19937 rng(7);
   const int64_t m = 5, n = 37, k = 256;
-  auto w = RandomWeights(type, n, k, rng);
-  auto x = RandomActivations(m, k, rng);
-  QuantizedActivations qx;
-  QuantizeActivations(x.data(), m, k, k, &qx, nullptr);
-  auto packed = PackQuantMatrix(type, w.data(), n, k);
-  ASSERT_TRUE(packed.ok()) << packed.status();
+  Problem p = MakeProblem(type, m, n, k, 7);
+  const auto& w = p.w;
+  const auto& x = p.x;
+  const auto& qx = p.qx;
   std::vector<float> y(m * n);
-  QuantMatmul(*packed, qx, y.data(), n, nullptr);
+  QuantMatmul(p.packed, qx, y.data(), n, nullptr);
 
   // Reference: dequantized weights times the dequantized int8 activations, in double.
   std::vector<float> wf(n * k);
@@ -81,39 +98,28 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
 
 TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
   const GgmlType type = GetParam();
-  std::mt19937 rng(11);
   const int64_t m = 7, n = 45, k = 576;  // n: a partial group of 8
-  auto w = RandomWeights(type, n, k, rng);
-  auto x = RandomActivations(m, k, rng);
-  QuantizedActivations qx;
-  QuantizeActivations(x.data(), m, k, k, &qx, nullptr);
-  auto packed = PackQuantMatrix(type, w.data(), n, k);
-  ASSERT_TRUE(packed.ok()) << packed.status();
+  Problem p = MakeProblem(type, m, n, k, 11);
   std::vector<float> a(m * n), b(m * n);
-  internal::QuantMatmulGroupsPortable(*packed, 0, packed->groups, qx, a.data(), n);
+  internal::QuantMatmulGroupsPortable(p.packed, 0, p.packed.groups, p.qx, a.data(), n);
   if (!__builtin_cpu_supports("avx512vnni")) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  internal::QuantMatmulGroupsAvx512(*packed, 0, packed->groups, qx, b.data(), n);
+  internal::QuantMatmulGroupsAvx512(p.packed, 0, p.packed.groups, p.qx, b.data(), n);
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
 }
 
 TEST_P(QuantMatmulTest, RowResultDoesNotDependOnBatchOrThreads) {
   const GgmlType type = GetParam();
-  std::mt19937 rng(13);
   const int64_t m = 9, n = 70, k = 128;
-  auto w = RandomWeights(type, n, k, rng);
-  auto x = RandomActivations(m, k, rng);
-  QuantizedActivations all;
-  QuantizeActivations(x.data(), m, k, k, &all, nullptr);
-  auto packed = PackQuantMatrix(type, w.data(), n, k);
-  ASSERT_TRUE(packed.ok()) << packed.status();
+  Problem p = MakeProblem(type, m, n, k, 13);
+  const auto& x = p.x;
   ThreadPool pool(2);
   std::vector<float> batched(m * n);
-  QuantMatmul(*packed, all, batched.data(), n, &pool);
+  QuantMatmul(p.packed, p.qx, batched.data(), n, &pool);
   for (int64_t i = 0; i < m; ++i) {
     QuantizedActivations one;
     QuantizeActivations(x.data() + i * k, 1, k, k, &one, nullptr);
     std::vector<float> single(n);
-    QuantMatmul(*packed, one, single.data(), n, nullptr);
+    QuantMatmul(p.packed, one, single.data(), n, nullptr);
     EXPECT_EQ(0, std::memcmp(single.data(), batched.data() + i * n, n * sizeof(float))) << i;
   }
 }
