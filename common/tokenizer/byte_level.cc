@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "common/tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace pagellm {
 namespace {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/tokenizer/absl_view.h"
-#include "common/tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace pagellm {
 namespace {

@@ -5,7 +5,7 @@
 // supplies.
 #include "common/tokenizer/streaming_detokenizer.h"
 
-#include "common/tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace pagellm {
 

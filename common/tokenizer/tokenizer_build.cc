@@ -11,7 +11,7 @@
 #include "common/tokenizer/absl_view.h"
 #include "common/tokenizer/byte_level.h"
 #include "common/tokenizer/tokenizer.h"
-#include "common/tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace pagellm {
 namespace {

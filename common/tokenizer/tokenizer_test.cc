@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "common/tokenizer/byte_level.h"
-#include "common/tokenizer/utf8.h"
+#include "common/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/utf8.h"
 
 namespace pagellm {
 namespace {
@@ -11,38 +12,6 @@ namespace {
 absl::Status Bad(absl::string_view field, absl::string_view rule, double value) {
   return absl::InvalidArgumentError(
       absl::StrCat("sampling_params.", field, " ", rule, ", got ", value));
-}
-
-// True if `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
-bool IsValidUtf8(absl::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int len;
-    unsigned char lo = 0x80, hi = 0xBF;  // Allowed range of the second byte.
-    if (c < 0x80) {
-      len = 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (s.size() - i < static_cast<size_t>(len)) return false;
-    for (int k = 1; k < len; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return false;
-    }
-    i += len;
-  }
-  return true;
 }
 
 }  // namespace
@@ -84,7 +53,7 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
     if (stop[i].empty()) {
       return absl::InvalidArgumentError(absl::StrCat("sampling_params.stop[", i, "] is empty"));
     }
-    if (!IsValidUtf8(stop[i])) {
+    if (!IsValidUtf8(std::string_view(stop[i]))) {
       return absl::InvalidArgumentError(
           absl::StrCat("sampling_params.stop[", i, "] is not valid UTF-8"));
     }

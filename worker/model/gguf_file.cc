@@ -24,6 +24,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "worker/model/mapped_file.h"
 
 namespace pagellm {
@@ -58,45 +59,13 @@ bool CheckedAlignUp(uint64_t x, uint64_t align, uint64_t* out) {
   return true;
 }
 
-// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
-bool IsValidUtf8(absl::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<uint8_t>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len;
-    uint32_t cp, min_cp;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2, cp = c & 0x1F, min_cp = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, cp = c & 0x0F, min_cp = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, cp = c & 0x07, min_cp = 0x10000;
-    } else {
-      return false;
-    }
-    if (s.size() - i < static_cast<size_t>(len)) return false;
-    for (int k = 1; k < len; ++k) {
-      const auto cc = static_cast<uint8_t>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp < min_cp || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
-}
-
 // Checks a key or tensor name; `what` is "key" or "tensor name".
 absl::Status ValidateName(absl::string_view name, absl::string_view what, uint64_t offset) {
   if (name.empty()) return Invalid(offset, absl::StrCat("empty ", what));
   if (name.find('\0') != absl::string_view::npos) {
     return Invalid(offset, absl::StrCat(what, " '", absl::CEscape(name), "' contains NUL"));
   }
-  if (!IsValidUtf8(name)) {
+  if (!IsValidUtf8(std::string_view(name.data(), name.size()))) {
     return Invalid(offset, absl::StrCat(what, " '", absl::CEscape(name), "' is not valid UTF-8"));
   }
   return absl::OkStatus();

@@ -1,4 +1,4 @@
-#include "common/tokenizer/utf8.h"
+#include "common/utf8.h"
 
 #include <string>
 

@@ -1,11 +1,11 @@
-// UTF-8 helpers for the tokenizer: validation, replacement of invalid bytes, character
+// UTF-8 helpers (tokenizer, model-file and request validation): validation, replacement of invalid bytes, character
 // iteration. Invalid input is replaced, never rejected: each maximal subpart of an ill-formed
 // sequence becomes one U+FFFD (Unicode ch. 3 "substitution of maximal subparts", the policy of
 // Rust's String::from_utf8_lossy, which HF tokenizers' decoders use).
 //
 // All functions are pure and thread-safe.
-#ifndef PAGELLM_COMMON_TOKENIZER_UTF8_H_
-#define PAGELLM_COMMON_TOKENIZER_UTF8_H_
+#ifndef PAGELLM_COMMON_UTF8_H_
+#define PAGELLM_COMMON_UTF8_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -40,4 +40,4 @@ void AppendCodepoint(uint32_t cp, std::string* out);
 
 }  // namespace pagellm
 
-#endif  // PAGELLM_COMMON_TOKENIZER_UTF8_H_
+#endif  // PAGELLM_COMMON_UTF8_H_
