@@ -17,10 +17,7 @@ constexpr char kFixture[] = "tests/data/fidelity/llamacpp_smollm2.json";
 class FidelityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::PathExists(kModel)) {
-      if (testing::ModelsRequired()) FAIL() << kModel << " missing (tools/test.sh makes it)";
-      GTEST_SKIP() << kModel << " missing: run tools/test.sh";
-    }
+    PAGELLM_SKIP_WITHOUT_MODEL(kModel);
     std::ifstream in(kFixture);
     ASSERT_TRUE(in) << kFixture;
     fixture_ = nlohmann::json::parse(in);

@@ -16,10 +16,7 @@ class HfLayoutTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(HfLayoutTest, LogitsMatchTheGguf) {
   const char* dir = GetParam();
   for (const char* p : {kGguf, dir}) {
-    if (!testing::PathExists(p)) {
-      if (testing::ModelsRequired()) FAIL() << p << " missing";
-      GTEST_SKIP() << p << " missing: run tools/test.sh";
-    }
+    PAGELLM_SKIP_WITHOUT_MODEL(p);
   }
   CpuBackendOptions o;
   o.threads = 2;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/model/model_loader.h"
 
@@ -17,6 +18,14 @@ bool PathExists(const std::string& path) {
 bool ModelsRequired() {
   const char* v = std::getenv("PAGELLM_REQUIRE_MODELS");
   return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+SamplingParams GreedyParams(int32_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
 }
 
 absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options) {
@@ -33,10 +42,7 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> GreedyGenerate(
     Backend* backend, const Tokenizer* tokenizer, const std::vector<std::vector<int32_t>>& prompts,
     int max_tokens, bool together, const EngineOptions& options) {
   ASSIGN_OR_RETURN(auto engine, Engine::Create(backend, tokenizer, options));
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
+  const SamplingParams p = GreedyParams(max_tokens);
   std::vector<std::vector<int32_t>> out(prompts.size());
   std::vector<SequenceOutput> step;
   auto drain = [&]() -> absl::Status {
@@ -55,6 +61,9 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> GreedyGenerate(
     if (!together) RETURN_IF_ERROR(drain());
   }
   RETURN_IF_ERROR(drain());
+  if (engine->num_used_blocks() != 0) {
+    return absl::InternalError(absl::StrCat(engine->num_used_blocks(), " KV blocks leaked"));
+  }
   return out;
 }
 
@@ -62,18 +71,13 @@ absl::StatusOr<std::vector<float>> AllPositionLogits(Backend* backend,
                                                      const std::vector<int32_t>& tokens) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t bs = backend->block_size();
-  std::vector<int32_t> table;
-  auto release = [&] {
-    for (int32_t b : table) backend->allocator().Release(b);
-  };
-  for (int64_t i = 0; i < (n + bs - 1) / bs; ++i) {
-    auto b = backend->allocator().Allocate();
-    if (!b.ok()) {
-      release();
-      return b.status();
-    }
-    table.push_back(*b);
+  // The backend is idle (no engine uses it), so the first blocks of the pool are free to use.
+  const int64_t num_blocks = (n + bs - 1) / bs;
+  if (num_blocks > backend->num_kv_blocks()) {
+    return absl::ResourceExhaustedError("the sequence does not fit the KV pool");
   }
+  std::vector<int32_t> table(num_blocks);
+  for (int64_t i = 0; i < num_blocks; ++i) table[i] = static_cast<int32_t>(i);
   std::vector<int32_t> positions(n), seq(n, 0), logit_rows(n);
   std::vector<int64_t> slots(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -93,10 +97,33 @@ absl::StatusOr<std::vector<float>> AllPositionLogits(Backend* backend,
   batch.num_logits = n;
   batch.logit_indices = logit_rows.data();
   std::vector<float> logits(n * backend->config().vocab_size);
-  absl::Status st = backend->Forward(batch, logits.data());
-  release();
-  RETURN_IF_ERROR(st);
+  RETURN_IF_ERROR(backend->Forward(batch, logits.data()));
   return logits;
+}
+
+absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps) {
+  EngineRun run;
+  std::vector<SequenceOutput> step;
+  for (int i = 0; i < max_steps && engine->HasUnfinished(); ++i) {
+    step.clear();
+    RETURN_IF_ERROR(engine->Step(&step));
+    for (const SequenceOutput& o : step) {
+      const auto key = std::make_pair(o.request_id, o.sample_index);
+      auto& v = run.tokens[key];
+      v.insert(v.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      run.cumulative_logprob[key] = o.cumulative_logprob;
+    }
+  }
+  if (engine->HasUnfinished()) {
+    return absl::InternalError(absl::StrCat("unfinished after ", max_steps, " steps"));
+  }
+  const BlockManager::Stats bm = engine->block_manager().GetStats();
+  if (bm.device_used != 0 || bm.cpu_used != 0) {
+    return absl::InternalError(absl::StrCat("KV blocks leaked: ", bm.device_used, " device, ",
+                                            bm.cpu_used, " swap"));
+  }
+  run.stats = engine->stats();
+  return run;
 }
 
 }  // namespace pagellm::testing

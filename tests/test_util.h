@@ -3,8 +3,10 @@
 #ifndef PAGELLM_TESTS_TEST_UTIL_H_
 #define PAGELLM_TESTS_TEST_UTIL_H_
 
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,6 +22,19 @@ namespace pagellm::testing {
 bool PathExists(const std::string& path);
 bool ModelsRequired();
 
+// In a test body or SetUp(): skips the test when `path` is missing, or fails it when
+// PAGELLM_REQUIRE_MODELS=1.
+#define PAGELLM_SKIP_WITHOUT_MODEL(path)                                        \
+  do {                                                                          \
+    if (!::pagellm::testing::PathExists(path)) {                                \
+      if (::pagellm::testing::ModelsRequired()) FAIL() << (path) << " is missing"; \
+      GTEST_SKIP() << (path) << " is missing (run tools/test.sh)";              \
+    }                                                                           \
+  } while (0)
+
+// Greedy decoding of exactly max_tokens tokens (EOS ignored).
+SamplingParams GreedyParams(int32_t max_tokens);
+
 struct TestModel {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Backend> backend;
@@ -29,14 +44,29 @@ absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOpt
 
 // Greedy continuations of `prompts` (token ids), max_tokens each, ignore_eos. With
 // `together`, every prompt is added before the first step; otherwise one prompt at a time.
+// Internal error if the engine leaks KV blocks.
 absl::StatusOr<std::vector<std::vector<int32_t>>> GreedyGenerate(
     Backend* backend, const Tokenizer* tokenizer, const std::vector<std::vector<int32_t>>& prompts,
     int max_tokens, bool together, const EngineOptions& options = EngineOptions());
 
 // Logits [tokens.size()][vocab] of every position of one sequence, computed in one forward
-// step (prefill) through the paged cache. Frees its blocks before returning.
+// step (prefill) through the paged cache, in the pool's first blocks. REQUIRES: no engine is
+// using the backend (its blocks would be overwritten).
 absl::StatusOr<std::vector<float>> AllPositionLogits(Backend* backend,
                                                      const std::vector<int32_t>& tokens);
+
+// What an engine produced, per (request id, sample index): the tokens, and for beams the
+// cumulative logprob, in output order.
+struct EngineRun {
+  std::map<std::pair<std::string, int32_t>, std::vector<int32_t>> tokens;
+  std::map<std::pair<std::string, int32_t>, double> cumulative_logprob;
+  EngineStats stats;
+};
+
+// Steps `engine` until it has nothing unfinished. Internal error if that takes more than
+// `max_steps` (a livelock), if a step fails, or if KV blocks (device or swap) are still held
+// at the end.
+absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps = 100000);
 
 }  // namespace pagellm::testing
 

@@ -52,11 +52,7 @@ int Die(const absl::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::vector<std::string>> unused;
-  std::vector<std::string> args = pagellm::cli::NormalizeArgs(argc, argv, {}, &unused);
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(cargs.size()), cargs.data());
+  pagellm::cli::ParseFlags(argc, argv);
   pagellm::InitLogging("warn");
 
   std::vector<int64_t> batches;

@@ -13,6 +13,11 @@ namespace pagellm::cli {
 std::vector<std::string> NormalizeArgs(int argc, char** argv, const std::vector<std::string>& repeated,
                                        std::vector<std::vector<std::string>>* collected);
 
+// NormalizeArgs, then absl::ParseCommandLine (which exits with a message on a bad flag).
+// Returns the values of each repeatable flag in `repeated`, in order.
+std::vector<std::vector<std::string>> ParseFlags(int argc, char** argv,
+                                                 const std::vector<std::string>& repeated = {});
+
 }  // namespace pagellm::cli
 
 #endif  // PAGELLM_TOOLS_CLI_FLAGS_UTIL_H_

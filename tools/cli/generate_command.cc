@@ -1,6 +1,7 @@
 // `pagellm generate`: loads a model, runs every prompt through one Engine (all prompts are
 // batched together) and prints completions: streamed text for a single prompt, or one JSON
 // object per completion with --json.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -42,6 +43,16 @@ ABSL_FLAG(int64_t, max_num_seqs, 256, "most sequences per step");
 ABSL_FLAG(int64_t, max_num_batched_tokens, 2048, "most tokens per step");
 ABSL_FLAG(int64_t, max_model_len, 0, "context limit (0: the model's)");
 ABSL_FLAG(bool, json, false, "print one JSON object per completion");
+ABSL_FLAG(int32_t, n, 1, "parallel samples per prompt (they share the prompt's KV blocks)");
+ABSL_FLAG(int32_t, beam_width, 0, "beam search of this width (>= 2; needs --temperature 0)");
+ABSL_FLAG(double, length_penalty, 1.0, "beam score = logprob / length^length_penalty");
+ABSL_FLAG(bool, early_stopping, false, "stop beam search once beam-width hypotheses finish");
+ABSL_FLAG(double, swap_space, 4.0, "CPU swap space for preempted sequences, GiB");
+ABSL_FLAG(std::string, preemption_mode, "auto",
+          "auto (recompute single sequences, swap groups) | recompute | swap");
+ABSL_FLAG(bool, enable_prefix_caching, true,
+          "reuse the KV blocks of identical prompt prefixes (--no-enable-prefix-caching: off)");
+ABSL_FLAG(bool, stats, false, "print engine statistics as one JSON object on stderr at the end");
 ABSL_FLAG(std::string, log_level, "warn", "log level: debug, info, warn, error");
 
 namespace pagellm::cli {
@@ -53,21 +64,41 @@ int Fail(const absl::Status& s) {
 }
 
 struct Completion {
+  size_t prompt_index = 0;
+  int32_t sample_index = 0;
   std::string text;
   std::vector<int32_t> token_ids;
   std::vector<SampleResult> logprobs;
   FinishReason finish = FinishReason::kNone;
+  double cumulative_logprob = 0.0;
 };
+
+void PrintStats(const EngineStats& s, double seconds) {
+  nlohmann::json j;
+  j["steps"] = s.steps;
+  j["preemptions"] = {{"recompute", s.preemptions_recompute},
+                      {"swap", s.preemptions_swap},
+                      {"total", s.preemptions()}};
+  j["swap_fallbacks"] = s.swap_fallbacks;
+  j["swapped_out_blocks"] = s.swapped_out_blocks;
+  j["swapped_in_blocks"] = s.swapped_in_blocks;
+  j["peak_used_blocks"] = s.peak_used_blocks;
+  j["num_kv_blocks"] = s.num_kv_blocks;
+  j["num_swap_blocks"] = s.num_swap_blocks;
+  j["prefix_cache_hit_tokens"] = s.prefix_cache_hit_tokens;
+  j["computed_prompt_tokens"] = s.computed_prompt_tokens;
+  j["generated_tokens"] = s.generated_tokens;
+  j["kv_live_token_ratio"] = s.kv_live_token_ratio;
+  j["elapsed_s"] = seconds;
+  std::fprintf(stderr, "%s\n", j.dump().c_str());
+}
 
 }  // namespace
 
 int GenerateMain(int argc, char** argv) {
   absl::SetProgramUsageMessage("pagellm generate --model PATH --prompt TEXT [flags]");
-  std::vector<std::vector<std::string>> repeated;
-  std::vector<std::string> args = NormalizeArgs(argc, argv, {"stop", "stop_token_id"}, &repeated);
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(cargs.size()), cargs.data());
+  const std::vector<std::vector<std::string>> repeated =
+      ParseFlags(argc, argv, {"stop", "stop_token_id"});
   InitLogging(absl::GetFlag(FLAGS_log_level).c_str());
 
   std::vector<std::string> prompts;
@@ -94,6 +125,7 @@ int GenerateMain(int argc, char** argv) {
   bo.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_memory) * (1ll << 30));
   bo.kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
   bo.max_batch_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  bo.swap_space_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_swap_space) * (1ll << 30));
   std::unique_ptr<Tokenizer> tokenizer = std::move(loaded->tokenizer);
   auto backend = CreateCpuBackend(std::move(loaded->weights), bo);
   if (!backend.ok()) return Fail(backend.status());
@@ -101,6 +133,11 @@ int GenerateMain(int argc, char** argv) {
   eo.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   eo.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   eo.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  auto mode = ParsePreemptionMode(absl::GetFlag(FLAGS_preemption_mode));
+  if (!mode.ok()) return Fail(mode.status());
+  eo.preemption_mode = *mode;
+  eo.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  eo.collect_kv_stats = absl::GetFlag(FLAGS_stats);
   auto engine = Engine::Create(backend->get(), tokenizer.get(), eo);
   if (!engine.ok()) return Fail(engine.status());
 
@@ -117,6 +154,10 @@ int GenerateMain(int argc, char** argv) {
   params.seed = absl::GetFlag(FLAGS_seed);
   params.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   params.logprobs = absl::GetFlag(FLAGS_logprobs);
+  params.n = absl::GetFlag(FLAGS_n);
+  params.beam_width = absl::GetFlag(FLAGS_beam_width);
+  params.length_penalty = static_cast<float>(absl::GetFlag(FLAGS_length_penalty));
+  params.early_stopping = absl::GetFlag(FLAGS_early_stopping);
   params.stop = repeated[0];
   for (const std::string& id : repeated[1]) {
     try {
@@ -127,8 +168,14 @@ int GenerateMain(int argc, char** argv) {
   }
 
   const bool json = absl::GetFlag(FLAGS_json);
-  const bool stream = !json && prompts.size() == 1;
-  std::vector<Completion> done(prompts.size());
+  const int32_t per_prompt = params.NumSequences();
+  const bool stream = !json && prompts.size() == 1 && per_prompt == 1;
+  // One completion per (prompt, sample), in that order.
+  std::vector<Completion> done(prompts.size() * per_prompt);
+  for (size_t i = 0; i < done.size(); ++i) {
+    done[i].prompt_index = i / per_prompt;
+    done[i].sample_index = static_cast<int32_t>(i % per_prompt);
+  }
   std::vector<std::vector<int32_t>> prompt_ids(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     prompt_ids[i] = tokenizer->Encode(prompts[i], /*add_special_tokens=*/true, /*parse_special=*/true);
@@ -136,16 +183,18 @@ int GenerateMain(int argc, char** argv) {
     if (!st.ok()) return Fail(absl::Status(st.code(), absl::StrCat("prompt ", i, ": ", st.message())));
   }
   std::vector<SequenceOutput> outputs;
+  const auto start = std::chrono::steady_clock::now();
   while ((*engine)->HasUnfinished()) {
     outputs.clear();
     absl::Status st = (*engine)->Step(&outputs);
     if (!st.ok()) return Fail(st);
     for (SequenceOutput& o : outputs) {
-      Completion& c = done[std::stoul(o.request_id)];
+      Completion& c = done[std::stoul(o.request_id) * per_prompt + o.sample_index];
       c.text += o.text;
       c.token_ids.insert(c.token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
       c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
       c.finish = o.finish_reason;
+      c.cumulative_logprob = o.cumulative_logprob;
       if (stream) {
         std::fwrite(o.text.data(), 1, o.text.size(), stdout);
         std::fflush(stdout);
@@ -153,17 +202,27 @@ int GenerateMain(int argc, char** argv) {
     }
   }
   if (stream) std::fputc('\n', stdout);
+  if (absl::GetFlag(FLAGS_stats)) {
+    PrintStats((*engine)->stats(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   for (size_t i = 0; i < done.size() && !stream; ++i) {
     const Completion& c = done[i];
     if (!json) {
-      std::printf("[%zu] %s\n", i, c.text.c_str());
+      if (per_prompt == 1) {
+        std::printf("[%zu] %s\n", c.prompt_index, c.text.c_str());
+      } else {
+        std::printf("[%zu.%d] %s\n", c.prompt_index, c.sample_index, c.text.c_str());
+      }
       continue;
     }
     nlohmann::json j;
-    j["prompt_index"] = i;
+    j["prompt_index"] = c.prompt_index;
+    j["sample_index"] = c.sample_index;
     j["text"] = c.text;
     j["token_ids"] = c.token_ids;
-    j["prompt_token_ids"] = prompt_ids[i];
+    j["prompt_token_ids"] = prompt_ids[c.prompt_index];
+    if (params.UseBeamSearch()) j["cumulative_logprob"] = c.cumulative_logprob;
     j["finish_reason"] = std::string(FinishReasonName(c.finish));
     if (params.logprobs.has_value()) {
       nlohmann::json lp = nlohmann::json::array();

@@ -8,13 +8,12 @@
 #define PAGELLM_WORKER_BACKEND_BACKEND_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "worker/backend/forward_batch.h"
-#include "worker/kv/block_allocator.h"
+#include "worker/kv/kv_copy.h"
 #include "worker/model/model_config.h"
 
 namespace pagellm {
@@ -29,15 +28,19 @@ class Backend {
   // Largest number of tokens one Forward() accepts.
   [[nodiscard]] virtual int64_t max_batch_tokens() const = 0;
 
-  // The allocator of the device KV pool (block ids with reference counts).
-  virtual BlockAllocator& allocator() = 0;
+  // Blocks in the device KV pool and in the host swap pool. Block ids are [0, n); the engine's
+  // BlockManager decides which block holds what.
+  [[nodiscard]] virtual int64_t num_kv_blocks() const = 0;
+  [[nodiscard]] virtual int64_t num_swap_blocks() const = 0;
 
   // Runs one step; writes batch.num_logits rows of config().vocab_size floats to `logits`
   // (host memory). InvalidArgument for a malformed batch.
   virtual absl::Status Forward(const ForwardBatch& batch, float* logits) = 0;
 
-  // Copies whole KV blocks (src, dst) before a step: copy-on-write of shared blocks.
-  virtual void CopyBlocks(const std::vector<std::pair<int32_t, int32_t>>& copies) = 0;
+  // Executes whole-block KV copies in order, before the next Forward(): copy-on-write inside the
+  // device pool, swap-out to and swap-in from the host pool. REQUIRES: ids in range (the block
+  // manager's output).
+  virtual void CopyKv(std::span<const KvCopy> copies) = 0;
 };
 
 }  // namespace pagellm

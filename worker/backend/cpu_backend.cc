@@ -16,26 +16,42 @@ namespace {
 class CpuBackend : public Backend {
  public:
   CpuBackend(std::unique_ptr<kernels::ThreadPool> pool, std::unique_ptr<LlamaModel> model,
-             std::unique_ptr<KvCache> cache, int64_t max_tokens)
+             std::unique_ptr<KvCache> cache, std::unique_ptr<KvCache> swap, int64_t max_tokens)
       : pool_(std::move(pool)), model_(std::move(model)), cache_(std::move(cache)),
-        max_tokens_(max_tokens) {}
+        swap_(std::move(swap)), max_tokens_(max_tokens) {}
 
   const ModelConfig& config() const override { return model_->config(); }
   std::string name() const override { return "cpu"; }
   int64_t block_size() const override { return cache_->options().block_size; }
   int64_t max_batch_tokens() const override { return max_tokens_; }
-  BlockAllocator& allocator() override { return cache_->allocator(); }
+  int64_t num_kv_blocks() const override { return cache_->options().num_blocks; }
+  int64_t num_swap_blocks() const override {
+    return swap_ == nullptr ? 0 : swap_->options().num_blocks;
+  }
   absl::Status Forward(const ForwardBatch& batch, float* logits) override {
     return model_->Forward(batch, cache_.get(), logits);
   }
-  void CopyBlocks(const std::vector<std::pair<int32_t, int32_t>>& copies) override {
-    for (const auto& [src, dst] : copies) cache_->CopyBlock(src, dst);
+  void CopyKv(std::span<const KvCopy> copies) override {
+    for (const KvCopy& c : copies) {
+      switch (c.kind) {
+        case KvCopy::Kind::kDeviceToDevice:
+          KvCache::CopyBlock(*cache_, c.src, cache_.get(), c.dst);
+          break;
+        case KvCopy::Kind::kDeviceToHost:
+          KvCache::CopyBlock(*cache_, c.src, swap_.get(), c.dst);
+          break;
+        case KvCopy::Kind::kHostToDevice:
+          KvCache::CopyBlock(*swap_, c.src, cache_.get(), c.dst);
+          break;
+      }
+    }
   }
 
  private:
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<KvCache> swap_;  // null without swap space
   int64_t max_tokens_;
 };
 
@@ -72,13 +88,22 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(std::unique_ptr<LlamaW
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
   kernels::SetBlasThreads(threads);
   auto pool = std::make_unique<kernels::ThreadPool>(threads);
+  if (o.swap_space_bytes < 0) return absl::InvalidArgumentError("swap space must be >= 0");
   ASSIGN_OR_RETURN(auto cache, KvCache::Create(kv));
+  std::unique_ptr<KvCache> swap;
+  KvCacheOptions swap_options = kv;
+  swap_options.num_blocks = o.swap_space_bytes / KvCache::BytesPerBlock(kv);
+  if (swap_options.num_blocks > 0) {
+    ASSIGN_OR_RETURN(swap, KvCache::Create(swap_options));
+  }
   ASSIGN_OR_RETURN(auto model, LlamaModel::Create(std::move(weights), o.max_batch_tokens, pool.get()));
-  PLOG_INFO("cpu backend: {} threads, {} KV blocks of {} tokens ({} MiB, {})", threads,
-            kv.num_blocks, kv.block_size, kv.num_blocks * KvCache::BytesPerBlock(kv) >> 20,
-            dtype == kernels::KvDtype::kF32 ? "f32" : "f16");
-  return std::unique_ptr<Backend>(
-      new CpuBackend(std::move(pool), std::move(model), std::move(cache), o.max_batch_tokens));
+  PLOG_INFO("cpu backend: {} threads, {} KV blocks of {} tokens ({} MiB, {}), {} swap blocks",
+            threads, kv.num_blocks, kv.block_size,
+            kv.num_blocks * KvCache::BytesPerBlock(kv) >> 20,
+            dtype == kernels::KvDtype::kF32 ? "f32" : "f16", swap_options.num_blocks);
+  return std::unique_ptr<Backend>(new CpuBackend(std::move(pool), std::move(model),
+                                                 std::move(cache), std::move(swap),
+                                                 o.max_batch_tokens));
 }
 
 }  // namespace pagellm

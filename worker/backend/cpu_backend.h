@@ -16,6 +16,7 @@ struct CpuBackendOptions {
   int64_t block_size = 16;
   int64_t num_kv_blocks = 0;             // 0: derived from kv_cache_bytes
   int64_t kv_cache_bytes = 1ll << 30;    // KV memory budget when num_kv_blocks is 0
+  int64_t swap_space_bytes = 0;          // host swap pool for preempted sequences; 0: none
   int64_t max_batch_tokens = 2048;
   // "auto": fp32 when the matrices are fp32 (exact comparisons with references), else fp16.
   std::string kv_cache_dtype = "auto";   // auto | f32 | f16

@@ -1,15 +1,19 @@
 // Engine: turns requests (prompt token ids + sampling parameters) into streamed tokens and
-// text, stepping a Backend under the FCFS Scheduler.
+// text, stepping a Backend under the FCFS Scheduler and the paged BlockManager.
 //
 // Usage: AddRequest() any number of times, then call Step() until HasUnfinished() is false;
 // each Step() appends the new tokens/text of every sequence that advanced. Abort() removes a
-// request in any state and frees its blocks.
+// request in any state (waiting, mid-prefill, running, swapped) and frees its blocks.
+//
+// A request with n > 1 streams n samples (SequenceOutput::sample_index); a beam search returns
+// its beams, best first, in the step that finishes it.
 //
 // Not thread-safe: one engine thread owns it (the worker hands requests over through a queue).
 #ifndef PAGELLM_WORKER_ENGINE_ENGINE_H_
 #define PAGELLM_WORKER_ENGINE_ENGINE_H_
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,9 +21,11 @@
 #include "absl/status/status.h"
 #include "common/tokenizer/tokenizer.h"
 #include "worker/backend/backend.h"
+#include "worker/engine/beam_search.h"
 #include "worker/engine/sampler.h"
 #include "worker/engine/scheduler.h"
 #include "worker/engine/sequence.h"
+#include "worker/kv/block_manager.h"
 
 namespace pagellm {
 
@@ -27,71 +33,120 @@ struct EngineOptions {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_seqs = 256;
   int64_t max_model_len = 0;  // 0: the model's context length
+  PreemptionMode preemption_mode = PreemptionMode::kAuto;
+  bool enable_prefix_caching = true;
+  double watermark = 0.01;  // fraction of the KV pool kept free when admitting
+  // Measure kv_live_token_ratio every step (walks every block table: for --stats, not serving).
+  bool collect_kv_stats = false;
 };
 
 // What one sequence produced in one step.
 struct SequenceOutput {
   std::string request_id;
+  int32_t sample_index = 0;  // parallel sample, or the beam's rank (0 = best)
   std::vector<int32_t> new_token_ids;
   std::string text;  // newly released text (stop strings held back / removed)
   std::vector<SampleResult> logprobs;  // one per new token when logprobs were requested
   FinishReason finish_reason = FinishReason::kNone;
+  double cumulative_logprob = 0.0;  // beams only: the beam's sum of token logprobs
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };
 
 struct EngineStats {
   int64_t steps = 0;
-  int64_t preemptions = 0;
+  int64_t preemptions_recompute = 0;
+  int64_t preemptions_swap = 0;
+  int64_t swap_fallbacks = 0;  // swap preemptions done by recompute: the CPU pool was short
+  int64_t swapped_out_blocks = 0;
+  int64_t swapped_in_blocks = 0;
+  int64_t peak_used_blocks = 0;
+  int64_t prefix_cache_hit_tokens = 0;
   int64_t computed_prompt_tokens = 0;
   int64_t generated_tokens = 0;
-  int64_t peak_used_blocks = 0;
+  // Live token slots / slots of the blocks sequences hold, averaged over steps; -1 unless
+  // EngineOptions::collect_kv_stats.
+  double kv_live_token_ratio = -1.0;
+  int64_t num_kv_blocks = 0;
+  int64_t num_swap_blocks = 0;
+  [[nodiscard]] int64_t preemptions() const { return preemptions_recompute + preemptions_swap; }
 };
 
 class Engine {
  public:
-  // `backend` and `tokenizer` are borrowed and must outlive the engine.
+  // `backend` and `tokenizer` are borrowed and must outlive the engine. InvalidArgument for bad
+  // options.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(Backend* backend,
                                                         const Tokenizer* tokenizer,
                                                         const EngineOptions& options);
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
+  ~Engine();
 
   // Validates and queues a request. InvalidArgument for an empty prompt, ids outside the
-  // vocabulary, bad sampling parameters, or prompt + max_tokens beyond max_model_len (the
-  // message names both numbers); AlreadyExists for a duplicate id; ResourceExhausted when the
-  // sequence could never fit in the KV pool.
+  // vocabulary, bad sampling parameters, more parallel sequences than --max-num-seqs, or
+  // prompt + max_tokens beyond max_model_len (the message names both numbers); AlreadyExists for
+  // a duplicate id; ResourceExhausted when the request could never fit in the KV pool.
   absl::Status AddRequest(const std::string& request_id, std::vector<int32_t> prompt_ids,
                           const SamplingParams& params);
   // Removes the request wherever it is and frees its blocks. NotFound if unknown or finished.
   absl::Status Abort(const std::string& request_id);
 
   // Runs one iteration; appends outputs to `outputs` (not cleared). An error from the backend
-  // is returned and fails the step's sequences; the engine stays usable.
+  // is returned and fails the step's requests; the engine stays usable.
   absl::Status Step(std::vector<SequenceOutput>* outputs);
 
-  [[nodiscard]] bool HasUnfinished() const { return !sequences_.empty(); }
-  [[nodiscard]] const EngineStats& stats() const { return stats_; }
+  [[nodiscard]] bool HasUnfinished() const { return !groups_.empty(); }
+  [[nodiscard]] EngineStats stats() const;
   [[nodiscard]] int64_t num_waiting() const { return scheduler_->num_waiting(); }
   [[nodiscard]] int64_t num_running() const { return scheduler_->num_running(); }
+  [[nodiscard]] int64_t num_swapped() const { return scheduler_->num_swapped(); }
   [[nodiscard]] int64_t max_model_len() const { return max_model_len_; }
+  // Device blocks some sequence holds now (0 once idle: nothing leaked).
+  [[nodiscard]] int64_t num_used_blocks() const;
+  [[nodiscard]] const BlockManager& block_manager() const { return *block_manager_; }
 
  private:
+  struct Sampled {
+    Sequence* seq;
+    int64_t row;  // logits row
+  };
+
   Engine() = default;
-  void Finish(Sequence* seq);
+  std::unique_ptr<Sequence> NewSequence(const SequenceGroup& group, int32_t sample_index,
+                                        std::vector<int32_t> tokens, SamplingRng rng);
+  void BuildBatch(const SchedulerOutput& sched);
+  // Samples, detokenizes and stop-checks the group's sampled sequences (forking n > 1 samples
+  // at the first token).
+  void SampleGroup(SequenceGroup* group, std::span<const Sampled> sampled,
+                   std::vector<SequenceOutput>* outputs);
+  void SampleOne(SequenceGroup* group, Sequence* seq, std::span<const float> logits,
+                 std::vector<SequenceOutput>* outputs);
+  void BeamStepGroup(SequenceGroup* group, std::span<const Sampled> sampled,
+                     std::vector<SequenceOutput>* outputs);
+  void FinishBeams(SequenceGroup* group, std::vector<SequenceOutput>* outputs);
+  void RemoveGroup(SequenceGroup* group);
+  std::span<const float> LogitsRow(int64_t row) const;
 
   Backend* backend_ = nullptr;
   const Tokenizer* tokenizer_ = nullptr;
   EngineOptions options_;
   int64_t max_model_len_ = 0;
+  std::unique_ptr<BlockManager> block_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Sampler> sampler_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Sequence>> sequences_;
+  absl::flat_hash_map<std::string, std::unique_ptr<SequenceGroup>> groups_;
   int64_t next_arrival_ = 0;
-  EngineStats stats_;
+  int64_t next_seq_id_ = 0;
+  int64_t generated_tokens_ = 0;
+  int64_t peak_used_blocks_ = 0;
+  double live_ratio_sum_ = 0.0;
+  int64_t live_ratio_steps_ = 0;
   // Per-step buffers, reused.
   std::vector<int32_t> token_ids_, positions_, token_seq_, block_tables_, logit_indices_;
   std::vector<int64_t> slots_;
   std::vector<float> logits_;
+  std::vector<Sampled> sampled_;
+  std::vector<BeamCandidate> candidates_;
 };
 
 }  // namespace pagellm

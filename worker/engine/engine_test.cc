@@ -99,17 +99,10 @@ class EngineTest : public ::testing::Test {
     }
     ASSERT_EQ(load_error_, nullptr) << *load_error_;
     ASSERT_NE(shared_, nullptr);
-    ASSERT_EQ(allocator().num_free(), allocator().num_blocks()) << "an earlier test leaked blocks";
-  }
-  void TearDown() override {
-    if (shared_ != nullptr) {
-      EXPECT_EQ(allocator().num_free(), allocator().num_blocks());
-    }
   }
 
   static const Tokenizer* tokenizer() { return shared_->tokenizer.get(); }
   static Backend* backend() { return shared_->backend.get(); }
-  static BlockAllocator& allocator() { return shared_->backend->allocator(); }
   static std::vector<int32_t> Ids(const std::string& text) {
     return tokenizer()->Encode(text, /*add_special_tokens=*/true, /*parse_special=*/false);
   }
@@ -149,6 +142,7 @@ class EngineTest : public ::testing::Test {
   static Completions RunAll(Engine* e) {
     Completions c;
     Drain(e, &c);
+    EXPECT_EQ(e->num_used_blocks(), 0) << "blocks leaked";
     return c;
   }
   // One request alone in a fresh engine on the shared backend.
@@ -214,7 +208,7 @@ TEST_F(EngineTest, RejectsInvalidRequests) {
   EXPECT_EQ(e->AddRequest("a", prompt, Greedy(4)).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_TRUE(e->Abort("a").ok());
   EXPECT_FALSE(e->HasUnfinished());
-  EXPECT_EQ(allocator().num_free(), allocator().num_blocks());
+  EXPECT_EQ(e->num_used_blocks(), 0);
 }
 
 TEST_F(EngineTest, RejectsARequestLargerThanTheKvPool) {
@@ -245,6 +239,12 @@ TEST_F(EngineTest, RejectsBadSamplingParams) {
       {"logprobs 21", [](SamplingParams& p) { p.logprobs = kMaxLogprobs + 1; }},
       {"stop token out of vocab", [](SamplingParams& p) { p.stop_token_ids = {1 << 30}; }},
       {"empty stop string", [](SamplingParams& p) { p.stop = {""}; }},
+      {"n 0", [](SamplingParams& p) { p.n = 0; }},
+      {"n above the cap", [](SamplingParams& p) { p.n = kMaxParallelSamples + 1; }},
+      {"beam with sampling", [](SamplingParams& p) { p.beam_width = 4, p.temperature = 1.0f; }},
+      {"beam with n", [](SamplingParams& p) { p.beam_width = 4, p.n = 2; }},
+      {"beam with stop strings", [](SamplingParams& p) { p.beam_width = 2, p.stop = {"x"}; }},
+      {"beam with logprobs", [](SamplingParams& p) { p.beam_width = 2, p.logprobs = 1; }},
   };
   for (const Case& c : cases) {
     SamplingParams p = Greedy(4);
@@ -253,6 +253,24 @@ TEST_F(EngineTest, RejectsBadSamplingParams) {
         << c.name;
   }
   EXPECT_FALSE(e->HasUnfinished());
+}
+
+TEST_F(EngineTest, RejectsMoreParallelSequencesThanMaxNumSeqs) {
+  EngineOptions o;
+  o.max_num_seqs = 3;
+  std::unique_ptr<Engine> e = NewEngine(o);
+  ASSERT_NE(e, nullptr);
+  SamplingParams p = Greedy(4);
+  p.n = 4;
+  absl::Status st = e->AddRequest("x", Ids("Hello"), p);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("max_num_seqs"));
+  p.n = 3;
+  EXPECT_TRUE(e->AddRequest("x", Ids("Hello"), p).ok());
+  std::vector<SequenceOutput> outs;
+  for (int i = 0; i < 100 && e->HasUnfinished(); ++i) ASSERT_TRUE(e->Step(&outs).ok());
+  EXPECT_EQ(outs.size(), 3u * 4);  // three samples of four tokens
+  EXPECT_EQ(e->num_used_blocks(), 0);
 }
 
 TEST_F(EngineTest, AbortWhileWaiting) {
@@ -273,7 +291,7 @@ TEST_F(EngineTest, AbortWhileWaiting) {
   Drain(e.get(), &c);
   EXPECT_EQ(c["first"].tokens.size(), 3u);
   EXPECT_EQ(c.count("second"), 0u);
-  EXPECT_EQ(allocator().num_free(), allocator().num_blocks());
+  EXPECT_EQ(e->num_used_blocks(), 0);
 }
 
 TEST_F(EngineTest, AbortMidPrefill) {
@@ -291,11 +309,11 @@ TEST_F(EngineTest, AbortMidPrefill) {
   ASSERT_TRUE(e->Step(&outs).ok());
   EXPECT_TRUE(outs.empty());  // still in prefill: nothing sampled
   EXPECT_EQ(e->num_running(), 1);
-  EXPECT_LT(allocator().num_free(), allocator().num_blocks());
+  EXPECT_GT(e->num_used_blocks(), 0);
   EXPECT_TRUE(e->Abort("r").ok());
   EXPECT_FALSE(e->HasUnfinished());
   EXPECT_EQ(e->num_running(), 0);
-  EXPECT_EQ(allocator().num_free(), allocator().num_blocks());
+  EXPECT_EQ(e->num_used_blocks(), 0);
   ASSERT_TRUE(e->Step(&outs).ok());
   EXPECT_TRUE(outs.empty());
   EXPECT_EQ(e->Abort("r").code(), absl::StatusCode::kNotFound);
@@ -319,7 +337,7 @@ TEST_F(EngineTest, AbortWhileDecodingLeavesOthersRunning) {
   Drain(e.get(), &c);
   EXPECT_EQ(c["go"].tokens.size(), 3u);
   EXPECT_EQ(c["stay"].tokens, RunOne("The capital of France is", Greedy(6)).tokens);
-  EXPECT_EQ(allocator().num_free(), allocator().num_blocks());
+  EXPECT_EQ(e->num_used_blocks(), 0);
 }
 
 TEST_F(EngineTest, SeededSamplingDoesNotDependOnTheBatch) {
@@ -352,8 +370,7 @@ TEST_F(EngineTest, PreemptionByRecomputeKeepsGreedyOutputs) {
       EXPECT_TRUE(e->AddRequest(std::to_string(i), Ids(prompts[i]), Greedy(max_tokens)).ok());
     }
     Completions c = RunAll(e.get());
-    *preemptions = e->stats().preemptions;
-    EXPECT_EQ(b->allocator().num_free(), b->allocator().num_blocks());
+    *preemptions = e->stats().preemptions();
     return c;
   };
   int64_t roomy_preemptions = -1;

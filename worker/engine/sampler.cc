@@ -82,6 +82,11 @@ SamplingRng SamplingRng::ForRequest(const SamplingParams& params) {
   return SamplingRng((hi << 32) ^ device());
 }
 
+SamplingRng SamplingRng::ForSample(int32_t index) const {
+  if (index == 0) return *this;
+  return SamplingRng(Mix64(seed_ ^ Mix64(0xD1B54A32D192ED03ull * static_cast<uint64_t>(index))));
+}
+
 double SamplingRng::Uniform(uint64_t step) const {
   // splitmix64: state_i = Mix64(seed) + (i + 1) * golden gamma; output = Mix64(state_i).
   const uint64_t state = Mix64(seed_) + (step + 1) * 0x9E3779B97F4A7C15ull;

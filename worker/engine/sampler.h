@@ -27,6 +27,10 @@ class SamplingRng {
   // request is created, and keep the result with the request).
   static SamplingRng ForRequest(const SamplingParams& params);
 
+  // The stream of parallel sample `index` of the same request: this stream for index 0, an
+  // independent one derived from (seed, index) otherwise.
+  [[nodiscard]] SamplingRng ForSample(int32_t index) const;
+
   // Returns a uniform double in [0, 1) for output position `step`.
   [[nodiscard]] double Uniform(uint64_t step) const;
 

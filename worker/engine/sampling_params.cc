@@ -58,6 +58,27 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
           absl::StrCat("sampling_params.stop[", i, "] is not valid UTF-8"));
     }
   }
+  if (n < 1 || n > kMaxParallelSamples) {
+    return Bad("n", absl::StrCat("must be in [1, ", kMaxParallelSamples, "]"), n);
+  }
+  if (beam_width < 0 || beam_width > kMaxParallelSamples) {
+    return Bad("beam_width", absl::StrCat("must be in [0, ", kMaxParallelSamples, "]"),
+               beam_width);
+  }
+  if (!std::isfinite(length_penalty)) return Bad("length_penalty", "must be finite", length_penalty);
+  if (UseBeamSearch()) {
+    if (n != 1) return Bad("n", "must be 1 with beam search (beam_width completions return)", n);
+    if (!IsGreedy()) return Bad("temperature", "must be 0 with beam search", temperature);
+    if (!stop.empty()) {
+      return absl::InvalidArgumentError("stop strings are not supported with beam search");
+    }
+    if (logprobs.has_value()) {
+      return absl::InvalidArgumentError("logprobs are not supported with beam search");
+    }
+    if (2 * static_cast<int64_t>(beam_width) > vocab_size) {
+      return Bad("beam_width", "must be at most half the vocabulary", beam_width);
+    }
+  }
   return absl::OkStatus();
 }
 

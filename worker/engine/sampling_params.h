@@ -13,6 +13,8 @@ namespace pagellm {
 
 // The most top logprobs a request may ask for (OpenAI's and vLLM's default limit).
 inline constexpr int kMaxLogprobs = 20;
+// The most parallel samples or beams one request may ask for.
+inline constexpr int kMaxParallelSamples = 256;
 
 // Temperatures below this sample greedily (vLLM's _SAMPLING_EPS): dividing logits by a tiny
 // temperature only produces overflow, and the limit is argmax anyway.
@@ -60,10 +62,26 @@ struct SamplingParams {
   std::optional<int32_t> logprobs = std::nullopt;
   // Leave special tokens out of the detokenized text (used by the detokenizer).
   bool skip_special_tokens = true;
+  // Parallel samples: the prompt is computed once and its KV blocks shared; sample i draws from
+  // its own stream (the request's seed for i = 0, a seed derived from it and i otherwise).
+  // In [1, kMaxParallelSamples]. Must be 1 with beam search.
+  int32_t n = 1;
+  // Beam search of this width when >= 2 (0 or 1: off). Returns beam_width completions, best
+  // first. Needs temperature 0; stop strings and logprobs are not supported with it.
+  int32_t beam_width = 0;
+  // Beam score = cumulative logprob / generated_length ^ length_penalty (HF semantics).
+  float length_penalty = 1.0f;
+  // Stop the beam search as soon as beam_width hypotheses have finished (true), or only when no
+  // running beam can beat the worst of them (false, HF's default).
+  bool early_stopping = false;
 
   // Returns OK, or InvalidArgument naming the first bad field and its value. vocab_size is the
   // model's logits width; token ids must lie in [0, vocab_size).
   [[nodiscard]] absl::Status Validate(int64_t vocab_size) const;
+
+  [[nodiscard]] bool UseBeamSearch() const { return beam_width >= 2; }
+  // Sequences the request runs at once after its first token: n, or the beam width.
+  [[nodiscard]] int32_t NumSequences() const { return UseBeamSearch() ? beam_width : n; }
 
   // True when the sampler picks the argmax.
   [[nodiscard]] bool IsGreedy() const { return temperature < kGreedyTemperatureEps; }

@@ -1,97 +1,257 @@
-// Invariants: a sequence is in exactly one of waiting_ / running_ (or neither once removed);
-// waiting sequences hold no blocks; running_ and waiting_ are each sorted by arrival.
+// Invariants:
+//   - A group is in exactly one of waiting_ / running_ / swapped_ (or none once removed), and its
+//     state says which. Each queue is sorted by arrival.
+//   - A waiting group's live sequences hold no blocks; a running group's live sequences are
+//     device-resident in the block manager; a swapped group's are CPU-resident.
+//   - A live sequence in the block manager holds KV slots for a prefix of its tokens: all but the
+//     tokens sampled since its last scheduled step, which AppendPendingSlots adds.
+//   - Preemption victims are taken from the back of running_ (latest arrival), so a group that
+//     was already scheduled in this step (earlier in running_) is never a victim.
 #include "worker/engine/scheduler.h"
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 
 namespace pagellm {
 namespace {
-bool ByArrival(const Sequence* a, const Sequence* b) { return a->arrival < b->arrival; }
+
+bool ByArrival(const SequenceGroup* a, const SequenceGroup* b) { return a->arrival < b->arrival; }
+
+template <typename Queue>
+void InsertByArrival(Queue& q, SequenceGroup* g) {
+  q.insert(std::upper_bound(q.begin(), q.end(), g, ByArrival), g);
+}
+
+template <typename Queue>
+void Erase(Queue& q, SequenceGroup* g) {
+  q.erase(std::remove(q.begin(), q.end(), g), q.end());
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Sequences the group counts against --max-num-seqs: before its fork, the ones it will have.
+int64_t SeqsOf(const SequenceGroup* g) {
+  return g->forked ? static_cast<int64_t>(g->seqs.size()) : std::max<int64_t>(g->max_seqs, 1);
+}
+
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerOptions& options, BlockAllocator* allocator)
-    : options_(options), allocator_(allocator) {}
-
-int64_t Scheduler::BlocksFor(int64_t num_tokens) const {
-  return (num_tokens + options_.block_size - 1) / options_.block_size;
+absl::StatusOr<PreemptionMode> ParsePreemptionMode(const std::string& name) {
+  if (name == "auto") return PreemptionMode::kAuto;
+  if (name == "recompute") return PreemptionMode::kRecompute;
+  if (name == "swap") return PreemptionMode::kSwap;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown preemption mode '", name, "' (auto, recompute, swap)"));
 }
 
-void Scheduler::Add(Sequence* seq) {
-  seq->state = SequenceState::kWaiting;
-  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, ByArrival), seq);
+Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* block_manager)
+    : options_(options), bm_(block_manager) {}
+
+std::vector<int64_t>& Scheduler::SeqIds(const SequenceGroup* group) {
+  ids_scratch_.clear();
+  for (const auto& seq : group->seqs) ids_scratch_.push_back(seq->seq_id);
+  return ids_scratch_;
 }
 
-void Scheduler::FreeBlocks(Sequence* seq) {
-  for (int32_t b : seq->block_table) allocator_->Release(b);
-  seq->block_table.clear();
-  seq->num_computed = 0;
+void Scheduler::AddCopies(const std::vector<BlockCopy>& copies, KvCopy::Kind kind) {
+  for (const BlockCopy& c : copies) out_.copies.push_back({kind, c.src, c.dst});
 }
 
-void Scheduler::Remove(Sequence* seq) {
-  FreeBlocks(seq);
-  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
-  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+void Scheduler::Add(SequenceGroup* group) {
+  group->state = GroupState::kWaiting;
+  InsertByArrival(waiting_, group);
 }
 
-bool Scheduler::Reserve(Sequence* seq, int64_t num_tokens) {
-  const int64_t need = BlocksFor(num_tokens);
-  while (static_cast<int64_t>(seq->block_table.size()) < need) {
-    auto block = allocator_->Allocate();
-    if (!block.ok()) return false;
-    seq->block_table.push_back(*block);
+void Scheduler::FreeBlocks(SequenceGroup* group) {
+  for (auto& seq : group->seqs) {
+    if (bm_->HasSequence(seq->seq_id)) {
+      PAGELLM_CHECK(bm_->Free(seq->seq_id).ok(), "freeing sequence {}", seq->seq_id);
+    }
+    seq->num_computed = 0;
+  }
+}
+
+void Scheduler::Remove(SequenceGroup* group) {
+  FreeBlocks(group);
+  Erase(waiting_, group);
+  Erase(running_, group);
+  Erase(swapped_, group);
+}
+
+void Scheduler::FinishSequence(SequenceGroup* group, Sequence* seq, bool keep) {
+  auto it = std::find_if(group->seqs.begin(), group->seqs.end(),
+                         [seq](const auto& s) { return s.get() == seq; });
+  PAGELLM_CHECK(it != group->seqs.end(), "sequence {} is not live in request {}", seq->seq_id,
+                group->request_id);
+  if (bm_->HasSequence(seq->seq_id)) {
+    PAGELLM_CHECK(bm_->Free(seq->seq_id).ok(), "freeing sequence {}", seq->seq_id);
+  }
+  seq->finished = true;
+  std::unique_ptr<Sequence> owned = std::move(*it);
+  group->seqs.erase(it);
+  if (keep) group->done.push_back(std::move(owned));
+}
+
+absl::Status Scheduler::Fork(SequenceGroup* group, Sequence* parent,
+                             std::unique_ptr<Sequence> child) {
+  if (absl::Status s = bm_->Fork(parent->seq_id, child->seq_id); !s.ok()) return s;
+  group->seqs.push_back(std::move(child));
+  return absl::OkStatus();
+}
+
+bool Scheduler::AppendPendingSlots(SequenceGroup* group) {
+  for (auto& seq : group->seqs) {
+    int64_t have = bm_->NumTokens(seq->seq_id);
+    while (have < static_cast<int64_t>(seq->tokens.size())) {
+      copy_scratch_.clear();
+      if (!bm_->AppendSlot(seq->seq_id, seq->tokens[have], &copy_scratch_).ok()) return false;
+      AddCopies(copy_scratch_, KvCopy::Kind::kDeviceToDevice);
+      ++have;
+    }
   }
   return true;
 }
 
-void Scheduler::Preempt(Sequence* seq) {
-  ++stats_.preemptions;
-  FreeBlocks(seq);
-  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
-  Add(seq);
+void Scheduler::PreemptByRecompute(SequenceGroup* group) {
+  ++stats_.preemptions_recompute;
+  FreeBlocks(group);
+  Add(group);
 }
 
-const std::vector<ScheduledSeq>& Scheduler::Schedule() {
-  scheduled_.clear();
-  int64_t budget = options_.max_num_batched_tokens;
+bool Scheduler::TrySwapOut(SequenceGroup* group) {
+  const std::vector<int64_t>& ids = SeqIds(group);
+  if (!bm_->CanSwapOut(ids)) return false;
+  absl::StatusOr<std::vector<BlockCopy>> copies = bm_->SwapOut(ids);
+  PAGELLM_CHECK(copies.ok(), "swap-out failed after a capacity check: {}",
+                copies.status().ToString());
+  AddCopies(*copies, KvCopy::Kind::kDeviceToHost);
+  stats_.swapped_out_blocks += static_cast<int64_t>(copies->size());
+  ++stats_.preemptions_swap;
+  group->state = GroupState::kSwapped;
+  InsertByArrival(swapped_, group);
+  return true;
+}
 
-  // 1. Running sequences, earliest first; preempt from the back when blocks run out.
+SequenceGroup* Scheduler::PreemptLatest() {
+  SequenceGroup* victim = running_.back();
+  running_.pop_back();
+  bool swap = false;
+  switch (options_.preemption_mode) {
+    case PreemptionMode::kRecompute: swap = false; break;
+    case PreemptionMode::kSwap: swap = true; break;
+    case PreemptionMode::kAuto: swap = victim->seqs.size() > 1; break;
+  }
+  if (swap && TrySwapOut(victim)) return victim;
+  if (swap) ++stats_.swap_fallbacks;
+  PreemptByRecompute(victim);
+  return victim;
+}
+
+void Scheduler::ScheduleGroup(SequenceGroup* group, int64_t* budget) {
+  int64_t total = 0;
+  for (const auto& seq : group->seqs) total += seq->num_uncomputed();
+  // Several sequences advance in lockstep (a beam step needs every beam's logits at once): the
+  // group samples only in a step that finishes all of them; otherwise each one computes at most
+  // up to its last token.
+  const bool all = group->seqs.size() == 1 || total <= *budget;
+  for (auto& seq : group->seqs) {
+    const int64_t want = all ? seq->num_uncomputed() : seq->num_uncomputed() - 1;
+    const int64_t n = std::min(want, *budget);
+    if (n <= 0) continue;
+    out_.seqs.push_back(
+        {group, seq.get(), n, seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
+    *budget -= n;
+  }
+}
+
+bool Scheduler::TrySwapIn(SequenceGroup* group, int64_t* budget, int64_t* num_seqs) {
+  if (*num_seqs + SeqsOf(group) > options_.max_num_seqs) return false;
+  const std::vector<int64_t>& ids = SeqIds(group);
+  if (!bm_->CanSwapIn(ids)) return false;
+  absl::StatusOr<std::vector<BlockCopy>> copies = bm_->SwapIn(ids);
+  PAGELLM_CHECK(copies.ok(), "swap-in failed after a capacity check: {}",
+                copies.status().ToString());
+  AddCopies(*copies, KvCopy::Kind::kHostToDevice);
+  stats_.swapped_in_blocks += static_cast<int64_t>(copies->size());
+  Erase(swapped_, group);
+  group->state = GroupState::kRunning;
+  InsertByArrival(running_, group);
+  if (!AppendPendingSlots(group)) {
+    // The watermark was not enough for its pending tokens; it is the latest arrival (groups
+    // that arrived later are not admitted while it is out), so it goes back out.
+    PAGELLM_CHECK(running_.back() == group, "a swapped-in group is not the latest arrival");
+    PreemptLatest();
+    return false;
+  }
+  *num_seqs += SeqsOf(group);
+  ScheduleGroup(group, budget);
+  return true;
+}
+
+bool Scheduler::TryAdmit(SequenceGroup* group, int64_t* budget, int64_t* num_seqs) {
+  if (*num_seqs + SeqsOf(group) > options_.max_num_seqs) return false;
+  const int64_t bs = bm_->block_size();
+  int64_t blocks = 0;
+  for (const auto& seq : group->seqs) blocks += CeilDiv(static_cast<int64_t>(seq->tokens.size()), bs);
+  if (!bm_->CanAllocateBlocks(blocks)) return false;
+  for (auto& seq : group->seqs) {
+    absl::StatusOr<int64_t> hit = bm_->Allocate(seq->seq_id, seq->tokens);
+    PAGELLM_CHECK(hit.ok(), "allocation of sequence {} failed after a capacity check: {}",
+                  seq->seq_id, hit.status().ToString());
+    seq->num_computed = *hit;
+    stats_.prefix_cache_hit_tokens += std::min<int64_t>(*hit, seq->prompt_len);
+  }
+  waiting_.pop_front();
+  group->state = GroupState::kRunning;
+  InsertByArrival(running_, group);
+  *num_seqs += SeqsOf(group);
+  ScheduleGroup(group, budget);
+  return true;
+}
+
+const SchedulerOutput& Scheduler::Schedule() {
+  out_.seqs.clear();
+  out_.copies.clear();
+  int64_t budget = options_.max_num_batched_tokens;
+  bool preempted = false;
+
+  // 1. Running groups, earliest first; preempt from the back when blocks run out.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
-    Sequence* seq = running_[i];
-    const int64_t n = std::min(seq->num_uncomputed(), budget);
-    bool fits = Reserve(seq, seq->num_computed + n);
-    while (!fits) {
-      Sequence* victim = running_.back();
-      // A sequence scheduled earlier in this step is never the victim: it is earlier in order.
-      Preempt(victim);
-      if (victim == seq) break;
-      fits = Reserve(seq, seq->num_computed + n);
+    SequenceGroup* group = running_[i];
+    bool ok = AppendPendingSlots(group);
+    while (!ok) {
+      preempted = true;
+      if (PreemptLatest() == group) break;
+      ok = AppendPendingSlots(group);
     }
-    if (!fits) continue;  // seq itself was preempted; running_[i] is now the next one
-    scheduled_.push_back({seq, n, seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
-    budget -= n;
+    if (!ok) break;  // the group itself was the latest: nothing after it is running
+    ScheduleGroup(group, &budget);
     ++i;
   }
+  int64_t num_seqs = 0;
+  for (const SequenceGroup* g : running_) num_seqs += SeqsOf(g);
 
-  // 2. Admit waiting sequences in FCFS order while they fit above the watermark.
-  const int64_t watermark =
-      static_cast<int64_t>(options_.watermark * allocator_->num_blocks());
-  while (!waiting_.empty() && budget > 0 &&
-         static_cast<int64_t>(running_.size()) < options_.max_num_seqs) {
-    Sequence* seq = waiting_.front();
-    const int64_t n = std::min(seq->num_uncomputed(), budget);
-    // Admission needs room for the whole known sequence, not just this chunk, so a long
-    // prompt admitted in chunks is not immediately preempted.
-    if (allocator_->num_free() - BlocksFor(seq->tokens.size()) < watermark) break;
-    PAGELLM_CHECK(Reserve(seq, seq->num_computed + n), "reserve failed after a capacity check");
-    waiting_.pop_front();
-    seq->state = SequenceState::kRunning;
-    running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, ByArrival), seq);
-    scheduled_.push_back({seq, n, seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
-    budget -= n;
+  // 2. Swapped groups come back first, in arrival order, when nothing was preempted.
+  while (!preempted && !swapped_.empty() && budget > 0) {
+    if (!TrySwapIn(swapped_.front(), &budget, &num_seqs)) break;
   }
-  return scheduled_;
+  // 3. New (or recomputing) groups, while nothing is swapped out or was just preempted.
+  while (!preempted && swapped_.empty() && !waiting_.empty() && budget > 0) {
+    if (!TryAdmit(waiting_.front(), &budget, &num_seqs)) break;
+  }
+  if (!out_.seqs.empty()) ++stats_.steps;
+  return out_;
+}
+
+void Scheduler::OnComputed(const ScheduledSeq& s) {
+  Sequence* seq = s.seq;
+  const int64_t prompt_end = std::min(seq->prompt_len, seq->num_computed + s.num_tokens);
+  stats_.computed_prompt_tokens += std::max<int64_t>(0, prompt_end - seq->num_computed);
+  seq->num_computed += s.num_tokens;
+  PAGELLM_CHECK(bm_->MarkComputed(seq->seq_id, seq->num_computed).ok(),
+                "sequence {} computed but unknown to the block manager", seq->seq_id);
 }
 
 }  // namespace pagellm

@@ -1,15 +1,17 @@
-// Scheduler tests with a real BlockAllocator and hand-made sequences (no model). The helper
-// Advance() plays the engine: every scheduled chunk is computed, and a chunk that ends the
-// known tokens yields one new token.
+// Scheduler tests with a real BlockManager and hand-made sequence groups (no model). The
+// fixture's Step() plays the engine: every scheduled chunk is computed, a chunk that ends the
+// known tokens yields one new token, a group with n > 1 forks at its first token, and a
+// sequence finishes after its group's output length.
 #include "worker/engine/scheduler.h"
 
+#include <algorithm>
+#include <map>
 #include <memory>
-#include <ostream>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "gtest/gtest.h"
 
 namespace pagellm {
@@ -17,381 +19,352 @@ namespace {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  // (Re)builds the allocator and scheduler; call before adding sequences.
-  void Init(int32_t num_blocks, SchedulerOptions options) {
-    seqs_.clear();
-    next_arrival_ = 0;
-    options_ = options;
-    allocator_ = std::make_unique<BlockAllocator>(num_blocks);
-    scheduler_ = std::make_unique<Scheduler>(options_, allocator_.get());
-  }
-  void Init(int32_t num_blocks, int64_t block_size, int64_t budget, int64_t max_seqs = 256,
-            double watermark = 0.0) {
-    SchedulerOptions o;
-    o.block_size = block_size;
-    o.max_num_batched_tokens = budget;
-    o.max_num_seqs = max_seqs;
-    o.watermark = watermark;
-    Init(num_blocks, o);
+  struct Config {
+    int32_t device_blocks = 64;
+    int32_t cpu_blocks = 0;
+    int32_t block_size = 4;
+    int64_t budget = 2048;
+    int64_t max_seqs = 256;
+    PreemptionMode mode = PreemptionMode::kAuto;
+    bool prefix_caching = false;
+    double watermark = 0.0;
+  };
+
+  void Init(const Config& c) {
+    config_ = c;
+    groups_.clear();
+    output_len_.clear();
+    BlockManager::Options bo;
+    bo.num_device_blocks = c.device_blocks;
+    bo.num_cpu_blocks = c.cpu_blocks;
+    bo.block_size = c.block_size;
+    bo.watermark = c.watermark;
+    bo.enable_prefix_caching = c.prefix_caching;
+    auto bm = BlockManager::Create(bo);
+    ASSERT_TRUE(bm.ok()) << bm.status();
+    bm_ = std::move(*bm);
+    SchedulerOptions so;
+    so.max_num_batched_tokens = c.budget;
+    so.max_num_seqs = c.max_seqs;
+    so.preemption_mode = c.mode;
+    scheduler_ = std::make_unique<Scheduler>(so, bm_.get());
   }
 
-  // A sequence with a `prompt_len`-token prompt and the next arrival number (or `arrival`).
-  Sequence* NewSeq(int64_t prompt_len, int64_t arrival = -1) {
+  // A group whose prompt is `prompt_len` tokens (distinct per group unless `first_token` is
+  // given) that generates `output_len` tokens per sequence, with n parallel sequences.
+  SequenceGroup* Add(int64_t prompt_len, int64_t output_len, int32_t n = 1,
+                     int32_t first_token = -1) {
+    auto g = std::make_unique<SequenceGroup>();
+    g->request_id = std::to_string(next_arrival_);
+    g->arrival = next_arrival_++;
+    g->max_seqs = n;
+    g->params.n = n;
     auto seq = std::make_unique<Sequence>();
-    seq->arrival = arrival >= 0 ? arrival : next_arrival_++;
-    seq->request_id = std::to_string(seq->arrival);
+    seq->seq_id = next_seq_id_++;
     seq->prompt_len = prompt_len;
-    seq->tokens.assign(prompt_len, 1);
-    seqs_.push_back(std::move(seq));
-    return seqs_.back().get();
-  }
-  Sequence* AddSeq(int64_t prompt_len, int64_t arrival = -1) {
-    Sequence* seq = NewSeq(prompt_len, arrival);
-    scheduler_->Add(seq);
-    return seq;
+    const int32_t base = first_token >= 0 ? first_token : static_cast<int32_t>(g->arrival * 1000);
+    for (int64_t i = 0; i < prompt_len; ++i) seq->tokens.push_back(base + static_cast<int32_t>(i));
+    g->seqs.push_back(std::move(seq));
+    scheduler_->Add(g.get());
+    output_len_[g.get()] = output_len;
+    groups_.push_back(std::move(g));
+    return groups_.back().get();
   }
 
-  // Applies what the engine does after a step: computes the chunks and samples where asked.
-  static void Advance(const std::vector<ScheduledSeq>& sched) {
-    for (const ScheduledSeq& s : sched) {
-      s.seq->num_computed += s.num_tokens;
-      if (s.sample) s.seq->tokens.push_back(2);
+  void Remove(SequenceGroup* g) {
+    scheduler_->Remove(g);
+    output_len_.erase(g);
+    groups_.erase(std::find_if(groups_.begin(), groups_.end(),
+                               [g](const auto& p) { return p.get() == g; }));
+  }
+
+  // One engine step. Returns a copy of what was scheduled.
+  SchedulerOutput Step() {
+    SchedulerOutput out = scheduler_->Schedule();
+    for (const ScheduledSeq& s : out.seqs) scheduler_->OnComputed(s);
+    std::vector<SequenceGroup*> finished;
+    for (const ScheduledSeq& s : out.seqs) {
+      if (!s.sample) continue;
+      SequenceGroup* g = s.group;
+      std::vector<Sequence*> family = {s.seq};
+      if (!g->forked && g->max_seqs > 1) {
+        for (int32_t i = 1; i < g->max_seqs; ++i) {
+          auto child = std::make_unique<Sequence>();
+          child->seq_id = next_seq_id_++;
+          child->sample_index = i;
+          child->prompt_len = s.seq->prompt_len;
+          child->tokens = s.seq->tokens;
+          child->num_computed = s.seq->num_computed;
+          family.push_back(child.get());
+          EXPECT_TRUE(scheduler_->Fork(g, s.seq, std::move(child)).ok());
+        }
+      }
+      g->forked = true;
+      for (Sequence* seq : family) {
+        seq->tokens.push_back(7 + seq->sample_index);  // samples diverge: copy-on-write
+        if (seq->num_output() >= output_len_[g]) scheduler_->FinishSequence(g, seq, false);
+      }
+      if (g->seqs.empty()) finished.push_back(g);
     }
-  }
-  // Schedules one step, advances it and returns a copy of the schedule.
-  std::vector<ScheduledSeq> Step() {
-    std::vector<ScheduledSeq> sched = scheduler_->Schedule();
-    Advance(sched);
-    return sched;
+    for (SequenceGroup* g : finished) Remove(g);
+    return out;
   }
 
-  int64_t HeldBlocks() const {
+  // Runs until every group finished; false if it takes more than `max_steps`.
+  bool RunToCompletion(int max_steps = 100000) {
+    for (int i = 0; i < max_steps && !groups_.empty(); ++i) {
+      Step();
+      CheckInvariants();
+      if (HasFailure()) return false;
+    }
+    if (!groups_.empty()) {
+      ADD_FAILURE() << groups_.size() << " groups left: " << scheduler_->num_waiting()
+                    << " waiting, " << scheduler_->num_running() << " running, "
+                    << scheduler_->num_swapped() << " swapped; free device blocks "
+                    << bm_->NumFreeDeviceBlocks();
+    }
+    return groups_.empty();
+  }
+
+  // Queue membership matches block residency, block accounting matches the tables.
+  void CheckInvariants() const {
+    std::set<int32_t> device, cpu;
+    int64_t waiting = 0, running = 0, swapped = 0;
+    for (const auto& g : groups_) {
+      for (const auto& seq : g->seqs) {
+        const bool has = bm_->HasSequence(seq->seq_id);
+        if (g->state == GroupState::kWaiting) {
+          ASSERT_FALSE(has) << "waiting sequence " << seq->seq_id << " holds blocks";
+          ASSERT_EQ(seq->num_computed, 0);
+          continue;
+        }
+        ASSERT_TRUE(has) << "resident sequence " << seq->seq_id << " has no blocks";
+        ASSERT_EQ(bm_->IsSwapped(seq->seq_id), g->state == GroupState::kSwapped);
+        ASSERT_LE(bm_->NumTokens(seq->seq_id), static_cast<int64_t>(seq->tokens.size()));
+        ASSERT_LE(seq->num_computed, bm_->NumTokens(seq->seq_id));
+        const auto& table = bm_->BlockTable(seq->seq_id);
+        ASSERT_EQ(static_cast<int64_t>(table.size()),
+                  (bm_->NumTokens(seq->seq_id) + config_.block_size - 1) / config_.block_size);
+        for (int32_t b : table) (g->state == GroupState::kSwapped ? cpu : device).insert(b);
+      }
+      waiting += g->state == GroupState::kWaiting;
+      running += g->state == GroupState::kRunning;
+      swapped += g->state == GroupState::kSwapped;
+    }
+    ASSERT_EQ(waiting, scheduler_->num_waiting());
+    ASSERT_EQ(running, scheduler_->num_running());
+    ASSERT_EQ(swapped, scheduler_->num_swapped());
+    const BlockManager::Stats s = bm_->GetStats();
+    ASSERT_EQ(s.device_used, static_cast<int32_t>(device.size()));
+    ASSERT_EQ(s.cpu_used, static_cast<int32_t>(cpu.size()));
+    ASSERT_EQ(s.device_used + s.device_free, config_.device_blocks);
+  }
+
+  static int64_t Tokens(const SchedulerOutput& out) {
     int64_t n = 0;
-    for (const auto& s : seqs_) n += static_cast<int64_t>(s->block_table.size());
+    for (const ScheduledSeq& s : out.seqs) n += s.num_tokens;
     return n;
   }
-  // Free count == total - held, no block held twice, every held block has one reference.
-  void ExpectAccounting() const {
-    EXPECT_EQ(allocator_->num_free(), allocator_->num_blocks() - HeldBlocks());
-    absl::flat_hash_set<int32_t> seen;
-    for (const auto& s : seqs_) {
-      for (int32_t b : s->block_table) {
-        EXPECT_TRUE(seen.insert(b).second) << "block " << b << " held twice";
-        EXPECT_EQ(allocator_->ref_count(b), 1) << "block " << b;
-      }
-    }
-  }
 
-  SchedulerOptions options_;
-  std::unique_ptr<BlockAllocator> allocator_;
+  Config config_;
+  std::unique_ptr<BlockManager> bm_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::vector<std::unique_ptr<Sequence>> seqs_;
+  std::vector<std::unique_ptr<SequenceGroup>> groups_;
+  std::map<const SequenceGroup*, int64_t> output_len_;
   int64_t next_arrival_ = 0;
+  int64_t next_seq_id_ = 0;
 };
 
-// Compact form of a schedule for EXPECT_EQ: (arrival, num_tokens, sample).
-struct Entry {
-  int64_t arrival;
-  int64_t num_tokens;
-  bool sample;
-  bool operator==(const Entry&) const = default;
-};
-std::ostream& operator<<(std::ostream& os, const Entry& e) {
-  return os << "{" << e.arrival << ", " << e.num_tokens << ", " << e.sample << "}";
-}
-std::vector<Entry> Entries(const std::vector<ScheduledSeq>& sched) {
-  std::vector<Entry> out;
-  for (const ScheduledSeq& s : sched) out.push_back({s.seq->arrival, s.num_tokens, s.sample});
-  return out;
-}
-
-TEST_F(SchedulerTest, BlocksForRoundsUp) {
-  Init(8, /*block_size=*/4, /*budget=*/64);
-  EXPECT_EQ(scheduler_->BlocksFor(0), 0);
-  EXPECT_EQ(scheduler_->BlocksFor(1), 1);
-  EXPECT_EQ(scheduler_->BlocksFor(4), 1);
-  EXPECT_EQ(scheduler_->BlocksFor(5), 2);
+TEST_F(SchedulerTest, AdmitsInArrivalOrderAndDecodesEveryStep) {
+  Init({});
+  SequenceGroup* a = Add(5, 3);
+  SequenceGroup* b = Add(9, 3);
+  SchedulerOutput out = Step();
+  ASSERT_EQ(out.seqs.size(), 2u);
+  EXPECT_EQ(out.seqs[0].group, a);
+  EXPECT_EQ(out.seqs[0].num_tokens, 5);
+  EXPECT_EQ(out.seqs[1].group, b);
+  EXPECT_TRUE(out.seqs[1].sample);
+  out = Step();
+  EXPECT_EQ(Tokens(out), 2);  // one decode token each
+  EXPECT_TRUE(RunToCompletion());
+  EXPECT_EQ(bm_->GetStats().device_used, 0);
 }
 
-TEST_F(SchedulerTest, AdmitsInArrivalOrderWhateverTheAddOrder) {
-  Init(64, 4, /*budget=*/100);
-  AddSeq(5, /*arrival=*/2);
-  AddSeq(3, /*arrival=*/0);
-  AddSeq(4, /*arrival=*/1);
-  EXPECT_EQ(Entries(Step()),
-            (std::vector<Entry>{{0, 3, true}, {1, 4, true}, {2, 5, true}}));
-  EXPECT_EQ(scheduler_->num_running(), 3);
-  EXPECT_EQ(scheduler_->num_waiting(), 0);
-  // Decodes keep the same order.
-  EXPECT_EQ(Entries(Step()),
-            (std::vector<Entry>{{0, 1, true}, {1, 1, true}, {2, 1, true}}));
-  ExpectAccounting();
-}
-
-TEST_F(SchedulerTest, BudgetGoesToEarlierArrivalsFirst) {
-  // The budget fits only the first prompt entirely; the second gets the remainder as a chunk.
-  Init(64, 4, /*budget=*/10);
-  AddSeq(8);
-  AddSeq(8);
-  AddSeq(8);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 8, true}, {1, 2, false}}));
-  EXPECT_EQ(scheduler_->num_waiting(), 1);
-  ExpectAccounting();
-}
-
-TEST_F(SchedulerTest, ChunkedPrefillSharesBudgetWithDecodes) {
-  Init(64, 4, /*budget=*/8);
-  Sequence* a = AddSeq(3);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 3, true}}));
-  Sequence* b = AddSeq(20);
-  // The decode of `a` gets its token every step; `b`'s prompt fills the rest of the budget.
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 7, false}}));
-  EXPECT_EQ(b->num_computed, 7);
-  EXPECT_EQ(b->block_table.size(), 2u);  // blocks for the computed chunk only
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 7, false}}));
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 6, true}}));
-  EXPECT_EQ(b->num_computed, 20);
-  EXPECT_EQ(b->tokens.size(), 21u);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 1, true}}));
-  EXPECT_EQ(a->num_output(), 5);
-  ExpectAccounting();
-}
-
-TEST_F(SchedulerTest, SamplesOnlyOnTheChunkThatCompletesTheKnownTokens) {
-  Init(64, 4, /*budget=*/5);
-  Sequence* a = AddSeq(12);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 5, false}}));
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 5, false}}));
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 2, true}}));
-  EXPECT_EQ(a->num_output(), 1);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}}));
-}
-
-TEST_F(SchedulerTest, BudgetLeftAfterPrefillChunkAdmitsNothingMore) {
-  Init(64, 4, /*budget=*/4);
-  AddSeq(4);
-  AddSeq(2);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 4, true}}));
-  EXPECT_EQ(scheduler_->num_waiting(), 1);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 2, true}}));
-}
-
-TEST_F(SchedulerTest, MaxNumSeqsCapsRunningSequences) {
-  Init(64, 4, /*budget=*/100, /*max_seqs=*/2);
-  Sequence* a = AddSeq(3);
-  AddSeq(3);
-  AddSeq(3);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 3, true}, {1, 3, true}}));
-  EXPECT_EQ(scheduler_->num_running(), 2);
-  EXPECT_EQ(scheduler_->num_waiting(), 1);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 1, true}}));
-  scheduler_->Remove(a);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{1, 1, true}, {2, 3, true}}));
-  ExpectAccounting();
-}
-
-TEST_F(SchedulerTest, WatermarkBlocksAdmission) {
-  // 10 blocks, watermark 0.2: admission must leave 2 blocks free.
-  Init(10, 4, /*budget=*/100, /*max_seqs=*/256, /*watermark=*/0.2);
-  AddSeq(33);  // 9 blocks: would fit the pool, but leaves only 1 free
-  AddSeq(4);   // FCFS: may not overtake the head of the queue
-  EXPECT_TRUE(scheduler_->Schedule().empty());
-  EXPECT_EQ(scheduler_->num_waiting(), 2);
-  EXPECT_EQ(allocator_->num_free(), 10);
-
-  Init(10, 4, /*budget=*/100, /*max_seqs=*/256, /*watermark=*/0.2);
-  AddSeq(32);  // 8 blocks: leaves exactly the watermark
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 32, true}}));
-  AddSeq(1);   // would leave 1 free block (the first sequence's next token takes another)
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}}));
-  EXPECT_EQ(scheduler_->num_waiting(), 1);
-  ExpectAccounting();
-}
-
-TEST_F(SchedulerTest, AdmissionNeedsRoomForTheWholePromptNotOnlyTheChunk) {
-  Init(4, 4, /*budget=*/4);
-  AddSeq(4);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 4, true}}));  // 1 block, now 5 tokens
-  AddSeq(13);  // 4 blocks; the first chunk (4 tokens) alone would fit
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}}));
-  EXPECT_EQ(scheduler_->num_waiting(), 1);
-  ExpectAccounting();
-}
-
-TEST_F(SchedulerTest, PreemptsTheLatestArrivedRunningSequence) {
-  // 4 blocks of 2 tokens. Three 2-token prompts take a block each.
-  Init(4, 2, /*budget=*/100);
-  Sequence* a = AddSeq(2);
-  Sequence* b = AddSeq(2);
-  Sequence* c = AddSeq(2);
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 2, true}, {1, 2, true}, {2, 2, true}}));
-  Sequence* d = AddSeq(1);  // arrives after c; waits (no room)
-  ExpectAccounting();
-  // Each now needs a second block: a takes the last free one, b needs c's (the latest running).
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 1, true}}));
-  EXPECT_EQ(scheduler_->stats().preemptions, 1);
-  EXPECT_EQ(c->state, SequenceState::kWaiting);
-  EXPECT_EQ(c->num_computed, 0);
-  EXPECT_TRUE(c->block_table.empty());
-  EXPECT_EQ(c->tokens.size(), 3u);  // generated tokens are kept and recomputed
-  EXPECT_EQ(scheduler_->num_running(), 2);
-  EXPECT_EQ(scheduler_->num_waiting(), 2);
-  ExpectAccounting();
-  // Once room appears, c goes first (front of the queue, ahead of d) and recomputes everything.
-  scheduler_->Remove(a);
-  scheduler_->Remove(b);
-  ExpectAccounting();
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{2, 3, true}, {3, 1, true}}));
-  EXPECT_EQ(d->state, SequenceState::kRunning);
-  ExpectAccounting();
-}
-
-TEST_F(SchedulerTest, LatestSequencePreemptsItselfWhenNothingLaterRuns) {
-  Init(3, 2, /*budget=*/100);
-  Sequence* a = AddSeq(3);  // 2 blocks
-  Sequence* b = AddSeq(2);  // 1 block
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 3, true}, {1, 2, true}}));
-  // a (4 tokens) still fits its 2 blocks; b (3 tokens) needs a second block and is the latest.
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}}));
-  EXPECT_EQ(scheduler_->stats().preemptions, 1);
-  EXPECT_EQ(b->state, SequenceState::kWaiting);
-  EXPECT_TRUE(b->block_table.empty());
-  EXPECT_EQ(a->state, SequenceState::kRunning);
-  ExpectAccounting();
-}
-
-TEST_F(SchedulerTest, PreemptsSeveralUntilTheBlockFits) {
-  // 6 blocks of 1 token: a holds 2 blocks, b..e one each.
-  Init(6, 1, /*budget=*/100);
-  Sequence* a = AddSeq(2);
-  for (int i = 0; i < 4; ++i) AddSeq(1);
-  Step();
-  EXPECT_EQ(allocator_->num_free(), 0);
-  // Every sequence needs one more block. a takes e's, b takes d's, c would take itself.
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 1, true}}));
-  EXPECT_EQ(scheduler_->stats().preemptions, 3);
-  EXPECT_EQ(scheduler_->num_waiting(), 3);
-  EXPECT_EQ(a->block_table.size(), 3u);
-  ExpectAccounting();
-}
-
-TEST_F(SchedulerTest, RemoveFreesBlocksInEveryState) {
-  Init(32, 4, /*budget=*/10);
-  Sequence* decoding = AddSeq(5);
-  Sequence* prefilling = AddSeq(30);
-  Sequence* waiting = AddSeq(2);  // the budget goes to the first two
-  Step();
-  Step();
-  ASSERT_EQ(waiting->state, SequenceState::kWaiting);
-  EXPECT_GT(decoding->num_output(), 0);
-  EXPECT_GT(prefilling->num_computed, 0);
-  EXPECT_LT(prefilling->num_computed, 30);
-  EXPECT_FALSE(prefilling->block_table.empty());
-  ExpectAccounting();
-
-  scheduler_->Remove(prefilling);
-  EXPECT_TRUE(prefilling->block_table.empty());
-  ExpectAccounting();
-  scheduler_->Remove(decoding);
-  ExpectAccounting();
-  EXPECT_EQ(scheduler_->num_running(), 0);
-  EXPECT_EQ(scheduler_->num_waiting(), 1);
-  scheduler_->Remove(waiting);
-  ExpectAccounting();
-  EXPECT_EQ(scheduler_->num_waiting(), 0);
-  EXPECT_EQ(allocator_->num_free(), 32);
-  EXPECT_TRUE(scheduler_->Schedule().empty());
-}
-
-TEST_F(SchedulerTest, RemoveOfAPreemptedSequence) {
-  Init(3, 2, /*budget=*/100);
-  AddSeq(3);
-  Sequence* b = AddSeq(2);
-  Step();
-  Step();
-  ASSERT_EQ(b->state, SequenceState::kWaiting);
-  scheduler_->Remove(b);
-  EXPECT_EQ(scheduler_->num_waiting(), 0);
-  ExpectAccounting();
-}
-
-// Random add / schedule / advance / remove with the accounting checked after every operation.
-// Sequences finish (are removed) after a random number of outputs; as in the engine, no
-// sequence ever needs more blocks than the pool minus the watermark.
-TEST_F(SchedulerTest, FuzzKeepsBlockAccounting) {
-  int64_t total_preemptions = 0;
-  for (uint32_t seed = 1; seed <= 40; ++seed) {
-    SCOPED_TRACE(seed);
-    std::mt19937 rng(seed);
-    auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-    const int32_t num_blocks = uniform(4, 40);
-    const int64_t block_size = uniform(1, 8);
-    Init(num_blocks, block_size, /*budget=*/uniform(1, 64), /*max_seqs=*/uniform(1, 8),
-         /*watermark=*/uniform(0, 1) * 0.1);
-    const int64_t max_len =
-        (num_blocks - static_cast<int64_t>(options_.watermark * num_blocks)) * block_size;
-    std::vector<Sequence*> live;
-    std::vector<int64_t> max_output;  // per arrival
-    for (int op = 0; op < 400; ++op) {
-      const int kind = uniform(0, 9);
-      if (kind <= 2) {  // add
-        const int64_t prompt = uniform(1, static_cast<int>(std::max<int64_t>(1, max_len - 1)));
-        live.push_back(AddSeq(prompt));
-        max_output.push_back(uniform(1, static_cast<int>(std::max<int64_t>(1, max_len - prompt))));
-      } else if (kind <= 7) {  // schedule + advance, remove the finished ones
-        const bool idle_before = scheduler_->num_running() == 0 && scheduler_->num_waiting() > 0;
-        const std::vector<ScheduledSeq>& sched = scheduler_->Schedule();
-        ExpectAccounting();
-        if (idle_before) {
-          EXPECT_FALSE(sched.empty()) << "no progress with an empty pool";
-        }
-        int64_t tokens = 0;
-        absl::flat_hash_set<Sequence*> once;
-        for (const ScheduledSeq& s : sched) {
-          EXPECT_TRUE(once.insert(s.seq).second);
-          EXPECT_GT(s.num_tokens, 0);
-          EXPECT_EQ(s.seq->state, SequenceState::kRunning);
-          EXPECT_GE(static_cast<int64_t>(s.seq->block_table.size()),
-                    scheduler_->BlocksFor(s.seq->num_computed + s.num_tokens));
-          EXPECT_EQ(s.sample, s.seq->num_computed + s.num_tokens ==
-                                  static_cast<int64_t>(s.seq->tokens.size()));
-          tokens += s.num_tokens;
-        }
-        EXPECT_LE(tokens, options_.max_num_batched_tokens);
-        EXPECT_LE(static_cast<int64_t>(sched.size()), options_.max_num_seqs);
-        EXPECT_LE(scheduler_->num_running(), options_.max_num_seqs);
-        std::vector<ScheduledSeq> copy = sched;
-        Advance(copy);
-        for (const ScheduledSeq& s : copy) {
-          if (s.seq->num_output() >= max_output[s.seq->arrival]) {
-            scheduler_->Remove(s.seq);
-            std::erase(live, s.seq);
-            ExpectAccounting();
-          }
-        }
-      } else if (!live.empty()) {  // abort a random live sequence
-        const size_t i = uniform(0, static_cast<int>(live.size()) - 1);
-        scheduler_->Remove(live[i]);
-        live.erase(live.begin() + i);
-      }
-      ExpectAccounting();
-      for (Sequence* s : live) {
-        if (s->state == SequenceState::kWaiting) {
-          EXPECT_TRUE(s->block_table.empty());
-          EXPECT_EQ(s->num_computed, 0);
-        }
-      }
-      EXPECT_EQ(scheduler_->num_running() + scheduler_->num_waiting(),
-                static_cast<int64_t>(live.size()));
-      if (HasFailure()) return;
-    }
-    total_preemptions += scheduler_->stats().preemptions;
-    for (Sequence* s : live) scheduler_->Remove(s);
-    EXPECT_EQ(allocator_->num_free(), num_blocks);
-    EXPECT_EQ(scheduler_->num_running() + scheduler_->num_waiting(), 0);
-    ExpectAccounting();
+TEST_F(SchedulerTest, ChunkedPrefillDoesNotStarveDecodes) {
+  Init({.budget = 8});
+  SequenceGroup* decoding = Add(3, 20);
+  Step();  // its prompt
+  SequenceGroup* longp = Add(30, 2);
+  int chunks = 0;
+  while (longp->seqs.front()->num_computed < 30) {
+    const SchedulerOutput out = Step();
+    ASSERT_LE(Tokens(out), 8);
+    ASSERT_EQ(out.seqs.front().group, decoding) << "the running decode comes first";
+    ASSERT_EQ(out.seqs.front().num_tokens, 1);
+    ++chunks;
   }
-  EXPECT_GT(total_preemptions, 0) << "the fuzz never ran out of blocks";
+  EXPECT_EQ(chunks, 5);  // 30 tokens at 7 per step (8 minus the decode)
+  EXPECT_TRUE(RunToCompletion());
+}
+
+TEST_F(SchedulerTest, AWaitingGroupDoesNotJumpAnEarlierOneThatDoesNotFit) {
+  Init({.device_blocks = 8, .block_size = 4});
+  Add(20, 4);                           // 5 blocks
+  SequenceGroup* big = Add(16, 4);      // 4 blocks: does not fit beside the first
+  SequenceGroup* small = Add(2, 2);     // 1 block: would fit, but arrived later
+  Step();
+  EXPECT_EQ(big->state, GroupState::kWaiting);
+  EXPECT_EQ(small->state, GroupState::kWaiting);
+  EXPECT_TRUE(RunToCompletion());
+}
+
+TEST_F(SchedulerTest, RecomputePreemptsTheLatestArrivalAndRequeuesItFirst) {
+  Init({.device_blocks = 4, .block_size = 4, .mode = PreemptionMode::kRecompute});
+  SequenceGroup* a = Add(4, 8);
+  SequenceGroup* b = Add(4, 8);
+  Step();  // both prompts: 1 block each
+  Step();  // both append into a second block: 4 blocks used
+  ASSERT_EQ(bm_->GetStats().device_used, 4);
+  for (int i = 0; i < 3; ++i) Step();  // fill the second blocks
+  const SchedulerOutput out = Step();   // both need a third block: b is preempted
+  EXPECT_EQ(scheduler_->stats().preemptions_recompute, 1);
+  EXPECT_EQ(b->state, GroupState::kWaiting);
+  EXPECT_EQ(b->seqs.front()->num_computed, 0);
+  EXPECT_EQ(a->state, GroupState::kRunning);
+  ASSERT_EQ(out.seqs.size(), 1u);
+  EXPECT_EQ(out.seqs[0].group, a);
+  EXPECT_TRUE(RunToCompletion());
+  EXPECT_GT(scheduler_->stats().computed_prompt_tokens, 8);  // b's prompt was computed twice
+}
+
+TEST_F(SchedulerTest, SwapPreemptionMovesTheGroupOutAndBackBeforeNewAdmissions) {
+  Init({.device_blocks = 4, .cpu_blocks = 8, .block_size = 4, .mode = PreemptionMode::kSwap});
+  Add(4, 8);
+  SequenceGroup* b = Add(4, 8);
+  for (int i = 0; i < 6 && b->state != GroupState::kSwapped; ++i) Step();
+  ASSERT_EQ(b->state, GroupState::kSwapped);
+  const int64_t computed = b->seqs.front()->num_computed;
+  EXPECT_GT(computed, 0);  // swapping keeps the computed KV
+  SequenceGroup* late = Add(1, 1);
+  for (int i = 0; i < 100; ++i) {
+    Step();
+    if (b->state != GroupState::kSwapped) break;
+    ASSERT_EQ(late->state, GroupState::kWaiting) << "admitted while a group is swapped out";
+  }
+  EXPECT_GE(b->seqs.front()->num_computed, computed);  // nothing was recomputed
+  EXPECT_TRUE(RunToCompletion());
+  const SchedulerStats& s = scheduler_->stats();
+  EXPECT_GE(s.preemptions_swap, 1);
+  EXPECT_EQ(s.preemptions_recompute, 0);
+  EXPECT_EQ(s.swapped_out_blocks, s.swapped_in_blocks);
+}
+
+TEST_F(SchedulerTest, AutoSwapsSharingGroupsAndRecomputesSingleSequences) {
+  Init({.device_blocks = 10, .cpu_blocks = 32, .block_size = 4, .mode = PreemptionMode::kAuto});
+  Add(4, 12);          // single sequence, earliest: never the victim
+  Add(4, 12, /*n=*/3);  // forks into 3: swapped when preempted
+  EXPECT_TRUE(RunToCompletion());
+  EXPECT_GE(scheduler_->stats().preemptions_swap, 1);
+  EXPECT_EQ(scheduler_->stats().preemptions_recompute, 0);
+
+  Init({.device_blocks = 6, .cpu_blocks = 32, .block_size = 4, .mode = PreemptionMode::kAuto});
+  Add(4, 12);
+  Add(4, 12);  // single sequence: recomputed when preempted
+  EXPECT_TRUE(RunToCompletion());
+  EXPECT_GE(scheduler_->stats().preemptions_recompute, 1);
+  EXPECT_EQ(scheduler_->stats().preemptions_swap, 0);
+}
+
+TEST_F(SchedulerTest, ASwapThatDoesNotFitFallsBackToRecompute) {
+  // Together they need 4 + (1 + 3 * 3) blocks; recomputed, the group alone needs 3 * 4.
+  Init({.device_blocks = 12, .cpu_blocks = 1, .block_size = 4, .mode = PreemptionMode::kSwap});
+  Add(4, 12);
+  Add(4, 12, 3);
+  EXPECT_TRUE(RunToCompletion());
+  EXPECT_GE(scheduler_->stats().swap_fallbacks, 1);
+  EXPECT_EQ(bm_->GetStats().cpu_used, 0);
+}
+
+TEST_F(SchedulerTest, ParallelSamplesShareThePromptBlocks) {
+  Init({.device_blocks = 64, .block_size = 4});
+  SequenceGroup* g = Add(16, 4, /*n=*/4);
+  Step();  // prompt: 4 blocks, then the fork
+  ASSERT_EQ(g->seqs.size(), 4u);
+  EXPECT_EQ(bm_->GetStats().device_used, 4);
+  Step();  // each sample's token goes into its own new block; the prompt stays shared
+  EXPECT_EQ(bm_->GetStats().device_used, 4 + 4);
+  EXPECT_TRUE(RunToCompletion());
+}
+
+TEST_F(SchedulerTest, PrefixCacheHitsStartAdmittedSequencesComputed) {
+  Init({.device_blocks = 64, .block_size = 4, .prefix_caching = true});
+  Add(18, 2, 1, /*first_token=*/100);
+  EXPECT_TRUE(RunToCompletion());
+  SequenceGroup* again = Add(18, 2, 1, /*first_token=*/100);
+  const SchedulerOutput out = Step();
+  ASSERT_EQ(out.seqs.size(), 1u);
+  EXPECT_EQ(out.seqs[0].num_tokens, 2);  // 16 cached, 2 computed
+  EXPECT_EQ(scheduler_->stats().prefix_cache_hit_tokens, 16);
+  (void)again;
+  EXPECT_TRUE(RunToCompletion());
+}
+
+TEST_F(SchedulerTest, SequenceCapLimitsAdmission) {
+  Init({.max_seqs = 4});
+  Add(3, 5, /*n=*/3);
+  SequenceGroup* second = Add(3, 5, /*n=*/2);  // 3 + 2 > 4
+  Step();
+  EXPECT_EQ(second->state, GroupState::kWaiting);
+  EXPECT_TRUE(RunToCompletion());
+}
+
+// Random arrivals, lengths, n, budgets, pool sizes and modes, with aborts in every state; the
+// invariants hold after every step and everything finishes with all blocks free.
+TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
+  std::mt19937 rng(42);
+  const PreemptionMode modes[] = {PreemptionMode::kAuto, PreemptionMode::kRecompute,
+                                  PreemptionMode::kSwap};
+  int64_t preemptions = 0, aborts_by_state[3] = {0, 0, 0};
+  for (int round = 0; round < 60; ++round) {
+    Config c;
+    c.block_size = 1 + static_cast<int32_t>(rng() % 8);
+    c.device_blocks = 24 + static_cast<int32_t>(rng() % 40);
+    c.cpu_blocks = static_cast<int32_t>(rng() % 40);
+    c.budget = 4 + static_cast<int64_t>(rng() % 64);
+    c.max_seqs = 4 + static_cast<int64_t>(rng() % 12);
+    c.mode = modes[round % 3];
+    c.prefix_caching = rng() % 2 == 0;
+    c.watermark = (rng() % 3) * 0.02;
+    Init(c);
+    // A group must fit alone with each sequence recomputed separately (the engine checks this
+    // at AddRequest): n * blocks(prompt + output) <= the pool above the watermark.
+    const int64_t usable = c.device_blocks - static_cast<int64_t>(c.watermark * c.device_blocks);
+    for (int step = 0; step < 400; ++step) {
+      if (rng() % 3 == 0) {
+        const int32_t n = 1 + static_cast<int32_t>(rng() % 3);
+        const int64_t max_total = (usable / n) * c.block_size;
+        const int64_t out = 1 + static_cast<int64_t>(rng() % std::min<int64_t>(24, max_total / 2));
+        const int64_t prompt =
+            1 + static_cast<int64_t>(rng() % std::min<int64_t>(40, max_total - out));
+        // Shared prefixes: half of the prompts start with the same tokens.
+        Add(prompt, out, n, rng() % 2 == 0 ? 5 : -1);
+      }
+      if (!groups_.empty() && rng() % 10 == 0) {
+        SequenceGroup* g = groups_[rng() % groups_.size()].get();
+        ++aborts_by_state[static_cast<int>(g->state)];
+        Remove(g);
+      }
+      Step();
+      ASSERT_NO_FATAL_FAILURE(CheckInvariants()) << "round " << round << " step " << step;
+    }
+    ASSERT_TRUE(RunToCompletion()) << "round " << round;
+    EXPECT_EQ(bm_->GetStats().device_used, 0);
+    EXPECT_EQ(bm_->GetStats().cpu_used, 0);
+    preemptions += scheduler_->stats().preemptions_recompute + scheduler_->stats().preemptions_swap;
+  }
+  EXPECT_GT(preemptions, 100);
+  for (int64_t n : aborts_by_state) EXPECT_GT(n, 0);  // waiting, running and swapped
 }
 
 }  // namespace

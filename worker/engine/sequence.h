@@ -1,10 +1,19 @@
-// Sequence: the state of one generated sequence, owned by the engine thread.
+// Sequence and SequenceGroup: the state of one request, owned by the engine thread (or by the
+// simulator, which drives the same scheduler without a model).
 //
-// Field validity:
-//   tokens          prompt followed by every generated token (what the KV cache must hold).
-//   num_computed    tokens whose K/V are in the cache; 0 while waiting or after a recompute
-//                   preemption. The next step computes tokens [num_computed, ...).
-//   block_table     physical KV block ids, one per block_size tokens; empty while waiting.
+// A request is a SequenceGroup. It starts with one sequence holding the prompt. When its prompt
+// has been computed and the first token is sampled, a group with n > 1 parallel samples or a beam
+// search forks into several sequences that share the prompt's KV blocks (copy-on-write).
+//
+// Sequence field validity:
+//   seq_id         unique within the engine; the block manager's key. Stable for life.
+//   tokens         prompt followed by every generated token (what the KV cache must hold). The
+//                  last token may not be in the block manager yet: the scheduler appends its slot
+//                  at the start of the next step.
+//   num_computed   tokens whose K/V are in the cache; reset to 0 by a recompute preemption. The
+//                  next step computes tokens [num_computed, ...).
+//   finished       no more tokens; its blocks are freed (it holds none).
+//   stop, detok    null in the simulator.
 #ifndef PAGELLM_WORKER_ENGINE_SEQUENCE_H_
 #define PAGELLM_WORKER_ENGINE_SEQUENCE_H_
 
@@ -20,19 +29,16 @@
 
 namespace pagellm {
 
-enum class SequenceState { kWaiting, kRunning, kFinished };
-
 struct Sequence {
-  std::string request_id;
-  int64_t arrival = 0;  // FCFS order: smaller arrived earlier
-  SamplingParams params;
-  SamplingRng rng{0};
+  int64_t seq_id = -1;
+  int32_t sample_index = 0;  // parallel sample index; for beams, the final rank
   int64_t prompt_len = 0;
   std::vector<int32_t> tokens;
   int64_t num_computed = 0;
-  std::vector<int32_t> block_table;
-  SequenceState state = SequenceState::kWaiting;
+  bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  SamplingRng rng{0};
+  double cumulative_logprob = 0.0;  // sum of the raw logprobs of the sampled tokens (beams)
   std::unique_ptr<StopChecker> stop;
   std::unique_ptr<StreamingDetokenizer> detok;
 
@@ -42,6 +48,23 @@ struct Sequence {
   [[nodiscard]] int64_t num_uncomputed() const {
     return static_cast<int64_t>(tokens.size()) - num_computed;
   }
+};
+
+enum class GroupState { kWaiting, kRunning, kSwapped };
+
+struct SequenceGroup {
+  std::string request_id;
+  int64_t arrival = 0;  // FCFS order: smaller arrived earlier
+  SamplingParams params;
+  GroupState state = GroupState::kWaiting;
+  // Sequences that will run once the group has forked (n, or the beam width); used against
+  // --max-num-seqs at admission.
+  int64_t max_seqs = 1;
+  bool forked = false;  // the first token has been sampled and the group has its max_seqs
+  // Live sequences (not finished), in sample order. The scheduler schedules them together.
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  // Finished sequences, kept for the final output (beam hypotheses, finished samples).
+  std::vector<std::unique_ptr<Sequence>> done;
 };
 
 }  // namespace pagellm

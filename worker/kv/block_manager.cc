@@ -13,9 +13,9 @@
 // The free list is used first; only when it is empty does an allocation evict the front of
 // `evictable_` (drop it from the cache, release the cache's reference, take the block).
 //
-// Blocks are registered when a prompt is allocated or an append fills a block, i.e. before
-// their KV has been computed: the caller must not run a sequence that hit a block in the same
-// forward pass as the one that computes it (vLLM v0 behaves the same).
+// Blocks are registered only when the caller says their KV has been computed (MarkComputed), so
+// a prefix hit never points at a block whose KV is still to come (a chunked prefill in flight).
+// A swapped-in sequence's full blocks re-join the cache when their content is not cached yet.
 //
 // Every mutation checks capacity before changing anything, so an error leaves state unchanged.
 #include "worker/kv/block_manager.h"
@@ -75,8 +75,11 @@ int32_t BlockManager::NumFreeDeviceBlocks() const {
 
 bool BlockManager::CanAllocate(int64_t num_prompt_tokens) const {
   if (num_prompt_tokens <= 0) return false;
-  const int64_t needed = CeilDiv(num_prompt_tokens, options_.block_size);
-  return NumFreeDeviceBlocks() - needed >= WatermarkBlocks();
+  return CanAllocateBlocks(CeilDiv(num_prompt_tokens, options_.block_size));
+}
+
+bool BlockManager::CanAllocateBlocks(int64_t num_blocks) const {
+  return NumFreeDeviceBlocks() - num_blocks >= WatermarkBlocks();
 }
 
 bool BlockManager::CanAppendSlots(std::span<const int64_t> seq_ids) const {
@@ -161,6 +164,23 @@ BlockManager::Stats BlockManager::GetStats() const {
   return s;
 }
 
+int64_t BlockManager::LiveDeviceTokenSlots() const {
+  std::unordered_map<int32_t, int64_t> fill;
+  const int64_t bs = options_.block_size;
+  for (const auto& [id, seq] : seqs_) {
+    if (seq.swapped) continue;
+    const int64_t n = static_cast<int64_t>(seq.tokens.size());
+    for (size_t i = 0; i < seq.blocks.size(); ++i) {
+      const int64_t f = std::clamp<int64_t>(n - static_cast<int64_t>(i) * bs, 0, bs);
+      int64_t& slot = fill[seq.blocks[i]];
+      slot = std::max(slot, f);
+    }
+  }
+  int64_t live = 0;
+  for (const auto& [block, f] : fill) live += f;
+  return live;
+}
+
 std::vector<int32_t> BlockManager::TEST_CachedBlocks() const {
   std::vector<int32_t> out;
   for (const auto& [block, hash] : cached_block_hash_) out.push_back(block);
@@ -195,12 +215,16 @@ void BlockManager::RegisterFullBlock(Sequence& seq, int32_t block_index) {
   std::span<const int32_t> tokens(seq.tokens.data() + block_index * bs, bs);
   const uint64_t hash = HashBlock(parent, tokens);
   seq.hashes.push_back(hash);
-  const int32_t block = seq.blocks[block_index];
+  CacheBlock(hash, parent, tokens, seq.blocks[block_index]);
+}
+
+void BlockManager::CacheBlock(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens,
+                              int32_t block) {
   // Same content already cached (or a collision): keep the older entry, this block stays private.
   if (cache_.contains(hash) || cached_block_hash_.contains(block)) return;
   device_.AddRef(block);  // the cache's reference
-  cache_.emplace(hash,
-                 CacheEntry{block, parent, std::vector<int32_t>(tokens.begin(), tokens.end())});
+  cache_.emplace(hash, CacheEntry{block, parent_hash,
+                                  std::vector<int32_t>(tokens.begin(), tokens.end())});
   cached_block_hash_.emplace(block, hash);
 }
 
@@ -289,10 +313,7 @@ absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const i
     seq.blocks.push_back(b);
   }
   for (int64_t i = num_hits; i < num_blocks; ++i) seq.blocks.push_back(AllocateDeviceBlock());
-  if (options_.enable_prefix_caching) {
-    seq.hashes = std::move(hit_hashes);
-    for (int64_t i = num_hits; i < n / bs; ++i) RegisterFullBlock(seq, static_cast<int32_t>(i));
-  }
+  seq.hashes = std::move(hit_hashes);
   seqs_.emplace(seq_id, std::move(seq));
   queried_tokens_ += n;
   hit_tokens_ += num_hits * bs;
@@ -329,8 +350,17 @@ absl::Status BlockManager::AppendSlot(int64_t seq_id, int32_t token,
     }
   }
   seq.tokens.push_back(token);
-  if (options_.enable_prefix_caching && seq.tokens.size() % bs == 0) {
-    RegisterFullBlock(seq, static_cast<int32_t>(seq.blocks.size()) - 1);
+  return absl::OkStatus();
+}
+
+absl::Status BlockManager::MarkComputed(int64_t seq_id, int64_t num_computed) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", seq_id));
+  Sequence& seq = it->second;
+  if (!options_.enable_prefix_caching || seq.swapped) return absl::OkStatus();
+  const int64_t full = std::min<int64_t>(num_computed, seq.tokens.size()) / options_.block_size;
+  while (static_cast<int64_t>(seq.hashes.size()) < full) {
+    RegisterFullBlock(seq, static_cast<int32_t>(seq.hashes.size()));
   }
   return absl::OkStatus();
 }
@@ -420,7 +450,19 @@ absl::StatusOr<std::vector<BlockCopy>> BlockManager::SwapIn(std::span<const int6
     }
     seq.swapped = false;
   }
-  for (const BlockCopy& copy : copies) device_.Release(copy.dst);  // new blocks: never cached
+  for (const BlockCopy& copy : copies) device_.Release(copy.dst);  // drop the allocation's ref
+  // The blocks' KV is back: let the prefix cache have content it lost while they were out.
+  if (options_.enable_prefix_caching) {
+    const int64_t bs = options_.block_size;
+    for (int64_t id : group) {
+      const Sequence& seq = seqs_.at(id);
+      for (size_t i = 0; i < seq.hashes.size(); ++i) {
+        const uint64_t parent = i == 0 ? kRootHash : seq.hashes[i - 1];
+        CacheBlock(seq.hashes[i], parent,
+                   std::span<const int32_t>(seq.tokens.data() + i * bs, bs), seq.blocks[i]);
+      }
+    }
+  }
   return copies;
 }
 

@@ -66,6 +66,8 @@ class BlockManager {
   // True when a new prompt of `num_prompt_tokens` fits while leaving the watermark free.
   // Conservative: ignores prefix-cache hits.
   [[nodiscard]] bool CanAllocate(int64_t num_prompt_tokens) const;
+  // True when `num_blocks` new device blocks fit while leaving the watermark free.
+  [[nodiscard]] bool CanAllocateBlocks(int64_t num_blocks) const;
   // True when every listed (device-resident) sequence can append one token at once, counting a
   // new block for each sequence whose last block is full or shared (copy-on-write).
   [[nodiscard]] bool CanAppendSlots(std::span<const int64_t> seq_ids) const;
@@ -86,13 +88,17 @@ class BlockManager {
   [[nodiscard]] bool IsSwapped(int64_t seq_id) const;
   [[nodiscard]] int32_t block_size() const { return options_.block_size; }
   [[nodiscard]] Stats GetStats() const;
+  // Token slots holding KV in device blocks that sequences reference, each block counted once
+  // however many tables share it. O(total table length); for statistics, not the hot path.
+  [[nodiscard]] int64_t LiveDeviceTokenSlots() const;
 
   // ---- Mutations ----
 
   // Creates the block table of a new sequence for its prompt. With prefix caching, the longest
   // chain of cached full blocks matching the prompt is shared (never the block holding the last
   // prompt token, which must be computed). Returns the number of leading prompt tokens whose KV
-  // is already cached (a multiple of block_size, < prompt size).
+  // is already cached (a multiple of block_size, < prompt size). The new blocks join the prefix
+  // cache only once MarkComputed() says their KV exists.
   // AlreadyExists / InvalidArgument (empty prompt) / ResourceExhausted (device pool short).
   absl::StatusOr<int64_t> Allocate(int64_t seq_id, std::span<const int32_t> prompt);
   // Reserves the slot for one more token of a device-resident sequence. Takes a new block when
@@ -100,6 +106,10 @@ class BlockManager {
   // (src, dst) device copy to `copies`. NotFound / FailedPrecondition (swapped) /
   // ResourceExhausted (unchanged on error).
   absl::Status AppendSlot(int64_t seq_id, int32_t token, std::vector<BlockCopy>* copies);
+  // Tells the manager that the first `num_computed` tokens of the sequence have their KV in the
+  // pool: full blocks among them join the prefix cache (unless the same content is already
+  // cached). NotFound when unknown; a swapped sequence is ignored.
+  absl::Status MarkComputed(int64_t seq_id, int64_t num_computed);
   // The child shares all of the parent's blocks. NotFound / AlreadyExists / FailedPrecondition.
   absl::Status Fork(int64_t parent_id, int64_t child_id);
   // Releases the sequence's blocks (either pool). Cached device blocks stay reusable until an
@@ -139,8 +149,12 @@ class BlockManager {
   uint64_t HashBlock(uint64_t parent_hash, std::span<const int32_t> tokens) const;
   // The cached block for (hash, parent, tokens), or -1.
   int32_t LookupCached(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens) const;
-  // Adds the block to the prefix cache (the cache takes a reference) unless the hash is taken.
+  // Hashes block `block_index` (the next unhashed one) of the sequence and caches it.
   void RegisterFullBlock(Sequence& seq, int32_t block_index);
+  // Adds the block to the prefix cache (the cache takes a reference) unless the hash or the
+  // block is already there.
+  void CacheBlock(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens,
+                  int32_t block);
   // Takes a device block, evicting the least recently released cached block if none is free.
   // REQUIRES: NumFreeDeviceBlocks() > 0.
   int32_t AllocateDeviceBlock();

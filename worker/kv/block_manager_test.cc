@@ -33,10 +33,12 @@ class BlockManagerTest : public ::testing::Test {
     num_device_ = device;
     num_cpu_ = cpu;
   }
+  // Allocates and, like the engine after the prompt's forward pass, marks the prompt computed.
   int64_t Alloc(int64_t id, const std::vector<int32_t>& prompt) {
     auto hit = m_->Allocate(id, prompt);
     EXPECT_TRUE(hit.ok()) << hit.status();
     live_.insert(id);
+    EXPECT_TRUE(m_->MarkComputed(id, static_cast<int64_t>(prompt.size())).ok());
     return hit.ok() ? *hit : -1;
   }
   std::vector<BlockCopy> Append(int64_t id, int32_t token = 7) {
@@ -277,6 +279,45 @@ TEST_F(BlockManagerTest, PrefixCacheHitsFullBlocksButNeverTheWholePrompt) {
   EXPECT_EQ(s.prefix_cache_queried_tokens, 38);
 }
 
+TEST_F(BlockManagerTest, BlocksJoinThePrefixCacheOnlyOnceComputed) {
+  Make(/*device=*/16, 0, /*block_size=*/4, 0.0, /*prefix_caching=*/true);
+  const std::vector<int32_t> prompt = Tokens(13);
+  ASSERT_EQ(*m_->Allocate(1, prompt), 0);
+  live_.insert(1);
+  EXPECT_TRUE(m_->TEST_CachedBlocks().empty());  // nothing computed yet: nothing to share
+  ASSERT_TRUE(m_->MarkComputed(1, 5).ok());      // a first prefill chunk: one full block
+  EXPECT_EQ(m_->TEST_CachedBlocks().size(), 1u);
+  EXPECT_EQ(Alloc(2, prompt), 4);  // only the computed block is reused
+  ASSERT_TRUE(m_->MarkComputed(1, 13).ok());
+  EXPECT_EQ(m_->TEST_CachedBlocks().size(), 3u);
+  CheckInvariants();
+}
+
+TEST_F(BlockManagerTest, SwappedInBlocksRejoinThePrefixCache) {
+  Make(/*device=*/8, /*cpu=*/8, /*block_size=*/4, 0.0, /*prefix_caching=*/true);
+  const std::vector<int32_t> prompt = Tokens(9);
+  Alloc(1, prompt);
+  const std::vector<int64_t> group = {1};
+  ASSERT_TRUE(m_->SwapOut(group).ok());
+  Alloc(2, Tokens(32, 900));  // a different prompt takes every block, evicting the cached ones
+  EXPECT_EQ(m_->GetStats().device_cached_evictable, 0);
+  Free(2);
+  ASSERT_TRUE(m_->SwapIn(group).ok());
+  EXPECT_EQ(Alloc(3, prompt), 8);  // the swapped-in copies serve the hit
+  EXPECT_EQ(m_->BlockTable(3)[0], m_->BlockTable(1)[0]);
+  CheckInvariants();
+}
+
+TEST_F(BlockManagerTest, LiveSlotsCountSharedBlocksOnce) {
+  Make(/*device=*/16, 0, /*block_size=*/4);
+  Alloc(1, Tokens(6));  // 4 + 2 slots live
+  ASSERT_TRUE(m_->Fork(1, 2).ok());
+  live_.insert(2);
+  EXPECT_EQ(m_->LiveDeviceTokenSlots(), 6);
+  Append(2);  // copy-on-write: the child's last block is its own, 3 slots live
+  EXPECT_EQ(m_->LiveDeviceTokenSlots(), 9);
+}
+
 TEST_F(BlockManagerTest, FreedCachedBlocksAreEvictedLeastRecentlyReleasedFirst) {
   Make(/*device=*/4, 0, /*block_size=*/4, 0.0, /*prefix_caching=*/true);
   const std::vector<int32_t> p = Tokens(9), q = Tokens(9, 500);
@@ -301,7 +342,9 @@ TEST_F(BlockManagerTest, FreedCachedBlocksAreEvictedLeastRecentlyReleasedFirst) 
 
 // Random operations against a simulated KV memory: every copy the manager returns is executed
 // and every token written to its slot, so a wrong share, copy or cache hit shows up as a
-// sequence whose blocks do not hold its tokens.
+// sequence whose blocks do not hold its tokens. 2 x 60,000 operations: allocate (often a prefix
+// hit), append with copy-on-write, fork, free in any state (abort), swap out, swap in; the
+// accounting invariants are checked after every one.
 TEST_F(BlockManagerTest, RandomOperationsKeepInvariantsAndContents) {
   constexpr int32_t kBs = 4;
   for (bool caching : {false, true}) {
@@ -324,7 +367,7 @@ TEST_F(BlockManagerTest, RandomOperationsKeepInvariantsAndContents) {
     auto write = [&](int64_t id, int64_t pos, int32_t tok) {
       dev_mem[m_->BlockTable(id)[pos / kBs]][pos % kBs] = tok;
     };
-    for (int step = 0; step < 3000; ++step) {
+    for (int step = 0; step < 60000; ++step) {
       const int op = rng() % 7;
       if (op <= 1) {  // allocate a prompt that often shares a prefix
         const std::vector<int32_t>& base = bases[rng() % 2];
@@ -340,6 +383,7 @@ TEST_F(BlockManagerTest, RandomOperationsKeepInvariantsAndContents) {
           for (int64_t i = *hit; i < static_cast<int64_t>(prompt.size()); ++i) {
             write(id, i, prompt[i]);
           }
+          ASSERT_TRUE(m_->MarkComputed(id, static_cast<int64_t>(prompt.size())).ok());
         } else {
           ASSERT_EQ(hit.status().code(), absl::StatusCode::kResourceExhausted);
         }
@@ -358,6 +402,7 @@ TEST_F(BlockManagerTest, RandomOperationsKeepInvariantsAndContents) {
         for (const BlockCopy& c : copies) dev_mem[c.dst] = dev_mem[c.src];
         write(id, tokens[id].size(), tok);
         tokens[id].push_back(tok);
+        ASSERT_TRUE(m_->MarkComputed(id, static_cast<int64_t>(tokens[id].size())).ok());
       } else if (op == 3) {
         const int64_t id = pick(false);
         if (id < 0) continue;

@@ -1,9 +1,10 @@
 #include "worker/kv/kv_cache.h"
 
+#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace pagellm {
 
@@ -11,8 +12,9 @@ int64_t KvCache::BytesPerBlock(const KvCacheOptions& o) {
   return 2 * o.num_layers * o.num_kv_heads * o.block_size * o.head_dim * kernels::KvDtypeBytes(o.dtype);
 }
 
-KvCache::KvCache(const KvCacheOptions& options)
-    : options_(options), allocator_(static_cast<int32_t>(options.num_blocks)) {}
+void KvCache::FreeDeleter::operator()(char* p) const { std::free(p); }
+
+KvCache::KvCache(const KvCacheOptions& options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheOptions& o) {
   if (o.num_layers <= 0 || o.num_kv_heads <= 0 || o.head_dim <= 0 || o.block_size <= 0 ||
@@ -24,12 +26,13 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheOptions& o
   cache->layer_bytes_ = o.num_blocks * o.num_kv_heads * o.block_size * o.head_dim *
                         kernels::KvDtypeBytes(o.dtype);
   for (int64_t l = 0; l < o.num_layers; ++l) {
-    // Zero-initialised so that no uninitialised memory is ever read (pages are touched lazily).
-    char* k = new (std::nothrow) char[cache->layer_bytes_]();
-    char* v = new (std::nothrow) char[cache->layer_bytes_]();
+    // calloc: zero pages mapped on first touch, so no uninitialised memory is ever read and an
+    // unused swap pool costs no resident memory.
+    char* k = static_cast<char*>(std::calloc(cache->layer_bytes_, 1));
+    char* v = static_cast<char*>(std::calloc(cache->layer_bytes_, 1));
     if (k == nullptr || v == nullptr) {
-      delete[] k;
-      delete[] v;
+      std::free(k);
+      std::free(v);
       return absl::ResourceExhaustedError(
           absl::StrCat("cannot allocate the KV pool: ", o.num_blocks, " blocks"));
     }
@@ -44,11 +47,21 @@ kernels::PagedKvLayer KvCache::layer(int64_t i) const {
           options_.head_dim};
 }
 
-void KvCache::CopyBlock(int32_t src, int32_t dst) {
-  const int64_t block_bytes = layer_bytes_ / options_.num_blocks;
-  for (size_t l = 0; l < k_.size(); ++l) {
-    std::memcpy(k_[l].get() + dst * block_bytes, k_[l].get() + src * block_bytes, block_bytes);
-    std::memcpy(v_[l].get() + dst * block_bytes, v_[l].get() + src * block_bytes, block_bytes);
+void KvCache::CopyBlock(const KvCache& from, int32_t src, KvCache* to, int32_t dst) {
+  const KvCacheOptions& a = from.options_;
+  const KvCacheOptions& b = to->options_;
+  PAGELLM_CHECK(a.num_layers == b.num_layers && a.num_kv_heads == b.num_kv_heads &&
+                    a.head_dim == b.head_dim && a.block_size == b.block_size && a.dtype == b.dtype,
+                "KV block copy between pools of different shapes");
+  PAGELLM_CHECK(src >= 0 && src < a.num_blocks && dst >= 0 && dst < b.num_blocks,
+                "KV block copy {} -> {} out of range ({} / {} blocks)", src, dst, a.num_blocks,
+                b.num_blocks);
+  const int64_t block_bytes = from.layer_bytes_ / a.num_blocks;
+  for (size_t l = 0; l < from.k_.size(); ++l) {
+    std::memmove(to->k_[l].get() + dst * block_bytes, from.k_[l].get() + src * block_bytes,
+                 block_bytes);
+    std::memmove(to->v_[l].get() + dst * block_bytes, from.v_[l].get() + src * block_bytes,
+                 block_bytes);
   }
 }
 

@@ -1,5 +1,6 @@
-// KvCache: the storage of a paged KV pool on the CPU, one K and one V buffer per layer with the
-// layout of kernels/cpu/paged_attention.h, plus the allocator of its blocks.
+// KvCache: the storage of a paged KV pool in host memory, one K and one V buffer per layer with
+// the layout of kernels/cpu/paged_attention.h. Block ids are handed out by the BlockManager; this
+// class only holds the bytes. Memory is mapped lazily (zero pages until first written).
 //
 // Not thread-safe: the engine thread owns it; kernels write into it during a forward step.
 #ifndef PAGELLM_WORKER_KV_KV_CACHE_H_
@@ -11,7 +12,6 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/cpu/paged_attention.h"
-#include "worker/kv/block_allocator.h"
 
 namespace pagellm {
 
@@ -33,21 +33,23 @@ class KvCache {
 
   const KvCacheOptions& options() const { return options_; }
   kernels::PagedKvLayer layer(int64_t i) const;
-  BlockAllocator& allocator() { return allocator_; }
-  const BlockAllocator& allocator() const { return allocator_; }
 
   // Bytes one block takes over all layers, K and V.
   static int64_t BytesPerBlock(const KvCacheOptions& options);
 
-  // Copies block `src` to block `dst` in every layer (copy-on-write support).
-  void CopyBlock(int32_t src, int32_t dst);
+  // Copies block `src` of `from` to block `dst` of `to` in every layer (copy-on-write when both
+  // are the same pool, swapping otherwise). REQUIRES: both pools have the same shape and dtype
+  // (the number of blocks may differ) and the ids are in range.
+  static void CopyBlock(const KvCache& from, int32_t src, KvCache* to, int32_t dst);
 
  private:
   explicit KvCache(const KvCacheOptions& options);
   KvCacheOptions options_;
   int64_t layer_bytes_ = 0;
-  std::vector<std::unique_ptr<char[]>> k_, v_;
-  BlockAllocator allocator_;
+  struct FreeDeleter {
+    void operator()(char* p) const;
+  };
+  std::vector<std::unique_ptr<char, FreeDeleter>> k_, v_;
 };
 
 }  // namespace pagellm
