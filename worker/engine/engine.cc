@@ -255,22 +255,27 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
   }
   for (const ScheduledSeq& s : sched.seqs) scheduler_->OnComputed(s);
 
-  // The scheduler lists a group's sequences together; handle one group at a time. Copy the
-  // group list first: sampling forks and frees sequences, and finished groups are destroyed.
-  std::vector<std::pair<SequenceGroup*, std::vector<Sampled>>> work;
+  // The scheduler lists a group's sequences together; handle one group at a time. Take the
+  // list first: sampling forks and frees sequences, and finished groups are destroyed.
+  sampled_.clear();
+  group_spans_.clear();
   int64_t row = 0;
   for (const ScheduledSeq& s : sched.seqs) {
     if (!s.sample) continue;
-    if (work.empty() || work.back().first != s.group) work.push_back({s.group, {}});
-    work.back().second.push_back({s.seq, row++});
-  }
-  for (auto& [group, sampled] : work) {
-    if (group->params.UseBeamSearch()) {
-      BeamStepGroup(group, sampled, outputs);
-    } else {
-      SampleGroup(group, sampled, outputs);
+    if (group_spans_.empty() || group_spans_.back().group != s.group) {
+      group_spans_.push_back({s.group, sampled_.size(), 0});
     }
-    if (group->seqs.empty()) RemoveGroup(group);
+    sampled_.push_back({s.seq, row++});
+    ++group_spans_.back().count;
+  }
+  for (const GroupSpan& span : group_spans_) {
+    std::span<const Sampled> sampled(sampled_.data() + span.first, span.count);
+    if (span.group->params.UseBeamSearch()) {
+      BeamStepGroup(span.group, sampled, outputs);
+    } else {
+      SampleGroup(span.group, sampled, outputs);
+    }
+    if (span.group->seqs.empty()) RemoveGroup(span.group);
   }
   return absl::OkStatus();
 }

@@ -110,6 +110,11 @@ class Engine {
     Sequence* seq;
     int64_t row;  // logits row
   };
+  struct GroupSpan {  // a group's entries in sampled_
+    SequenceGroup* group;
+    size_t first;
+    size_t count;
+  };
 
   Engine() = default;
   std::unique_ptr<Sequence> NewSequence(const SequenceGroup& group, int32_t sample_index,
@@ -146,6 +151,7 @@ class Engine {
   std::vector<int64_t> slots_;
   std::vector<float> logits_;
   std::vector<Sampled> sampled_;
+  std::vector<GroupSpan> group_spans_;
   std::vector<BeamCandidate> candidates_;
 };
 
