@@ -78,6 +78,8 @@ class Tokenizer {
   [[nodiscard]] std::optional<int32_t> FindToken(std::string_view text) const;
 
   [[nodiscard]] int32_t vocab_size() const { return static_cast<int32_t>(types_.size()); }
+  // The specification this tokenizer was built from: Create(spec()) builds an equal tokenizer.
+  [[nodiscard]] const VocabSpec& spec() const { return spec_; }
   [[nodiscard]] int32_t bos_id() const { return bos_id_; }  // -1 when none
   [[nodiscard]] int32_t eos_id() const { return eos_id_; }  // -1 when none
   [[nodiscard]] int32_t eot_id() const { return eot_id_; }  // -1 when none
@@ -103,6 +105,7 @@ class Tokenizer {
   bool InRange(int32_t id) const { return id >= 0 && id < vocab_size(); }
 
   VocabModel model_ = VocabModel::kByteLevelBpe;
+  VocabSpec spec_;                   // as given to Create()
   std::vector<std::string> texts_;   // vocabulary text per id
   std::vector<std::string> pieces_;  // decoded bytes per id
   std::vector<TokenType> types_;

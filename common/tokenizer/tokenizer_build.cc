@@ -73,6 +73,7 @@ absl::Status CheckId(int32_t id, size_t n, std::string_view what) {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabSpec spec) {
   std::unique_ptr<Tokenizer> tok(new Tokenizer());
+  tok->spec_ = spec;  // kept for export (the router builds the same tokenizer from it)
   RETURN_IF_ERROR(tok->Build(std::move(spec)));
   return tok;
 }

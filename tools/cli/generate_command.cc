@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "nlohmann/json.hpp"
+#include "tools/cli/engine_flags.h"
 #include "tools/cli/flags_util.h"
 #include "tools/cli/model_flags.h"
 #include "worker/backend/cpu_backend.h"
@@ -35,23 +36,11 @@ ABSL_FLAG(double, frequency_penalty, 0.0, "frequency penalty");
 ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt, "sampling seed (per request)");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating after EOS");
 ABSL_FLAG(std::optional<int32_t>, logprobs, std::nullopt, "return N top logprobs per token (--json)");
-ABSL_FLAG(int64_t, block_size, 16, "KV cache block size in tokens");
-ABSL_FLAG(int64_t, num_kv_blocks, 0, "KV pool size in blocks (0: from --kv-cache-memory)");
-ABSL_FLAG(double, kv_cache_memory, 1.0, "KV pool budget in GiB when --num-kv-blocks is 0");
-ABSL_FLAG(std::string, kv_cache_dtype, "auto", "auto | f32 | f16");
-ABSL_FLAG(int64_t, max_num_seqs, 256, "most sequences per step");
-ABSL_FLAG(int64_t, max_num_batched_tokens, 2048, "most tokens per step");
-ABSL_FLAG(int64_t, max_model_len, 0, "context limit (0: the model's)");
 ABSL_FLAG(bool, json, false, "print one JSON object per completion");
 ABSL_FLAG(int32_t, n, 1, "parallel samples per prompt (they share the prompt's KV blocks)");
 ABSL_FLAG(int32_t, beam_width, 0, "beam search of this width (>= 2; needs --temperature 0)");
 ABSL_FLAG(double, length_penalty, 1.0, "beam score = logprob / length^length_penalty");
 ABSL_FLAG(bool, early_stopping, false, "stop beam search once beam-width hypotheses finish");
-ABSL_FLAG(double, swap_space, 4.0, "CPU swap space for preempted sequences, GiB");
-ABSL_FLAG(std::string, preemption_mode, "auto",
-          "auto (recompute single sequences, swap groups) | recompute | swap");
-ABSL_FLAG(bool, enable_prefix_caching, true,
-          "reuse the KV blocks of identical prompt prefixes (--no-enable-prefix-caching: off)");
 ABSL_FLAG(bool, stats, false, "print engine statistics as one JSON object on stderr at the end");
 ABSL_FLAG(std::string, log_level, "warn", "log level: debug, info, warn, error");
 
@@ -118,27 +107,14 @@ int GenerateMain(int argc, char** argv) {
   auto loaded = LoadModel(lo);
   if (!loaded.ok()) return Fail(loaded.status());
 
-  CpuBackendOptions bo;
-  bo.threads = ThreadsFromFlags();
-  bo.block_size = absl::GetFlag(FLAGS_block_size);
-  bo.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
-  bo.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_memory) * (1ll << 30));
-  bo.kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
-  bo.max_batch_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
-  bo.swap_space_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_swap_space) * (1ll << 30));
+  const CpuBackendOptions bo = BackendOptionsFromFlags();
   std::unique_ptr<Tokenizer> tokenizer = std::move(loaded->tokenizer);
   auto backend = CreateCpuBackend(std::move(loaded->weights), bo);
   if (!backend.ok()) return Fail(backend.status());
-  EngineOptions eo;
-  eo.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
-  eo.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
-  eo.max_model_len = absl::GetFlag(FLAGS_max_model_len);
-  auto mode = ParsePreemptionMode(absl::GetFlag(FLAGS_preemption_mode));
-  if (!mode.ok()) return Fail(mode.status());
-  eo.preemption_mode = *mode;
-  eo.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
-  eo.collect_kv_stats = absl::GetFlag(FLAGS_stats);
-  auto engine = Engine::Create(backend->get(), tokenizer.get(), eo);
+  absl::StatusOr<EngineOptions> eo = EngineOptionsFromFlags();
+  if (!eo.ok()) return Fail(eo.status());
+  eo->collect_kv_stats = absl::GetFlag(FLAGS_stats);
+  auto engine = Engine::Create(backend->get(), tokenizer.get(), *eo);
   if (!engine.ok()) return Fail(engine.status());
 
   SamplingParams params;

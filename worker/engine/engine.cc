@@ -152,6 +152,12 @@ void Engine::RemoveGroup(SequenceGroup* group) {
   groups_.erase(group->request_id);
 }
 
+std::optional<GroupState> Engine::RequestState(const std::string& request_id) const {
+  auto it = groups_.find(request_id);
+  if (it == groups_.end()) return std::nullopt;
+  return it->second->state;
+}
+
 int64_t Engine::num_used_blocks() const { return block_manager_->GetStats().device_used; }
 
 EngineStats Engine::stats() const {

@@ -13,6 +13,7 @@
 #define PAGELLM_WORKER_ENGINE_ENGINE_H_
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -96,6 +97,8 @@ class Engine {
   absl::Status Step(std::vector<SequenceOutput>* outputs);
 
   [[nodiscard]] bool HasUnfinished() const { return !groups_.empty(); }
+  // Where the request is (waiting, running, swapped out); nullopt once finished or unknown.
+  [[nodiscard]] std::optional<GroupState> RequestState(const std::string& request_id) const;
   [[nodiscard]] EngineStats stats() const;
   [[nodiscard]] int64_t num_waiting() const { return scheduler_->num_waiting(); }
   [[nodiscard]] int64_t num_running() const { return scheduler_->num_running(); }

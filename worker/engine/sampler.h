@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "worker/engine/sampling_params.h"
+#include "common/sampling/sampling_params.h"
 
 namespace pagellm {
 

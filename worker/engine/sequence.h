@@ -24,7 +24,7 @@
 
 #include "common/tokenizer/streaming_detokenizer.h"
 #include "worker/engine/sampler.h"
-#include "worker/engine/sampling_params.h"
+#include "common/sampling/sampling_params.h"
 #include "worker/engine/stop_checker.h"
 
 namespace pagellm {

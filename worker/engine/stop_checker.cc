@@ -29,19 +29,6 @@ std::vector<int32_t> PrefixFunction(const std::string& s) {
 
 }  // namespace
 
-std::string_view FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kNone:
-      return "";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kAbort:
-      return "abort";
-  }
-  return "";
-}
 
 StopChecker::StopChecker(const SamplingParams& params, absl::Span<const int32_t> eos_token_ids)
     : max_tokens_(params.max_tokens),

@@ -8,19 +8,11 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "worker/engine/sampling_params.h"
+#include "common/sampling/finish_reason.h"
+#include "common/sampling/sampling_params.h"
 
 namespace pagellm {
 
-enum class FinishReason {
-  kNone,    // Still generating.
-  kStop,    // EOS, a stop token or a stop string.
-  kLength,  // max_tokens reached.
-  kAbort,   // Cancelled or failed; set by the engine, never by StopChecker.
-};
-
-// Returns the OpenAI/vLLM name: "stop", "length", "abort"; "" for kNone.
-std::string_view FinishReasonName(FinishReason reason);
 
 // The outcome of one generated token.
 struct StopDecision {

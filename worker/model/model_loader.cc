@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 #include "common/status_macros.h"
 #include "worker/model/gguf_file.h"
 #include "worker/model/gguf_vocab.h"
@@ -32,6 +33,41 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path
   return Tokenizer::Create(std::move(spec));
 }
 
+// The chat template of a GGUF file ("" when absent or not a string).
+std::string GgufChatTemplate(const GgufFile& f) {
+  absl::StatusOr<std::string_view> t = f.GetString("tokenizer.chat_template");
+  return t.ok() ? std::string(*t) : std::string();
+}
+
+// chat_template from the tokenizer_config.json in `dir` ("" when absent). HF stores a string,
+// or a list of {name, template} of which "default" is the chat template.
+std::string HfChatTemplate(const std::string& dir) {
+  std::ifstream in(std::filesystem::path(dir) / "tokenizer_config.json", std::ios::binary);
+  if (!in) return "";
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("chat_template")) return "";
+  const nlohmann::json& t = j["chat_template"];
+  if (t.is_string()) return t.get<std::string>();
+  if (t.is_array()) {
+    for (const auto& e : t) {
+      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+          e["template"].is_string()) {
+        return e["template"].get<std::string>();
+      }
+    }
+  }
+  return "";
+}
+
+// The chat template that goes with a tokenizer file (GGUF, or tokenizer.json's directory).
+std::string ChatTemplateFor(const std::string& tokenizer_path) {
+  if (tokenizer_path.size() >= 5 && tokenizer_path.substr(tokenizer_path.size() - 5) == ".json") {
+    return HfChatTemplate(std::filesystem::path(tokenizer_path).parent_path().string());
+  }
+  absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::Open(tokenizer_path);
+  return f.ok() ? GgufChatTemplate(**f) : std::string();
+}
+
 absl::StatusOr<GgmlType> ParseDummyType(const std::string& t) {
   if (t == "q4_0") return GgmlType::kQ4_0;
   if (t == "q4_1") return GgmlType::kQ4_1;
@@ -52,6 +88,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
     if (o.tokenizer_path.empty()) {
       ASSIGN_OR_RETURN(VocabSpec spec, VocabFromGguf(*gguf));
       ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::Create(std::move(spec)));
+      m.chat_template = GgufChatTemplate(*gguf);
     }
     ASSIGN_OR_RETURN(m.weights, LoadLlamaFromGguf(gguf));
   } else if (format == "hf") {
@@ -60,6 +97,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
     if (o.tokenizer_path.empty()) {
       ASSIGN_OR_RETURN(std::string json, shared->ReadTokenizerJson());
       ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::FromHfTokenizerJson(json));
+      m.chat_template = HfChatTemplate(o.path);
     }
     ASSIGN_OR_RETURN(m.weights, LoadLlamaFromHf(shared));
   } else if (format == "dummy") {
@@ -70,6 +108,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
     if (tok.empty())
       return absl::InvalidArgumentError("--load-format dummy needs --tokenizer (or --model) for text");
     ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(tok));
+    m.chat_template = ChatTemplateFor(tok);
     return m;
   } else {
     return absl::InvalidArgumentError(
@@ -77,6 +116,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
   }
   if (!o.tokenizer_path.empty()) {
     ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(o.tokenizer_path));
+    m.chat_template = ChatTemplateFor(o.tokenizer_path);
   }
   return m;
 }

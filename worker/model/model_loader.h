@@ -31,6 +31,9 @@ struct LoadModelOptions {
 struct LoadedModel {
   std::unique_ptr<LlamaWeights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
+  // Jinja2 chat template: GGUF tokenizer.chat_template, or tokenizer_config.json's chat_template
+  // next to an HF checkpoint or tokenizer.json. Empty when the model has none.
+  std::string chat_template;
 };
 
 absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& options);

@@ -1,4 +1,4 @@
-#include "worker/engine/sampling_params.h"
+#include "common/sampling/sampling_params.h"
 
 #include <cmath>
 

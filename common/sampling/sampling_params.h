@@ -1,6 +1,6 @@
 // Per-request sampling and stopping parameters, with vLLM's semantics and defaults.
-#ifndef PAGELLM_WORKER_ENGINE_SAMPLING_PARAMS_H_
-#define PAGELLM_WORKER_ENGINE_SAMPLING_PARAMS_H_
+#ifndef PAGELLM_COMMON_SAMPLING_SAMPLING_PARAMS_H_
+#define PAGELLM_COMMON_SAMPLING_SAMPLING_PARAMS_H_
 
 #include <cstdint>
 #include <optional>
@@ -89,4 +89,4 @@ struct SamplingParams {
 
 }  // namespace pagellm
 
-#endif  // PAGELLM_WORKER_ENGINE_SAMPLING_PARAMS_H_
+#endif  // PAGELLM_COMMON_SAMPLING_SAMPLING_PARAMS_H_

@@ -1,0 +1,94 @@
+#include "common/api/proto_convert.h"
+
+#include "gtest/gtest.h"
+
+namespace pagellm {
+namespace {
+
+TEST(ProtoConvertTest, UnsetSamplingFieldsKeepTheDefaults) {
+  const SamplingParams d;
+  const SamplingParams s = SamplingParamsFromProto(v1::SamplingParams());
+  EXPECT_EQ(s.temperature, d.temperature);
+  EXPECT_EQ(s.top_p, d.top_p);
+  EXPECT_EQ(s.max_tokens, d.max_tokens);
+  EXPECT_EQ(s.n, 1);
+  EXPECT_TRUE(s.skip_special_tokens);
+  EXPECT_FALSE(s.seed.has_value());
+  EXPECT_FALSE(s.logprobs.has_value());
+}
+
+TEST(ProtoConvertTest, SetSamplingFieldsComeThroughIncludingZeros) {
+  v1::SamplingParams p;
+  p.set_temperature(0.0f);
+  p.set_max_tokens(7);
+  p.set_seed(0);
+  p.set_logprobs(0);
+  p.set_n(3);
+  p.add_stop("END");
+  p.add_stop_token_ids(5);
+  p.set_skip_special_tokens(false);
+  const SamplingParams s = SamplingParamsFromProto(p);
+  EXPECT_EQ(s.temperature, 0.0f);
+  EXPECT_EQ(s.max_tokens, 7);
+  EXPECT_EQ(s.seed, 0u);
+  EXPECT_EQ(s.logprobs, 0);
+  EXPECT_EQ(s.n, 3);
+  EXPECT_EQ(s.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(s.stop_token_ids, std::vector<int32_t>{5});
+  EXPECT_FALSE(s.skip_special_tokens);
+}
+
+TEST(ProtoConvertTest, VocabSpecRoundTrips) {
+  VocabSpec spec;
+  spec.model = VocabModel::kSentencePieceBpe;
+  spec.pre = "llama3";
+  spec.pre_patterns = {"\\s+"};
+  spec.tokens = {"a", "b", std::string("\xff\x00", 2)};
+  spec.scores = {0.5f, -1.0f, 0.0f};
+  spec.token_types = {TokenType::kNormal, TokenType::kControl, TokenType::kUnused};
+  spec.merges = {{"a", "b"}};
+  spec.bos_id = 1;
+  spec.eog_ids = {2};
+  spec.add_bos = true;
+  spec.space_prefix_first_only = true;
+  spec.lstrip_ids = {1};
+  v1::TokenizerSpec p;
+  VocabSpecToProto(spec, &p);
+  absl::StatusOr<VocabSpec> back = VocabSpecFromProto(p);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model, spec.model);
+  EXPECT_EQ(back->pre, spec.pre);
+  EXPECT_EQ(back->pre_patterns, spec.pre_patterns);
+  EXPECT_EQ(back->tokens, spec.tokens);
+  EXPECT_EQ(back->scores, spec.scores);
+  EXPECT_EQ(back->token_types, spec.token_types);
+  EXPECT_EQ(back->merges, spec.merges);
+  EXPECT_EQ(back->bos_id, 1);
+  EXPECT_EQ(back->eos_id, -1);
+  EXPECT_EQ(back->eog_ids, spec.eog_ids);
+  EXPECT_TRUE(back->add_bos);
+  EXPECT_TRUE(back->space_prefix_first_only);
+  EXPECT_EQ(back->lstrip_ids, spec.lstrip_ids);
+}
+
+TEST(ProtoConvertTest, RejectsUnknownEnums) {
+  v1::TokenizerSpec p;
+  p.add_tokens("a");
+  p.add_token_types(9);
+  EXPECT_EQ(VocabSpecFromProto(p).status().code(), absl::StatusCode::kInvalidArgument);
+  p.clear_token_types();
+  p.add_merge_left("a");
+  EXPECT_EQ(VocabSpecFromProto(p).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ProtoConvertTest, StatusCodesMapOneToOne) {
+  const absl::Status s = absl::ResourceExhaustedError("queue full");
+  const grpc::Status g = ToGrpcStatus(s);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(g.error_message(), "queue full");
+  EXPECT_EQ(FromGrpcStatus(g), s);
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+}
+
+}  // namespace
+}  // namespace pagellm

@@ -1,0 +1,256 @@
+// The engine thread: wait for work -> admit submitted requests (Engine::AddRequest; a rejection
+// goes straight to the sink) -> apply cancellations (Engine::Abort frees the blocks at once) ->
+// one Engine::Step -> hand outputs to sinks, finish requests the engine no longer holds ->
+// publish the load snapshot and metrics. A cancellation therefore takes effect within one step.
+#include "worker/server/engine_loop.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace pagellm {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::unique_ptr<EngineLoop> EngineLoop::Start(std::unique_ptr<Engine> engine, int64_t block_size,
+                                              WorkerMetrics* metrics) {
+  std::unique_ptr<EngineLoop> loop(new EngineLoop(std::move(engine), block_size, metrics));
+  loop->PublishLoad();
+  loop->thread_ = std::thread([l = loop.get()] { l->Run(); });
+  return loop;
+}
+
+EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, int64_t block_size,
+                       WorkerMetrics* metrics)
+    : engine_(std::move(engine)), block_size_(block_size), metrics_(metrics) {}
+
+EngineLoop::~EngineLoop() { Stop(); }
+
+absl::Status EngineLoop::Submit(std::string id, std::vector<int32_t> prompt_ids,
+                                SamplingParams params, std::shared_ptr<RequestSink> sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_ || draining_) return absl::UnavailableError("the worker is shutting down");
+  inbox_.push_back({std::move(id), std::move(prompt_ids), std::move(params), std::move(sink),
+                    Now()});
+  ++load_.waiting;
+  ++load_.active;
+  cv_.notify_one();
+  return absl::OkStatus();
+}
+
+void EngineLoop::Cancel(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancels_.push_back(id);
+  cv_.notify_one();
+}
+
+void EngineLoop::SetDraining() {
+  std::lock_guard<std::mutex> lock(mu_);
+  draining_ = true;
+  load_.draining = true;
+}
+
+void EngineLoop::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+    draining_ = true;
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineLoad EngineLoop::load() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return load_;
+}
+
+void EngineLoop::Run() {
+  std::vector<Pending> pending;
+  std::vector<std::string> cancels;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] {
+        return stop_ || !inbox_.empty() || !cancels_.empty() || engine_->HasUnfinished();
+      });
+      if (stop_) break;
+      pending.swap(inbox_);
+      cancels.swap(cancels_);
+    }
+    AdmitPending(&pending);
+    ApplyCancels(&cancels);
+    if (engine_->HasUnfinished()) StepOnce();
+    PublishLoad();
+  }
+  // Shutting down: whatever is left ends as cancelled.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.swap(inbox_);
+  }
+  for (Pending& p : pending) p.sink->OnDone(absl::CancelledError("the worker stopped"), 0, 0);
+  std::vector<std::string> ids;
+  for (const auto& [id, a] : active_) ids.push_back(id);
+  for (const std::string& id : ids) {
+    (void)engine_->Abort(id);
+    Finish(id, absl::CancelledError("the worker stopped"), FinishReason::kAbort);
+  }
+  PublishLoad();
+}
+
+void EngineLoop::AdmitPending(std::vector<Pending>* pending) {
+  for (Pending& p : *pending) {
+    absl::Status st;
+    if (active_.contains(p.id)) {
+      st = absl::AlreadyExistsError(absl::StrCat("request id '", p.id, "' is in use"));
+    } else {
+      const int64_t prompt_tokens = static_cast<int64_t>(p.prompt_ids.size());
+      st = engine_->AddRequest(p.id, std::move(p.prompt_ids), p.params);
+      if (st.ok()) {
+        active_.emplace(p.id, Active{std::move(p.sink), prompt_tokens, 0, p.submit_time, 0, true});
+        continue;
+      }
+    }
+    if (metrics_ != nullptr) metrics_->finished_error->Increment();
+    p.sink->OnDone(st, 0, 0);
+  }
+  pending->clear();
+}
+
+void EngineLoop::ApplyCancels(std::vector<std::string>* cancels) {
+  for (const std::string& id : *cancels) {
+    if (!active_.contains(id)) continue;
+    (void)engine_->Abort(id);
+    Finish(id, absl::CancelledError("the request was cancelled"), FinishReason::kAbort);
+  }
+  cancels->clear();
+}
+
+void EngineLoop::StepOnce() {
+  outputs_.clear();
+  const absl::Status step = engine_->Step(&outputs_);
+  const double now = Now();
+  if (!step.ok()) PLOG_ERROR("engine step failed: {}", step.ToString());
+  // Outputs of one request are adjacent; hand each request its span.
+  for (size_t i = 0; i < outputs_.size();) {
+    size_t j = i + 1;
+    while (j < outputs_.size() && outputs_[j].request_id == outputs_[i].request_id) ++j;
+    auto it = active_.find(outputs_[i].request_id);
+    if (it != active_.end()) {
+      Active& a = it->second;
+      int64_t tokens = 0;
+      for (size_t k = i; k < j; ++k) tokens += static_cast<int64_t>(outputs_[k].new_token_ids.size());
+      a.completion_tokens += tokens;
+      if (metrics_ != nullptr && tokens > 0) {
+        if (a.last_output_time == 0) {
+          metrics_->time_to_first_token->Observe(now - a.submit_time);
+        } else {
+          metrics_->inter_token_latency->Observe(now - a.last_output_time);
+        }
+      }
+      if (tokens > 0) a.last_output_time = now;
+      a.sink->OnOutputs(std::span<const SequenceOutput>(outputs_.data() + i, j - i));
+      if (!engine_->RequestState(it->first).has_value()) {
+        // The engine let go of it: finished normally, or failed with the step.
+        FinishReason reason = FinishReason::kStop;
+        for (size_t k = i; k < j; ++k) {
+          if (outputs_[k].finish_reason == FinishReason::kAbort) reason = FinishReason::kAbort;
+          else if (outputs_[k].finish_reason == FinishReason::kLength && reason != FinishReason::kAbort)
+            reason = FinishReason::kLength;
+        }
+        const absl::Status st =
+            reason == FinishReason::kAbort && !step.ok()
+                ? absl::InternalError(absl::StrCat("the engine failed: ", step.message()))
+                : absl::OkStatus();
+        Finish(std::string(it->first), st, reason);
+      }
+    }
+    i = j;
+  }
+  // Queue time: the first step in which a request is no longer waiting.
+  if (metrics_ != nullptr) {
+    for (auto& [id, a] : active_) {
+      if (!a.queued) continue;
+      const std::optional<GroupState> state = engine_->RequestState(id);
+      if (state.has_value() && *state != GroupState::kWaiting) {
+        a.queued = false;
+        metrics_->queue_time->Observe(now - a.submit_time);
+      }
+    }
+  }
+}
+
+void EngineLoop::Finish(const std::string& id, const absl::Status& status, FinishReason reason) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  Active a = std::move(it->second);
+  active_.erase(it);
+  if (metrics_ != nullptr) {
+    if (!status.ok() && status.code() != absl::StatusCode::kCancelled) {
+      metrics_->finished_error->Increment();
+    } else if (reason == FinishReason::kAbort) {
+      metrics_->finished_abort->Increment();
+    } else if (reason == FinishReason::kLength) {
+      metrics_->finished_length->Increment();
+    } else {
+      metrics_->finished_stop->Increment();
+    }
+    if (status.ok()) metrics_->e2e_request_latency->Observe(Now() - a.submit_time);
+  }
+  a.sink->OnDone(status, a.prompt_tokens, a.completion_tokens);
+}
+
+void EngineLoop::PublishLoad() {
+  const BlockManager::Stats bm = engine_->block_manager().GetStats();
+  const EngineStats stats = engine_->stats();
+  if (metrics_ != nullptr) {
+    const double dev_total = std::max<int64_t>(1, bm.device_used + bm.device_free);
+    const double cpu_total = bm.cpu_used + bm.cpu_free;
+    metrics_->device.blocks_used->Set(bm.device_used);
+    metrics_->device.blocks_capacity->Set(bm.device_used + bm.device_free);
+    metrics_->device.usage_ratio->Set(bm.device_used / dev_total);
+    metrics_->cpu.blocks_used->Set(bm.cpu_used);
+    metrics_->cpu.blocks_capacity->Set(cpu_total);
+    metrics_->cpu.usage_ratio->Set(cpu_total > 0 ? bm.cpu_used / cpu_total : 0.0);
+    metrics_->requests_running->Set(engine_->num_running());
+    metrics_->requests_swapped->Set(engine_->num_swapped());
+    metrics_->preemptions_swap->Increment(stats.preemptions_swap - last_stats_.preemptions_swap);
+    metrics_->preemptions_recompute->Increment(stats.preemptions_recompute -
+                                               last_stats_.preemptions_recompute);
+    metrics_->prompt_tokens->Increment(stats.computed_prompt_tokens -
+                                       last_stats_.computed_prompt_tokens);
+    metrics_->generation_tokens->Increment(stats.generated_tokens - last_stats_.generated_tokens);
+    metrics_->prefix_cache_hit_tokens->Increment(stats.prefix_cache_hit_tokens -
+                                                 last_stats_.prefix_cache_hit_tokens);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (metrics_ != nullptr) {
+    metrics_->requests_waiting->Set(engine_->num_waiting() + static_cast<double>(inbox_.size()));
+    metrics_->prefix_cache_queried_tokens->Increment(bm.prefix_cache_queried_tokens -
+                                                     queried_tokens_seen_);
+  }
+  queried_tokens_seen_ = bm.prefix_cache_queried_tokens;
+  last_stats_ = stats;
+  load_.kv_blocks_total = bm.device_used + bm.device_free;
+  load_.kv_blocks_free = bm.device_free;
+  load_.swap_blocks_total = bm.cpu_used + bm.cpu_free;
+  load_.swap_blocks_free = bm.cpu_free;
+  load_.block_size = block_size_;
+  load_.running = engine_->num_running();
+  load_.waiting = engine_->num_waiting() + static_cast<int64_t>(inbox_.size());
+  load_.swapped = engine_->num_swapped();
+  load_.active = static_cast<int64_t>(active_.size() + inbox_.size());
+  load_.draining = draining_;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,125 @@
+// EngineLoop: runs an Engine on its own thread and connects it to concurrent callers (the gRPC
+// threads). Callers Submit() requests with a RequestSink and may Cancel() them; the engine
+// thread adds them, steps the engine, and hands each request's outputs to its sink.
+//
+// Threading: Submit, Cancel, SetDraining, load() and Stop() are thread-safe. Sinks are called on
+// the engine thread only and must not block (queue and return). Each submitted request gets
+// exactly one OnDone(): OK after its last output, CANCELLED after Cancel(), or the error that
+// rejected or failed it. Nothing is logged about a request's content.
+#ifndef PAGELLM_WORKER_SERVER_ENGINE_LOOP_H_
+#define PAGELLM_WORKER_SERVER_ENGINE_LOOP_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "worker/engine/engine.h"
+#include "worker/server/worker_metrics.h"
+
+namespace pagellm {
+
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  // New outputs of this request from one step (one entry per sample that advanced).
+  virtual void OnOutputs(std::span<const SequenceOutput> outputs) = 0;
+  // The end: `status` OK when the request finished normally. Called exactly once.
+  virtual void OnDone(const absl::Status& status, int64_t prompt_tokens,
+                      int64_t completion_tokens) = 0;
+};
+
+// A consistent snapshot of the engine, published after every step.
+struct EngineLoad {
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_free = 0;
+  int64_t swap_blocks_total = 0;
+  int64_t swap_blocks_free = 0;
+  int64_t block_size = 0;
+  int64_t running = 0;
+  int64_t waiting = 0;  // in the engine's queue or just submitted
+  int64_t swapped = 0;
+  int64_t active = 0;   // submitted and not yet done
+  bool draining = false;
+};
+
+class EngineLoop {
+ public:
+  // Starts the engine thread. `engine` is owned; `metrics` is borrowed (may be null) and must
+  // outlive the loop.
+  static std::unique_ptr<EngineLoop> Start(std::unique_ptr<Engine> engine, int64_t block_size,
+                                           WorkerMetrics* metrics);
+  ~EngineLoop();  // Stop()s
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Queues a request. UNAVAILABLE while draining or stopped (sink not called); otherwise OK and
+  // the sink hears the outcome (validation errors too) through OnDone. `id` must be unique
+  // among active requests (AlreadyExists through OnDone otherwise).
+  absl::Status Submit(std::string id, std::vector<int32_t> prompt_ids, SamplingParams params,
+                      std::shared_ptr<RequestSink> sink);
+  // Aborts the request at the next step and frees its blocks; its sink gets OnDone(CANCELLED).
+  // Unknown or finished ids are ignored.
+  void Cancel(const std::string& id);
+  // Refuses new requests from now on; running ones continue.
+  void SetDraining();
+  // Aborts everything still active (CANCELLED) and joins the engine thread. Idempotent.
+  void Stop();
+
+  [[nodiscard]] EngineLoad load() const;
+
+ private:
+  struct Pending {
+    std::string id;
+    std::vector<int32_t> prompt_ids;
+    SamplingParams params;
+    std::shared_ptr<RequestSink> sink;
+    double submit_time = 0;
+  };
+  struct Active {
+    std::shared_ptr<RequestSink> sink;
+    int64_t prompt_tokens = 0;
+    int64_t completion_tokens = 0;
+    double submit_time = 0;
+    double last_output_time = 0;  // 0 until the first output
+    bool queued = true;           // not yet scheduled (for the queue-time histogram)
+  };
+
+  EngineLoop(std::unique_ptr<Engine> engine, int64_t block_size, WorkerMetrics* metrics);
+  void Run();
+  void AdmitPending(std::vector<Pending>* pending);
+  void ApplyCancels(std::vector<std::string>* cancels);
+  void StepOnce();
+  void Finish(const std::string& id, const absl::Status& status, FinishReason reason);
+  void PublishLoad();
+
+  std::unique_ptr<Engine> engine_;
+  const int64_t block_size_;
+  WorkerMetrics* metrics_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Pending> inbox_;       // guarded by mu_
+  std::vector<std::string> cancels_;  // guarded by mu_
+  bool stop_ = false;                 // guarded by mu_
+  bool draining_ = false;             // guarded by mu_
+  EngineLoad load_;                   // guarded by mu_
+
+  // Engine-thread state.
+  absl::flat_hash_map<std::string, Active> active_;
+  std::vector<SequenceOutput> outputs_;
+  EngineStats last_stats_;           // for the metrics' counter increments
+  int64_t queried_tokens_seen_ = 0;  // likewise
+  std::thread thread_;
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_SERVER_ENGINE_LOOP_H_

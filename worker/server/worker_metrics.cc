@@ -1,0 +1,107 @@
+#include "worker/server/worker_metrics.h"
+
+#include "prometheus/family.h"
+
+namespace pagellm {
+namespace {
+
+using prometheus::Histogram;
+
+Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
+          0.75,  1.0,    2.5,   5.0,  7.5,   10.0, 20.0,  40.0, 80.0, 160.0};
+}
+
+}  // namespace
+
+WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  auto& usage = prometheus::BuildGauge()
+                    .Name("pagellm_kv_cache_usage_ratio")
+                    .Help("Fraction of KV cache blocks held by sequences (1 = full)")
+                    .Register(r);
+  auto& used = prometheus::BuildGauge()
+                   .Name("pagellm_kv_cache_blocks_used")
+                   .Help("KV cache blocks held by sequences")
+                   .Register(r);
+  auto& capacity = prometheus::BuildGauge()
+                       .Name("pagellm_kv_cache_blocks_capacity")
+                       .Help("KV cache blocks in the pool")
+                       .Register(r);
+  for (auto [pool, name] : {std::pair<Pool*, const char*>{&device, "device"}, {&cpu, "cpu"}}) {
+    pool->usage_ratio = &usage.Add({{"pool", name}});
+    pool->blocks_used = &used.Add({{"pool", name}});
+    pool->blocks_capacity = &capacity.Add({{"pool", name}});
+  }
+  requests_running = &prometheus::BuildGauge()
+                          .Name("pagellm_requests_running")
+                          .Help("Requests whose sequences are running")
+                          .Register(r)
+                          .Add({});
+  requests_waiting = &prometheus::BuildGauge()
+                          .Name("pagellm_requests_waiting")
+                          .Help("Requests waiting for admission")
+                          .Register(r)
+                          .Add({});
+  requests_swapped = &prometheus::BuildGauge()
+                          .Name("pagellm_requests_swapped")
+                          .Help("Requests swapped out to CPU memory")
+                          .Register(r)
+                          .Add({});
+  auto& preemptions = prometheus::BuildCounter()
+                          .Name("pagellm_preemptions_total")
+                          .Help("Sequence groups preempted, by mode")
+                          .Register(r);
+  preemptions_swap = &preemptions.Add({{"mode", "swap"}});
+  preemptions_recompute = &preemptions.Add({{"mode", "recompute"}});
+  prompt_tokens = &prometheus::BuildCounter()
+                       .Name("pagellm_prompt_tokens_total")
+                       .Help("Prompt tokens computed (prefill, recomputation included)")
+                       .Register(r)
+                       .Add({});
+  generation_tokens = &prometheus::BuildCounter()
+                           .Name("pagellm_generation_tokens_total")
+                           .Help("Tokens generated")
+                           .Register(r)
+                           .Add({});
+  auto& finished = prometheus::BuildCounter()
+                       .Name("pagellm_requests_finished_total")
+                       .Help("Requests finished, by reason")
+                       .Register(r);
+  finished_stop = &finished.Add({{"reason", "stop"}});
+  finished_length = &finished.Add({{"reason", "length"}});
+  finished_abort = &finished.Add({{"reason", "abort"}});
+  finished_error = &finished.Add({{"reason", "error"}});
+  prefix_cache_queried_tokens = &prometheus::BuildCounter()
+                                     .Name("pagellm_prefix_cache_queried_tokens_total")
+                                     .Help("Prompt tokens looked up in the prefix cache")
+                                     .Register(r)
+                                     .Add({});
+  prefix_cache_hit_tokens = &prometheus::BuildCounter()
+                                 .Name("pagellm_prefix_cache_hit_tokens_total")
+                                 .Help("Prompt tokens served from the prefix cache")
+                                 .Register(r)
+                                 .Add({});
+  time_to_first_token = &prometheus::BuildHistogram()
+                             .Name("pagellm_time_to_first_token_seconds")
+                             .Help("Time from arrival at the worker to the first token")
+                             .Register(r)
+                             .Add({}, LatencyBuckets());
+  inter_token_latency = &prometheus::BuildHistogram()
+                             .Name("pagellm_inter_token_latency_seconds")
+                             .Help("Time between a request's consecutive outputs")
+                             .Register(r)
+                             .Add({}, LatencyBuckets());
+  e2e_request_latency = &prometheus::BuildHistogram()
+                             .Name("pagellm_e2e_request_latency_seconds")
+                             .Help("Time from arrival at the worker to the last token")
+                             .Register(r)
+                             .Add({}, LatencyBuckets());
+  queue_time = &prometheus::BuildHistogram()
+                    .Name("pagellm_queue_time_seconds")
+                    .Help("Time from arrival at the worker to the first scheduled step")
+                    .Register(r)
+                    .Add({}, LatencyBuckets());
+}
+
+}  // namespace pagellm

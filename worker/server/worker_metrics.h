@@ -1,0 +1,55 @@
+// WorkerMetrics: the worker's Prometheus metrics (names as in the README; no per-request or
+// per-user labels). prometheus-cpp metrics are atomic, so any thread may update them; the engine
+// thread does.
+#ifndef PAGELLM_WORKER_SERVER_WORKER_METRICS_H_
+#define PAGELLM_WORKER_SERVER_WORKER_METRICS_H_
+
+#include <memory>
+
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace pagellm {
+
+class WorkerMetrics {
+ public:
+  WorkerMetrics();
+  WorkerMetrics(const WorkerMetrics&) = delete;
+  WorkerMetrics& operator=(const WorkerMetrics&) = delete;
+
+  // What /metrics exposes.
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  struct Pool {
+    prometheus::Gauge* usage_ratio;
+    prometheus::Gauge* blocks_used;
+    prometheus::Gauge* blocks_capacity;
+  };
+  Pool device, cpu;
+  prometheus::Gauge* requests_running;
+  prometheus::Gauge* requests_waiting;
+  prometheus::Gauge* requests_swapped;
+  prometheus::Counter* preemptions_swap;
+  prometheus::Counter* preemptions_recompute;
+  prometheus::Counter* prompt_tokens;
+  prometheus::Counter* generation_tokens;
+  prometheus::Counter* finished_stop;
+  prometheus::Counter* finished_length;
+  prometheus::Counter* finished_abort;
+  prometheus::Counter* finished_error;
+  prometheus::Counter* prefix_cache_queried_tokens;
+  prometheus::Counter* prefix_cache_hit_tokens;
+  prometheus::Histogram* time_to_first_token;
+  prometheus::Histogram* inter_token_latency;
+  prometheus::Histogram* e2e_request_latency;
+  prometheus::Histogram* queue_time;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_SERVER_WORKER_METRICS_H_

@@ -1,0 +1,45 @@
+// WorkerService: the pagellm.v1.Worker gRPC service (callback API) over an EngineLoop. Generate
+// streams one request's outputs; GetLoad reports the engine's load for the router; GetModelInfo
+// and GetTokenizer let a router work without the weights.
+//
+// Thread-safe: gRPC calls it from its threads; the engine runs on the loop's thread.
+#ifndef PAGELLM_WORKER_SERVER_WORKER_SERVICE_H_
+#define PAGELLM_WORKER_SERVER_WORKER_SERVICE_H_
+
+#include <atomic>
+#include <string>
+
+#include "common/tokenizer/tokenizer.h"
+#include "grpcpp/grpcpp.h"
+#include "pagellm/v1/worker.grpc.pb.h"
+#include "worker/server/engine_loop.h"
+
+namespace pagellm {
+
+class WorkerService final : public v1::Worker::CallbackService {
+ public:
+  // `loop` and `tokenizer` are borrowed and must outlive the service.
+  WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info);
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::WorkerGenerateRequest* request) override;
+  grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* context,
+                                    const v1::GetLoadRequest* request,
+                                    v1::WorkerLoad* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* GetTokenizer(grpc::CallbackServerContext* context,
+                                         const v1::GetTokenizerRequest* request,
+                                         v1::TokenizerSpec* response) override;
+
+ private:
+  EngineLoop* loop_;
+  const Tokenizer* tokenizer_;
+  const v1::ModelInfo info_;
+  std::atomic<uint64_t> next_id_{0};
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_SERVER_WORKER_SERVICE_H_
