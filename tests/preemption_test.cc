@@ -3,6 +3,7 @@
 // run -- greedy, and seeded sampling with n = 4. Also: a tiny swap space falls back to
 // recompute, and aborting a request in every state (waiting, mid-prefill, decoding, swapped
 // out) leaves no block held.
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,12 +84,15 @@ TEST_F(PreemptionTest, GreedyOutputsSurviveSwapAndRecompute) {
   const testing::EngineRun roomy = Run(Open(0, 0), p, PreemptionMode::kAuto);
   ASSERT_EQ(roomy.tokens.size(), 32u);
   EXPECT_EQ(roomy.stats.preemptions(), 0);
-  // 32 sequences of ~42 tokens need ~96 blocks; the pool has 40.
-  const testing::TestModel tight = Open(40, 4096);
+  // 32 sequences of ~42 tokens need ~96 blocks; the pool has 32 (31 recompute and 36 swap
+  // preemptions when this was written).
+  const testing::TestModel tight = Open(32, 4096);
   for (PreemptionMode mode : {PreemptionMode::kSwap, PreemptionMode::kRecompute}) {
     const testing::EngineRun run = Run(tight, p, mode);
     SCOPED_TRACE(mode == PreemptionMode::kSwap ? "swap" : "recompute");
     EXPECT_GE(run.stats.preemptions(), 20);
+    std::printf("%s: %lld preemptions\n", mode == PreemptionMode::kSwap ? "swap" : "recompute",
+                static_cast<long long>(run.stats.preemptions()));
     if (mode == PreemptionMode::kSwap) {
       EXPECT_EQ(run.stats.preemptions_swap, run.stats.preemptions());
       EXPECT_GT(run.stats.swapped_out_blocks, 0);
@@ -111,6 +115,8 @@ TEST_F(PreemptionTest, SeededParallelSamplesSurvivePreemption) {
   for (PreemptionMode mode : {PreemptionMode::kAuto, PreemptionMode::kRecompute}) {
     const testing::EngineRun run = Run(tight, p, mode);
     EXPECT_GE(run.stats.preemptions(), 20);
+    std::printf("n=4, %s: %lld preemptions\n", mode == PreemptionMode::kAuto ? "auto" : "recompute",
+                static_cast<long long>(run.stats.preemptions()));
     EXPECT_EQ(run.tokens, roomy.tokens);
   }
 }
