@@ -33,6 +33,38 @@ SamplingParams SamplingParamsFromProto(const v1::SamplingParams& p) {
   return s;
 }
 
+void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out) {
+  out->set_temperature(s.temperature);
+  out->set_top_p(s.top_p);
+  out->set_top_k(s.top_k);
+  out->set_min_p(s.min_p);
+  out->set_repetition_penalty(s.repetition_penalty);
+  out->set_presence_penalty(s.presence_penalty);
+  out->set_frequency_penalty(s.frequency_penalty);
+  if (s.seed.has_value()) out->set_seed(*s.seed);
+  out->set_max_tokens(s.max_tokens);
+  out->set_min_tokens(s.min_tokens);
+  out->set_ignore_eos(s.ignore_eos);
+  for (const std::string& stop : s.stop) out->add_stop(stop);
+  for (int32_t id : s.stop_token_ids) out->add_stop_token_ids(id);
+  out->set_include_stop_str_in_output(s.include_stop_str_in_output);
+  if (s.logprobs.has_value()) out->set_logprobs(*s.logprobs);
+  out->set_skip_special_tokens(s.skip_special_tokens);
+  out->set_n(s.n);
+  out->set_beam_width(s.beam_width);
+  out->set_length_penalty(s.length_penalty);
+  out->set_early_stopping(s.early_stopping);
+}
+
+FinishReason FinishReasonFromProto(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_STOP: return FinishReason::kStop;
+    case v1::FINISH_REASON_LENGTH: return FinishReason::kLength;
+    case v1::FINISH_REASON_ABORT: return FinishReason::kAbort;
+    default: return FinishReason::kNone;
+  }
+}
+
 v1::FinishReason FinishReasonToProto(FinishReason reason) {
   switch (reason) {
     case FinishReason::kNone: return v1::FINISH_REASON_UNSPECIFIED;

@@ -18,7 +18,11 @@ namespace pagellm {
 // Unset optional fields keep SamplingParams' defaults.
 SamplingParams SamplingParamsFromProto(const v1::SamplingParams& p);
 
+// Every field set explicitly (so the receiver applies exactly these values).
+void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out);
+
 v1::FinishReason FinishReasonToProto(FinishReason reason);
+FinishReason FinishReasonFromProto(v1::FinishReason reason);
 
 void VocabSpecToProto(const VocabSpec& spec, v1::TokenizerSpec* out);
 // InvalidArgument for an unknown model or token type (a worker of a newer version).

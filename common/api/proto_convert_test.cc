@@ -38,6 +38,29 @@ TEST(ProtoConvertTest, SetSamplingFieldsComeThroughIncludingZeros) {
   EXPECT_FALSE(s.skip_special_tokens);
 }
 
+TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
+  SamplingParams s;
+  s.temperature = 0.5f;
+  s.seed = 9;
+  s.logprobs = 3;
+  s.n = 2;
+  s.stop = {"a", "b"};
+  s.skip_special_tokens = false;
+  v1::SamplingParams p;
+  SamplingParamsToProto(s, &p);
+  const SamplingParams back = SamplingParamsFromProto(p);
+  EXPECT_EQ(back.temperature, 0.5f);
+  EXPECT_EQ(back.seed, 9u);
+  EXPECT_EQ(back.logprobs, 3);
+  EXPECT_EQ(back.n, 2);
+  EXPECT_EQ(back.stop, s.stop);
+  EXPECT_FALSE(back.skip_special_tokens);
+  for (FinishReason r : {FinishReason::kNone, FinishReason::kStop, FinishReason::kLength,
+                         FinishReason::kAbort}) {
+    EXPECT_EQ(FinishReasonFromProto(FinishReasonToProto(r)), r);
+  }
+}
+
 TEST(ProtoConvertTest, VocabSpecRoundTrips) {
   VocabSpec spec;
   spec.model = VocabModel::kSentencePieceBpe;

@@ -15,9 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "nlohmann/json.hpp"
+#include "common/status_macros.h"
+#include "tools/cli/completion.h"
 #include "tools/cli/engine_flags.h"
 #include "tools/cli/flags_util.h"
 #include "tools/cli/model_flags.h"
+#include "tools/cli/remote_generate.h"
 #include "worker/backend/cpu_backend.h"
 #include "worker/engine/engine.h"
 #include "worker/model/model_loader.h"
@@ -43,6 +46,8 @@ ABSL_FLAG(double, length_penalty, 1.0, "beam score = logprob / length^length_pen
 ABSL_FLAG(bool, early_stopping, false, "stop beam search once beam-width hypotheses finish");
 ABSL_FLAG(bool, stats, false, "print engine statistics as one JSON object on stderr at the end");
 ABSL_FLAG(std::string, log_level, "warn", "log level: debug, info, warn, error");
+ABSL_FLAG(std::string, server, "",
+          "host:port of a pagellm router: generate there instead of loading a model");
 
 namespace pagellm::cli {
 namespace {
@@ -52,15 +57,6 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-struct Completion {
-  size_t prompt_index = 0;
-  int32_t sample_index = 0;
-  std::string text;
-  std::vector<int32_t> token_ids;
-  std::vector<SampleResult> logprobs;
-  FinishReason finish = FinishReason::kNone;
-  double cumulative_logprob = 0.0;
-};
 
 void PrintStats(const EngineStats& s, double seconds) {
   nlohmann::json j;
@@ -82,6 +78,51 @@ void PrintStats(const EngineStats& s, double seconds) {
   std::fprintf(stderr, "%s\n", j.dump().c_str());
 }
 
+// Generates in-process with the model the flags name.
+absl::Status RunLocal(const std::vector<std::string>& prompts, const SamplingParams& params,
+                      bool stream, std::vector<Completion>* done,
+                      std::vector<std::vector<int32_t>>* prompt_ids) {
+  const LoadModelOptions lo = ModelOptionsFromFlags();
+  if (lo.path.empty() && lo.format != "dummy") return absl::InvalidArgumentError("--model is required");
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(lo));
+  std::unique_ptr<Tokenizer> tokenizer = std::move(loaded.tokenizer);
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                   CreateCpuBackend(std::move(loaded.weights), BackendOptionsFromFlags()));
+  ASSIGN_OR_RETURN(EngineOptions eo, EngineOptionsFromFlags());
+  eo.collect_kv_stats = absl::GetFlag(FLAGS_stats);
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(backend.get(), tokenizer.get(), eo));
+  const int32_t per_prompt = params.NumSequences();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    (*prompt_ids)[i] = tokenizer->Encode(prompts[i], /*add_special_tokens=*/true, /*parse_special=*/true);
+    absl::Status st = engine->AddRequest(std::to_string(i), (*prompt_ids)[i], params);
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("prompt ", i, ": ", st.message()));
+  }
+  std::vector<SequenceOutput> outputs;
+  const auto start = std::chrono::steady_clock::now();
+  while (engine->HasUnfinished()) {
+    outputs.clear();
+    RETURN_IF_ERROR(engine->Step(&outputs));
+    for (SequenceOutput& o : outputs) {
+      Completion& c = (*done)[std::stoul(o.request_id) * per_prompt + o.sample_index];
+      c.text += o.text;
+      c.token_ids.insert(c.token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+      c.finish = o.finish_reason;
+      c.cumulative_logprob = o.cumulative_logprob;
+      if (stream) {
+        std::fwrite(o.text.data(), 1, o.text.size(), stdout);
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (stream) std::fputc('\n', stdout);
+  if (absl::GetFlag(FLAGS_stats)) {
+    PrintStats(engine->stats(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int GenerateMain(int argc, char** argv) {
@@ -101,21 +142,6 @@ int GenerateMain(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_prompt).empty()) prompts.insert(prompts.begin(), absl::GetFlag(FLAGS_prompt));
   if (prompts.empty()) return Fail(absl::InvalidArgumentError("give --prompt or --prompts-file"));
-
-  const LoadModelOptions lo = ModelOptionsFromFlags();
-  if (lo.path.empty() && lo.format != "dummy") return Fail(absl::InvalidArgumentError("--model is required"));
-  auto loaded = LoadModel(lo);
-  if (!loaded.ok()) return Fail(loaded.status());
-
-  const CpuBackendOptions bo = BackendOptionsFromFlags();
-  std::unique_ptr<Tokenizer> tokenizer = std::move(loaded->tokenizer);
-  auto backend = CreateCpuBackend(std::move(loaded->weights), bo);
-  if (!backend.ok()) return Fail(backend.status());
-  absl::StatusOr<EngineOptions> eo = EngineOptionsFromFlags();
-  if (!eo.ok()) return Fail(eo.status());
-  eo->collect_kv_stats = absl::GetFlag(FLAGS_stats);
-  auto engine = Engine::Create(backend->get(), tokenizer.get(), *eo);
-  if (!engine.ok()) return Fail(engine.status());
 
   SamplingParams params;
   params.max_tokens = absl::GetFlag(FLAGS_max_tokens);
@@ -152,36 +178,12 @@ int GenerateMain(int argc, char** argv) {
     done[i].prompt_index = i / per_prompt;
     done[i].sample_index = static_cast<int32_t>(i % per_prompt);
   }
-  std::vector<std::vector<int32_t>> prompt_ids(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    prompt_ids[i] = tokenizer->Encode(prompts[i], /*add_special_tokens=*/true, /*parse_special=*/true);
-    absl::Status st = (*engine)->AddRequest(std::to_string(i), prompt_ids[i], params);
-    if (!st.ok()) return Fail(absl::Status(st.code(), absl::StrCat("prompt ", i, ": ", st.message())));
-  }
-  std::vector<SequenceOutput> outputs;
-  const auto start = std::chrono::steady_clock::now();
-  while ((*engine)->HasUnfinished()) {
-    outputs.clear();
-    absl::Status st = (*engine)->Step(&outputs);
-    if (!st.ok()) return Fail(st);
-    for (SequenceOutput& o : outputs) {
-      Completion& c = done[std::stoul(o.request_id) * per_prompt + o.sample_index];
-      c.text += o.text;
-      c.token_ids.insert(c.token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-      c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
-      c.finish = o.finish_reason;
-      c.cumulative_logprob = o.cumulative_logprob;
-      if (stream) {
-        std::fwrite(o.text.data(), 1, o.text.size(), stdout);
-        std::fflush(stdout);
-      }
-    }
-  }
-  if (stream) std::fputc('\n', stdout);
-  if (absl::GetFlag(FLAGS_stats)) {
-    PrintStats((*engine)->stats(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
+  std::vector<std::vector<int32_t>> prompt_ids(prompts.size());  // local runs only
+  const std::string server = absl::GetFlag(FLAGS_server);
+  const absl::Status st = server.empty() ? RunLocal(prompts, params, stream, &done, &prompt_ids)
+                                         : RemoteGenerate(server, prompts, params, stream, &done);
+  if (!server.empty() && stream) std::fputc('\n', stdout);
+  if (!st.ok()) return Fail(st);
   for (size_t i = 0; i < done.size() && !stream; ++i) {
     const Completion& c = done[i];
     if (!json) {
@@ -197,7 +199,7 @@ int GenerateMain(int argc, char** argv) {
     j["sample_index"] = c.sample_index;
     j["text"] = c.text;
     j["token_ids"] = c.token_ids;
-    j["prompt_token_ids"] = prompt_ids[c.prompt_index];
+    if (!prompt_ids[c.prompt_index].empty()) j["prompt_token_ids"] = prompt_ids[c.prompt_index];
     if (params.UseBeamSearch()) j["cumulative_logprob"] = c.cumulative_logprob;
     j["finish_reason"] = std::string(FinishReasonName(c.finish));
     if (params.logprobs.has_value()) {
