@@ -5,7 +5,7 @@
 #include "absl/flags/flag.h"
 
 ABSL_FLAG(std::string, model, "", "model: a GGUF file or a Hugging Face checkpoint directory");
-ABSL_FLAG(std::string, load_format, "auto", "auto | gguf | hf | dummy");
+ABSL_FLAG(std::string, load_format, "auto", "auto | gguf | hf | dummy | mock (pagellm-worker only: no model, for serving benchmarks)");
 ABSL_FLAG(std::string, tokenizer, "", "tokenizer (GGUF or tokenizer.json) overriding the model's");
 ABSL_FLAG(std::string, dummy_model, "smollm2-135m",
           "shape for --load-format dummy: llama-3-8b, llama-2-7b, llama-2-13b, mistral-7b, "

@@ -27,6 +27,7 @@
 #include "tools/cli/engine_flags.h"
 #include "tools/cli/flags_util.h"
 #include "tools/cli/model_flags.h"
+#include "worker/backend/mock_backend.h"
 #include "worker/server/engine_loop.h"
 #include "worker/server/worker_metrics.h"
 #include "worker/server/worker_service.h"
@@ -41,6 +42,8 @@ ABSL_FLAG(double, gpu_memory_utilization, 0.9,
           "budget is --kv-cache-memory)");
 ABSL_FLAG(double, shutdown_grace, 30.0, "seconds running requests may finish after SIGTERM");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warn, error");
+ABSL_FLAG(int64_t, mock_step_delay_us, 0,
+          "--load-format mock: sleep this long per engine step to imitate compute");
 
 namespace {
 
@@ -64,27 +67,48 @@ int main(int argc, char** argv) {
   }
 
   const pagellm::LoadModelOptions lo = pagellm::cli::ModelOptionsFromFlags();
-  if (lo.path.empty() && lo.format != "dummy") {
-    return Fail(absl::InvalidArgumentError("--model is required"));
+  std::unique_ptr<pagellm::Tokenizer> tokenizer;
+  std::unique_ptr<pagellm::Backend> backend;
+  std::string chat_template;
+  if (lo.format == "mock") {
+    // No model: the serving layers alone (see worker/backend/mock_backend.h).
+    auto tok = pagellm::MockTokenizer();
+    if (!tok.ok()) return Fail(tok.status());
+    tokenizer = *std::move(tok);
+    pagellm::MockBackendOptions mo;
+    const pagellm::CpuBackendOptions flags = pagellm::cli::BackendOptionsFromFlags();
+    mo.block_size = flags.block_size;
+    if (flags.num_kv_blocks > 0) mo.num_kv_blocks = flags.num_kv_blocks;
+    mo.max_batch_tokens = flags.max_batch_tokens;
+    mo.step_delay_us = absl::GetFlag(FLAGS_mock_step_delay_us);
+    auto b = pagellm::CreateMockBackend(mo);
+    if (!b.ok()) return Fail(b.status());
+    backend = *std::move(b);
+  } else {
+    if (lo.path.empty() && lo.format != "dummy") {
+      return Fail(absl::InvalidArgumentError("--model is required"));
+    }
+    absl::StatusOr<pagellm::LoadedModel> loaded = pagellm::LoadModel(lo);
+    if (!loaded.ok()) return Fail(loaded.status());
+    pagellm::CpuBackendOptions bo = pagellm::cli::BackendOptionsFromFlags();
+    if (absl::GetFlag(FLAGS_dtype) != "auto") bo.kv_cache_dtype = absl::GetFlag(FLAGS_dtype);
+    tokenizer = std::move(loaded->tokenizer);
+    chat_template = loaded->chat_template;
+    auto b = pagellm::CreateCpuBackend(std::move(loaded->weights), bo);
+    if (!b.ok()) return Fail(b.status());
+    backend = *std::move(b);
   }
-  absl::StatusOr<pagellm::LoadedModel> loaded = pagellm::LoadModel(lo);
-  if (!loaded.ok()) return Fail(loaded.status());
-  pagellm::CpuBackendOptions bo = pagellm::cli::BackendOptionsFromFlags();
-  if (absl::GetFlag(FLAGS_dtype) != "auto") bo.kv_cache_dtype = absl::GetFlag(FLAGS_dtype);
-  std::unique_ptr<pagellm::Tokenizer> tokenizer = std::move(loaded->tokenizer);
-  const std::string chat_template = loaded->chat_template;
-  auto backend = pagellm::CreateCpuBackend(std::move(loaded->weights), bo);
-  if (!backend.ok()) return Fail(backend.status());
   absl::StatusOr<pagellm::EngineOptions> eo = pagellm::cli::EngineOptionsFromFlags();
   if (!eo.ok()) return Fail(eo.status());
-  auto engine = pagellm::Engine::Create(backend->get(), tokenizer.get(), *eo);
+  auto engine = pagellm::Engine::Create(backend.get(), tokenizer.get(), *eo);
   if (!engine.ok()) return Fail(engine.status());
 
   pagellm::v1::ModelInfo info;
-  info.set_model_name(lo.path.empty() ? "dummy" : std::filesystem::path(lo.path).filename().string());
-  info.set_vocab_size((*backend)->config().vocab_size);
+  info.set_model_name(lo.path.empty() ? lo.format
+                                      : std::filesystem::path(lo.path).filename().string());
+  info.set_vocab_size(backend->config().vocab_size);
   info.set_max_model_len(static_cast<int32_t>((*engine)->max_model_len()));
-  info.set_block_size(static_cast<int32_t>((*backend)->block_size()));
+  info.set_block_size(static_cast<int32_t>(backend->block_size()));
   for (int32_t id : tokenizer->end_of_generation_ids()) info.add_eos_token_ids(id);
   info.set_chat_template(chat_template);
   info.set_max_parallel_samples(static_cast<int32_t>(
@@ -102,7 +126,7 @@ int main(int argc, char** argv) {
     exposer->RegisterCollectable(metrics.registry());
   }
   std::unique_ptr<pagellm::EngineLoop> loop =
-      pagellm::EngineLoop::Start(*std::move(engine), (*backend)->block_size(), &metrics);
+      pagellm::EngineLoop::Start(*std::move(engine), backend->block_size(), &metrics);
   pagellm::WorkerService service(loop.get(), tokenizer.get(), info);
 
   grpc::EnableDefaultHealthCheckService(true);
