@@ -1,0 +1,270 @@
+// Python methods of str and dict that chat templates call, and the loop's cycle(). Mutating
+// methods (list.append, dict.update, ...) are absent, as transformers' immutable sandbox
+// forbids them.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/chat_template/access.h"
+#include "common/chat_template/builtins.h"
+#include "common/chat_template/py_string.h"
+#include "common/status_macros.h"
+
+namespace pagellm::chat_template {
+namespace {
+
+#define PAGELLM_METHOD(fn_name)                                                         \
+  absl::StatusOr<Value> fn_name([[maybe_unused]] RenderContext& ctx, const Value& self, \
+                                [[maybe_unused]] const CallArgs& args)
+
+absl::StatusOr<std::optional<std::string>> OptionalStr(std::string_view method,
+                                                       const std::optional<Value>& arg) {
+  if (!arg || arg->is_none()) return std::nullopt;
+  if (!arg->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(method), "() argument must be str or None, not ", arg->TypeName()));
+  }
+  return arg->AsString();
+}
+
+absl::StatusOr<std::string> RequiredStr(std::string_view method, const Value& arg) {
+  if (!arg.is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("must be str, not ", arg.TypeName(), " (in ", std::string(method), "())"));
+  }
+  return arg.AsString();
+}
+
+absl::StatusOr<Value> Strip(RenderContext& ctx, const Value& self, const CallArgs& args,
+                            std::string_view name, bool left, bool right) {
+  ASSIGN_OR_RETURN(auto a, BindArgs(name, args, {"chars"}, 0));
+  ASSIGN_OR_RETURN(std::optional<std::string> chars, OptionalStr(name, a[0]));
+  return ctx.MakeString(PyStrip(self.AsString(), chars, left, right));
+}
+
+PAGELLM_METHOD(StrStrip) { return Strip(ctx, self, args, "strip", true, true); }
+PAGELLM_METHOD(StrLStrip) { return Strip(ctx, self, args, "lstrip", true, false); }
+PAGELLM_METHOD(StrRStrip) { return Strip(ctx, self, args, "rstrip", false, true); }
+
+absl::StatusOr<Value> Affix(const Value& self, const CallArgs& args, bool prefix) {
+  const std::string_view name = prefix ? "startswith" : "endswith";
+  ASSIGN_OR_RETURN(auto a, BindArgs(name, args, {"affix"}, 1));
+  std::vector<Value> candidates;
+  if (a[0]->is_tuple()) {
+    candidates = a[0]->AsList()->items;
+  } else {
+    candidates.push_back(*a[0]);
+  }
+  for (const Value& c : candidates) {
+    ASSIGN_OR_RETURN(std::string affix, RequiredStr(name, c));
+    if (prefix ? absl::StartsWith(self.AsString(), affix)
+               : absl::EndsWith(self.AsString(), affix)) {
+      return Value::Bool(true);
+    }
+  }
+  return Value::Bool(false);
+}
+
+PAGELLM_METHOD(StrStartsWith) { return Affix(self, args, true); }
+PAGELLM_METHOD(StrEndsWith) { return Affix(self, args, false); }
+
+absl::StatusOr<Value> Transform(RenderContext& ctx, const Value& self, const CallArgs& args,
+                                std::string_view name, std::string (*fn)(std::string_view)) {
+  RETURN_IF_ERROR(BindArgs(name, args, {}, 0).status());
+  return ctx.MakeString(fn(self.AsString()));
+}
+
+PAGELLM_METHOD(StrUpper) { return Transform(ctx, self, args, "upper", PyUpper); }
+PAGELLM_METHOD(StrLower) { return Transform(ctx, self, args, "lower", PyLower); }
+PAGELLM_METHOD(StrTitle) { return Transform(ctx, self, args, "title", PyTitle); }
+PAGELLM_METHOD(StrCapitalize) { return Transform(ctx, self, args, "capitalize", PyCapitalize); }
+
+absl::StatusOr<Value> Split(RenderContext& ctx, const Value& self, const CallArgs& args,
+                            bool from_right) {
+  const std::string_view name = from_right ? "rsplit" : "split";
+  ASSIGN_OR_RETURN(auto a, BindArgs(name, args, {"sep", "maxsplit"}, 0));
+  ASSIGN_OR_RETURN(std::optional<std::string> sep, OptionalStr(name, a[0]));
+  if (sep && sep->empty()) return absl::InvalidArgumentError("empty separator");
+  int64_t maxsplit = -1;
+  if (a[1]) {
+    if (!a[1]->is_integral()) return absl::InvalidArgumentError("maxsplit must be an integer");
+    maxsplit = a[1]->AsInt();
+  }
+  RETURN_IF_ERROR(ctx.ChargeBytes(self.AsString().size()));
+  std::vector<Value> parts;
+  for (std::string& part : PySplit(self.AsString(), sep, maxsplit, from_right)) {
+    ASSIGN_OR_RETURN(Value v, ctx.MakeString(std::move(part)));
+    parts.push_back(std::move(v));
+  }
+  return ctx.MakeList(std::move(parts));
+}
+
+PAGELLM_METHOD(StrSplit) { return Split(ctx, self, args, false); }
+PAGELLM_METHOD(StrRSplit) { return Split(ctx, self, args, true); }
+
+PAGELLM_METHOD(StrReplace) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("replace", args, {"old", "new", "count"}, 2));
+  ASSIGN_OR_RETURN(std::string old_text, RequiredStr("replace", *a[0]));
+  ASSIGN_OR_RETURN(std::string new_text, RequiredStr("replace", *a[1]));
+  const int64_t count = a[2] && a[2]->is_integral() ? a[2]->AsInt() : -1;
+  const std::string& s = self.AsString();
+  const uint64_t matches = old_text.empty() ? CodepointCount(s) + 1 : s.size() / old_text.size();
+  RETURN_IF_ERROR(ctx.CheckStringSize(s.size() + matches * new_text.size()));
+  return ctx.MakeString(PyReplace(s, old_text, new_text, count));
+}
+
+PAGELLM_METHOD(StrJoin) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("join", args, {"iterable"}, 1));
+  ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(ctx, *a[0]));
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence item ", i, ": expected str instance, ", items[i].TypeName(), " found"));
+    }
+    if (i > 0) out += self.AsString();
+    out += items[i].AsString();
+    RETURN_IF_ERROR(ctx.CheckStringSize(out.size()));
+  }
+  return ctx.MakeString(std::move(out));
+}
+
+PAGELLM_METHOD(StrCount) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("count", args, {"sub"}, 1));
+  ASSIGN_OR_RETURN(std::string sub, RequiredStr("count", *a[0]));
+  const std::string& s = self.AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  if (sub.empty()) return Value::Int(static_cast<int64_t>(CodepointCount(s)) + 1);
+  int64_t n = 0;
+  for (size_t pos = s.find(sub); pos != std::string::npos; pos = s.find(sub, pos + sub.size())) {
+    ++n;
+  }
+  return Value::Int(n);
+}
+
+PAGELLM_METHOD(StrFind) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("find", args, {"sub"}, 1));
+  ASSIGN_OR_RETURN(std::string sub, RequiredStr("find", *a[0]));
+  const std::string& s = self.AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  const size_t pos = s.find(sub);
+  if (pos == std::string::npos) return Value::Int(-1);
+  return Value::Int(static_cast<int64_t>(CodepointCount(std::string_view(s).substr(0, pos))));
+}
+
+absl::StatusOr<Value> Classify(RenderContext& ctx, const Value& self, const CallArgs& args,
+                               std::string_view name, bool (*pred)(uint32_t)) {
+  RETURN_IF_ERROR(BindArgs(name, args, {}, 0).status());
+  const std::string& s = self.AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  if (s.empty()) return Value::Bool(false);
+  for (size_t pos = 0; pos < s.size();) {
+    if (!pred(NextCodepoint(s, &pos))) return Value::Bool(false);
+  }
+  return Value::Bool(true);
+}
+
+PAGELLM_METHOD(StrIsDigit) {
+  return Classify(ctx, self, args, "isdigit", [](uint32_t c) { return c >= '0' && c <= '9'; });
+}
+PAGELLM_METHOD(StrIsSpace) { return Classify(ctx, self, args, "isspace", IsPySpace); }
+PAGELLM_METHOD(StrIsLower) {
+  RETURN_IF_ERROR(BindArgs("islower", args, {}, 0).status());
+  RETURN_IF_ERROR(ctx.ChargeBytes(self.AsString().size()));
+  return Value::Bool(PyIsLower(self.AsString()));
+}
+PAGELLM_METHOD(StrIsUpper) {
+  RETURN_IF_ERROR(BindArgs("isupper", args, {}, 0).status());
+  RETURN_IF_ERROR(ctx.ChargeBytes(self.AsString().size()));
+  return Value::Bool(PyIsUpper(self.AsString()));
+}
+
+// dict.items() / keys() / values(): views (sized, re-iterable, not indexable).
+absl::StatusOr<Value> DictView(RenderContext& ctx, const Value& self, const CallArgs& args,
+                               std::string_view name) {
+  RETURN_IF_ERROR(BindArgs(name, args, {}, 0).status());
+  std::vector<Value> out;
+  for (const auto& [key, value] : self.AsDict()->entries) {
+    if (name == "keys") {
+      out.push_back(key);
+    } else if (name == "values") {
+      out.push_back(value);
+    } else {
+      ASSIGN_OR_RETURN(Value pair, ctx.MakeList({key, value}, SeqKind::kTuple));
+      out.push_back(pair);
+    }
+  }
+  return ctx.MakeList(std::move(out), SeqKind::kView,
+                      name == "keys"     ? "dict_keys"
+                      : name == "values" ? "dict_values"
+                                         : "dict_items");
+}
+
+PAGELLM_METHOD(DictItems) { return DictView(ctx, self, args, "items"); }
+PAGELLM_METHOD(DictKeys) { return DictView(ctx, self, args, "keys"); }
+PAGELLM_METHOD(DictValues) { return DictView(ctx, self, args, "values"); }
+
+PAGELLM_METHOD(DictGet) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("get", args, {"key", "default"}, 1));
+  if (a[0]->is_undefined() || (!a[0]->is_number() && !a[0]->is_string() && !a[0]->is_none())) {
+    return absl::InvalidArgumentError(absl::StrCat("unhashable type: '", a[0]->TypeName(), "'"));
+  }
+  const Value* v = self.AsDict()->Find(*a[0]);
+  if (v != nullptr) return *v;
+  return a[1] ? *a[1] : Value::None();
+}
+
+PAGELLM_METHOD(LoopCycle) {
+  if (!args.keywords.empty()) return absl::InvalidArgumentError("cycle() takes no keywords");
+  if (args.positional.empty()) return absl::InvalidArgumentError("no items for cycling given");
+  const int64_t n = static_cast<int64_t>(args.positional.size());
+  return args.positional[self.AsLoop()->index0 % n];
+}
+
+#undef PAGELLM_METHOD
+
+struct NamedMethod {
+  ValueKind kind;
+  std::string_view name;
+  MethodFn fn;
+};
+
+constexpr NamedMethod kMethods[] = {
+    {ValueKind::kString, "strip", StrStrip},
+    {ValueKind::kString, "lstrip", StrLStrip},
+    {ValueKind::kString, "rstrip", StrRStrip},
+    {ValueKind::kString, "startswith", StrStartsWith},
+    {ValueKind::kString, "endswith", StrEndsWith},
+    {ValueKind::kString, "upper", StrUpper},
+    {ValueKind::kString, "lower", StrLower},
+    {ValueKind::kString, "title", StrTitle},
+    {ValueKind::kString, "capitalize", StrCapitalize},
+    {ValueKind::kString, "split", StrSplit},
+    {ValueKind::kString, "rsplit", StrRSplit},
+    {ValueKind::kString, "replace", StrReplace},
+    {ValueKind::kString, "join", StrJoin},
+    {ValueKind::kString, "count", StrCount},
+    {ValueKind::kString, "find", StrFind},
+    {ValueKind::kString, "isdigit", StrIsDigit},
+    {ValueKind::kString, "isspace", StrIsSpace},
+    {ValueKind::kString, "islower", StrIsLower},
+    {ValueKind::kString, "isupper", StrIsUpper},
+    {ValueKind::kDict, "items", DictItems},
+    {ValueKind::kDict, "keys", DictKeys},
+    {ValueKind::kDict, "values", DictValues},
+    {ValueKind::kDict, "get", DictGet},
+    {ValueKind::kLoop, "cycle", LoopCycle},
+};
+
+}  // namespace
+
+MethodFn FindMethod(const Value& self, std::string_view name) {
+  for (const NamedMethod& m : kMethods) {
+    if (m.kind == self.kind() && m.name == name) return m.fn;
+  }
+  return nullptr;
+}
+
+}  // namespace pagellm::chat_template
