@@ -1,0 +1,129 @@
+#include "router/generation_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/api/proto_convert.h"
+#include "router/request_validator.h"
+
+namespace pagellm {
+namespace {
+
+const grpc::Status& NotReady() {
+  static const grpc::Status s(grpc::StatusCode::UNAVAILABLE,
+                              "the router has not reached a worker yet");
+  return s;
+}
+
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
+
+GenerationService::GenerationService(AdmissionQueue* queue, WorkerPool* pool,
+                                     RouterMetrics* metrics, absl::Duration request_timeout)
+    : metrics_(metrics) {
+  deps_.queue = queue;
+  deps_.pool = pool;
+  deps_.metrics = metrics;
+  deps_.request_timeout = request_timeout;
+  deps_.on_done = [this] { StreamDone(); };
+}
+
+void GenerationService::SetModel(std::unique_ptr<ModelContext> model) {
+  absl::MutexLock lock(&streams_mu_);
+  if (owned_model_ != nullptr) return;
+  owned_model_ = std::move(model);
+  model_.store(owned_model_.get(), std::memory_order_release);
+}
+
+bool GenerationService::WaitForStreams(absl::Time deadline) {
+  absl::MutexLock lock(&streams_mu_);
+  return streams_mu_.AwaitWithDeadline(absl::Condition(
+                                           +[](int* n) { return *n == 0; }, &open_streams_),
+                                       deadline);
+}
+
+int GenerationService::open_streams() const {
+  absl::MutexLock lock(&streams_mu_);
+  return open_streams_;
+}
+
+void GenerationService::StreamDone() {
+  absl::MutexLock lock(&streams_mu_);
+  --open_streams_;
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  const ModelContext* m = model();
+  if (m == nullptr) return new RejectedGenerateReactor(metrics_, NotReady());
+  if (draining_.load(std::memory_order_acquire)) {
+    return new RejectedGenerateReactor(
+        metrics_, grpc::Status(grpc::StatusCode::UNAVAILABLE, "the router is shutting down"));
+  }
+  {
+    absl::MutexLock lock(&streams_mu_);
+    ++open_streams_;
+  }
+  return new GenerateReactor(deps_, *m, context, *request);
+}
+
+grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
+                                                      const v1::TokenizeRequest* request,
+                                                      v1::TokenizeResponse* response) {
+  const ModelContext* m = model();
+  if (m == nullptr) return FinishUnary(context, FromGrpcStatus(NotReady()));
+  absl::StatusOr<EncodedPrompt> p;
+  switch (request->input_case()) {
+    case v1::TokenizeRequest::kText:
+      p = EncodeText(*m, request->text(),
+                     request->has_add_special_tokens() ? request->add_special_tokens() : true,
+                     "text");
+      break;
+    case v1::TokenizeRequest::kChat:
+      p = EncodeChat(*m, request->chat(), "chat");
+      break;
+    case v1::TokenizeRequest::INPUT_NOT_SET:
+      p = absl::InvalidArgumentError("input is not set: give text or chat");
+      break;
+  }
+  if (p.ok()) {
+    response->mutable_token_ids()->Add(p->ids.begin(), p->ids.end());
+    response->set_rendered_prompt(std::move(p->rendered));
+  }
+  return FinishUnary(context, p.status());
+}
+
+grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* context,
+                                                        const v1::DetokenizeRequest* request,
+                                                        v1::DetokenizeResponse* response) {
+  const ModelContext* m = model();
+  if (m == nullptr) return FinishUnary(context, FromGrpcStatus(NotReady()));
+  const auto& ids = request->token_ids();
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= m->vocab_size()) {
+      return FinishUnary(context, absl::InvalidArgumentError(absl::StrCat(
+                                      "token_ids[", i, "] = ", ids[i],
+                                      " is outside the vocabulary [0, ", m->vocab_size(), ")")));
+    }
+  }
+  const bool skip = request->has_skip_special_tokens() ? request->skip_special_tokens() : true;
+  response->set_text(m->tokenizer().Decode(absl::MakeConstSpan(ids.data(), ids.size()), skip));
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                          const v1::GetModelInfoRequest*,
+                                                          v1::ModelInfo* response) {
+  const ModelContext* m = model();
+  if (m == nullptr) return FinishUnary(context, FromGrpcStatus(NotReady()));
+  *response = m->info();
+  return FinishUnary(context, absl::OkStatus());
+}
+
+}  // namespace pagellm

@@ -1,0 +1,69 @@
+#include "router/model_context.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/api/proto_convert.h"
+#include "common/sampling/sampling_params.h"
+
+namespace pagellm {
+namespace {
+
+std::string TokenTextOrEmpty(const Tokenizer& tok, int32_t id) {
+  return id < 0 ? std::string() : std::string(tok.TokenText(id));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelContext>> ModelContext::Create(const v1::ModelInfo& info,
+                                                                   const v1::TokenizerSpec& spec) {
+  if (info.max_model_len() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model info: max_model_len must be > 0, got ", info.max_model_len()));
+  }
+  absl::StatusOr<VocabSpec> vocab = VocabSpecFromProto(spec);
+  if (!vocab.ok()) return vocab.status();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Create(*std::move(vocab));
+  if (!tok.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker tokenizer: ", std::string(tok.status().message())));
+  }
+  std::unique_ptr<ChatRenderer> chat;
+  absl::Status chat_status;
+  if (info.chat_template().empty()) {
+    chat_status = absl::FailedPreconditionError(absl::StrCat(
+        "model ", info.model_name(), " has no chat template: send a text or token_ids prompt"));
+  } else {
+    auto renderer =
+        ChatRenderer::Create(info.chat_template(), TokenTextOrEmpty(**tok, (*tok)->bos_id()),
+                             TokenTextOrEmpty(**tok, (*tok)->eos_id()));
+    if (renderer.ok()) {
+      chat = *std::move(renderer);
+    } else {
+      chat_status = absl::FailedPreconditionError(
+          absl::StrCat("chat prompts are unavailable: ", std::string(renderer.status().message())));
+    }
+  }
+  std::unique_ptr<ModelContext> ctx = TEST_Create(info, *std::move(tok), std::move(chat));
+  ctx->chat_status_ = std::move(chat_status);
+  return ctx;
+}
+
+std::unique_ptr<ModelContext> ModelContext::TEST_Create(v1::ModelInfo info,
+                                                        std::unique_ptr<Tokenizer> tokenizer,
+                                                        std::unique_ptr<ChatRenderer> chat) {
+  std::unique_ptr<ModelContext> ctx(new ModelContext());
+  ctx->vocab_size_ = info.vocab_size() > 0 ? info.vocab_size() : tokenizer->vocab_size();
+  ctx->max_parallel_samples_ =
+      info.max_parallel_samples() > 0 ? info.max_parallel_samples() : kMaxParallelSamples;
+  if (chat == nullptr) {
+    ctx->chat_status_ = absl::FailedPreconditionError("the model has no chat template");
+  }
+  ctx->info_ = std::move(info);
+  ctx->tokenizer_ = std::move(tokenizer);
+  ctx->chat_ = std::move(chat);
+  return ctx;
+}
+
+}  // namespace pagellm

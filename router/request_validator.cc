@@ -1,0 +1,115 @@
+#include "router/request_validator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/api/proto_convert.h"
+#include "common/utf8.h"
+
+namespace pagellm {
+
+absl::StatusOr<EncodedPrompt> EncodeText(const ModelContext& model, const std::string& text,
+                                         bool add_special_tokens, const char* field) {
+  // The tokenizer would replace bad bytes with U+FFFD; a request should not change silently.
+  if (!IsValidUtf8(text)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is not valid UTF-8"));
+  }
+  EncodedPrompt out;
+  out.ids = model.tokenizer().Encode(text, add_special_tokens, /*parse_special=*/false);
+  return out;
+}
+
+absl::StatusOr<EncodedPrompt> EncodeChat(const ModelContext& model, const v1::ChatPrompt& chat,
+                                         const char* field) {
+  if (chat.messages_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".messages is empty"));
+  }
+  for (int i = 0; i < chat.messages_size(); ++i) {
+    const v1::ChatMessage& m = chat.messages(i);
+    if (!IsValidUtf8(m.role()) || !IsValidUtf8(m.content())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".messages[", i, "] is not valid UTF-8"));
+    }
+  }
+  if (model.chat() == nullptr) return model.chat_status();
+  absl::StatusOr<std::string> rendered = model.chat()->Render(chat);
+  if (!rendered.ok()) return rendered.status();
+  EncodedPrompt out;
+  out.ids = model.tokenizer().Encode(*rendered, /*add_special_tokens=*/false,
+                                     /*parse_special=*/true);
+  out.rendered = *std::move(rendered);
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<std::vector<int32_t>> PromptIds(const v1::GenerateRequest& request,
+                                               const ModelContext& model) {
+  switch (request.prompt_case()) {
+    case v1::GenerateRequest::kText: {
+      const bool add_special =
+          request.has_add_special_tokens() ? request.add_special_tokens() : true;
+      absl::StatusOr<EncodedPrompt> p =
+          EncodeText(model, request.text(), add_special, "prompt.text");
+      if (!p.ok()) return p.status();
+      return std::move(p->ids);
+    }
+    case v1::GenerateRequest::kTokenIds: {
+      const auto& ids = request.token_ids().ids();
+      for (int i = 0; i < ids.size(); ++i) {
+        if (ids[i] < 0 || ids[i] >= model.vocab_size()) {
+          return absl::InvalidArgumentError(absl::StrCat("prompt.token_ids[", i, "] = ", ids[i],
+                                                         " is outside the vocabulary [0, ",
+                                                         model.vocab_size(), ")"));
+        }
+      }
+      return std::vector<int32_t>(ids.begin(), ids.end());
+    }
+    case v1::GenerateRequest::kChat: {
+      absl::StatusOr<EncodedPrompt> p = EncodeChat(model, request.chat(), "prompt.chat");
+      if (!p.ok()) return p.status();
+      return std::move(p->ids);
+    }
+    case v1::GenerateRequest::PROMPT_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("prompt is not set: give text, token_ids or chat");
+}
+
+}  // namespace
+
+absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& request,
+                                                         const ModelContext& model) {
+  ValidatedRequest out;
+  absl::StatusOr<std::vector<int32_t>> ids = PromptIds(request, model);
+  if (!ids.ok()) return ids.status();
+  if (ids->empty()) {
+    return absl::InvalidArgumentError("prompt is empty (it has no tokens)");
+  }
+  out.prompt_ids = *std::move(ids);
+
+  out.params = SamplingParamsFromProto(request.sampling());
+  if (absl::Status s = out.params.Validate(model.vocab_size()); !s.ok()) return s;
+  const int32_t limit = model.max_parallel_samples();
+  if (out.params.n > limit) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling_params.n must be at most ", limit,
+                                                   " (the model's max_parallel_samples), got ",
+                                                   out.params.n));
+  }
+  if (out.params.beam_width > limit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling_params.beam_width must be at most ", limit,
+                     " (the model's max_parallel_samples), got ", out.params.beam_width));
+  }
+  const int64_t prompt_len = static_cast<int64_t>(out.prompt_ids.size());
+  const int64_t total = prompt_len + out.params.max_tokens;
+  const int64_t max_len = model.info().max_model_len();
+  if (total > max_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt (", prompt_len, " tokens) + max_tokens (", out.params.max_tokens,
+                     ") = ", total, " exceeds the maximum model length of ", max_len));
+  }
+  return out;
+}
+
+}  // namespace pagellm

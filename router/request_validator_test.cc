@@ -1,0 +1,268 @@
+#include "router/request_validator.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/api/proto_convert.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "router/testing/fake_worker.h"
+
+namespace pagellm {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::FakeWorker;
+using ::testing::HasSubstr;
+
+// ChatML, accepting system/user/assistant only (what a real template would refuse otherwise).
+class FakeChat final : public ChatRenderer {
+ public:
+  absl::StatusOr<std::string> Render(const v1::ChatPrompt& chat) const override {
+    std::string out;
+    for (const v1::ChatMessage& m : chat.messages()) {
+      if (m.role() != "system" && m.role() != "user" && m.role() != "assistant") {
+        return absl::InvalidArgumentError(absl::StrCat("chat template: unknown role ", m.role()));
+      }
+      absl::StrAppend(&out, "<|im_start|>", m.role(), "\n", m.content(), "<|im_end|>\n");
+    }
+    if (!chat.has_add_generation_prompt() || chat.add_generation_prompt()) {
+      absl::StrAppend(&out, "<|im_start|>assistant\n");
+    }
+    return out;
+  }
+};
+
+std::unique_ptr<ModelContext> Model(bool with_chat) {
+  auto tok = Tokenizer::Create(FakeWorker::TinyVocab());
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return ModelContext::TEST_Create(FakeWorker::DefaultInfo(), *std::move(tok),
+                                   with_chat ? std::make_unique<FakeChat>() : nullptr);
+}
+
+v1::GenerateRequest Text(const std::string& text) {
+  v1::GenerateRequest r;
+  r.set_text(text);
+  return r;
+}
+
+v1::GenerateRequest Ids(const std::vector<int32_t>& ids) {
+  v1::GenerateRequest r;
+  r.mutable_token_ids();  // set even when empty
+  for (int32_t id : ids) r.mutable_token_ids()->add_ids(id);
+  return r;
+}
+
+v1::GenerateRequest Chat(const std::vector<std::pair<std::string, std::string>>& turns) {
+  v1::GenerateRequest r;
+  r.mutable_chat();  // set even when empty
+  for (const auto& [role, content] : turns) {
+    v1::ChatMessage* m = r.mutable_chat()->add_messages();
+    m->set_role(role);
+    m->set_content(content);
+  }
+  return r;
+}
+
+class RequestValidatorTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ModelContext> model_ = Model(/*with_chat=*/true);
+};
+
+TEST_F(RequestValidatorTest, TextGetsBosByDefault) {
+  auto v = ValidateGenerateRequest(Text("hi"), *model_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_THAT(v->prompt_ids, ElementsAre(256, 'h', 'i'));
+  EXPECT_EQ(v->params.max_tokens, 16);
+}
+
+TEST_F(RequestValidatorTest, TextWithoutSpecialTokens) {
+  v1::GenerateRequest r = Text("hi");
+  r.set_add_special_tokens(false);
+  auto v = ValidateGenerateRequest(r, *model_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_THAT(v->prompt_ids, ElementsAre('h', 'i'));
+}
+
+TEST_F(RequestValidatorTest, SpecialTokenTextInATextPromptIsPlainText) {
+  v1::GenerateRequest r = Text("<s>");
+  r.set_add_special_tokens(false);
+  auto v = ValidateGenerateRequest(r, *model_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_THAT(v->prompt_ids, ElementsAre('<', 's', '>'));
+}
+
+TEST_F(RequestValidatorTest, TokenIdsPassAsTheyAre) {
+  auto v = ValidateGenerateRequest(Ids({0, 5, 259}), *model_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_THAT(v->prompt_ids, ElementsAre(0, 5, 259));
+}
+
+TEST_F(RequestValidatorTest, ChatIsRenderedAndItsSpecialTokensParsed) {
+  auto v = ValidateGenerateRequest(Chat({{"user", "hi"}}), *model_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  // <|im_start|> u s e r \n h i <|im_end|> \n <|im_start|> ...; no BOS added.
+  ASSERT_GE(v->prompt_ids.size(), 9u);
+  EXPECT_EQ(v->prompt_ids[0], 258);
+  EXPECT_EQ(v->prompt_ids[8], 259);
+}
+
+TEST_F(RequestValidatorTest, SamplingDefaultsAndValuesCarryOver) {
+  v1::GenerateRequest r = Text("hi");
+  r.mutable_sampling()->set_temperature(0.0f);
+  r.mutable_sampling()->set_max_tokens(5);
+  r.mutable_sampling()->set_n(4);
+  auto v = ValidateGenerateRequest(r, *model_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->params.IsGreedy());
+  EXPECT_EQ(v->params.max_tokens, 5);
+  EXPECT_EQ(v->params.n, 4);
+}
+
+TEST_F(RequestValidatorTest, LengthLimitIsInclusive) {
+  v1::GenerateRequest r = Ids(std::vector<int32_t>(60, 'a'));
+  r.mutable_sampling()->set_max_tokens(4);  // 60 + 4 = 64 = max_model_len
+  EXPECT_TRUE(ValidateGenerateRequest(r, *model_).ok());
+}
+
+// ---- Bad requests: one table. ----
+
+struct BadCase {
+  std::string name;
+  v1::GenerateRequest request;
+  absl::StatusCode code;
+  std::string message;  // a substring of the error
+};
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
+
+v1::GenerateRequest WithSampling(v1::GenerateRequest r,
+                                 const std::function<void(v1::SamplingParams*)>& set) {
+  set(r.mutable_sampling());
+  return r;
+}
+
+std::vector<BadCase> BadCases() {
+  using S = v1::SamplingParams;
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  std::vector<int32_t> long_prompt(60, 'a');
+  return {
+      {"NoPrompt", v1::GenerateRequest(), kInvalid, "prompt is not set"},
+      {"EmptyTokenIds", Ids({}), kInvalid, "prompt is empty"},
+      {"EmptyTextWithoutBos",
+       [] {
+         v1::GenerateRequest r = Text("");
+         r.set_add_special_tokens(false);
+         return r;
+       }(),
+       kInvalid, "prompt is empty"},
+      {"TooLongNamesTheNumbers",
+       WithSampling(Ids(long_prompt), [](S* s) { s->set_max_tokens(10); }), kInvalid,
+       "prompt (60 tokens) + max_tokens (10) = 70 exceeds the maximum model length of 64"},
+      {"MaxTokensBeyondContext", WithSampling(Text("hi"), [](S* s) { s->set_max_tokens(100); }),
+       kInvalid,
+       "prompt (3 tokens) + max_tokens (100) = 103 exceeds the maximum model length of 64"},
+      {"MaxTokensZero", WithSampling(Text("hi"), [](S* s) { s->set_max_tokens(0); }), kInvalid,
+       "max_tokens"},
+      {"MaxTokensNegative", WithSampling(Text("hi"), [](S* s) { s->set_max_tokens(-3); }), kInvalid,
+       "max_tokens"},
+      {"NegativeTemperature", WithSampling(Text("hi"), [](S* s) { s->set_temperature(-0.5f); }),
+       kInvalid, "temperature"},
+      {"TopPZero", WithSampling(Text("hi"), [](S* s) { s->set_top_p(0.0f); }), kInvalid, "top_p"},
+      {"TopPAboveOne", WithSampling(Text("hi"), [](S* s) { s->set_top_p(1.5f); }), kInvalid,
+       "top_p"},
+      {"TopKBelowMinusOne", WithSampling(Text("hi"), [](S* s) { s->set_top_k(-2); }), kInvalid,
+       "top_k"},
+      {"NZero", WithSampling(Text("hi"), [](S* s) { s->set_n(0); }), kInvalid, "sampling_params.n"},
+      {"NAboveModelLimit", WithSampling(Text("hi"), [](S* s) { s->set_n(5); }), kInvalid,
+       "sampling_params.n must be at most 4"},
+      {"BeamWidthAboveModelLimit",
+       WithSampling(Text("hi"),
+                    [](S* s) {
+                      s->set_beam_width(8);
+                      s->set_temperature(0.0f);
+                    }),
+       kInvalid, "beam_width must be at most 4"},
+      {"InvalidUtf8Text", Text("ab\xff\xfe"), kInvalid, "prompt.text is not valid UTF-8"},
+      {"InvalidUtf8Chat", Chat({{"user", "\xc3("}}), kInvalid, "is not valid UTF-8"},
+      {"IdAboveVocab", Ids({1, 260}), kInvalid,
+       "prompt.token_ids[1] = 260 is outside the vocabulary [0, 260)"},
+      {"NegativeId", Ids({-1}), kInvalid, "prompt.token_ids[0] = -1"},
+      {"ChatRoleTheTemplateRejects", Chat({{"robot", "hi"}}), kInvalid, "unknown role robot"},
+      {"EmptyChat", Chat({}), kInvalid, "prompt.chat.messages is empty"},
+      {"StopTokenOutOfVocab", WithSampling(Text("hi"), [](S* s) { s->add_stop_token_ids(999); }),
+       kInvalid, "stop_token_ids"},
+  };
+}
+
+class BadRequestTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadRequestTest, IsRefusedWithAMessageNamingTheProblem) {
+  auto model = Model(/*with_chat=*/true);
+  auto v = ValidateGenerateRequest(GetParam().request, *model);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), GetParam().code) << v.status();
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr(GetParam().message));
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadRequestTest, ::testing::ValuesIn(BadCases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(RequestValidatorNoTemplateTest, ChatWithoutTemplateIsAFailedPrecondition) {
+  auto model = Model(/*with_chat=*/false);
+  auto v = ValidateGenerateRequest(Chat({{"user", "hi"}}), *model);
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ModelContextTest, BuildsFromTheWorkersProtos) {
+  v1::TokenizerSpec spec;
+  VocabSpecToProto(FakeWorker::TinyVocab(), &spec);
+  auto model = ModelContext::Create(FakeWorker::DefaultInfo(), spec);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->vocab_size(), 260);
+  EXPECT_EQ((*model)->max_parallel_samples(), 4);
+  EXPECT_EQ((*model)->chat(), nullptr);
+  EXPECT_EQ((*model)->chat_status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string((*model)->chat_status().message()), HasSubstr("no chat template"));
+}
+
+// ChatML that refuses roles other than system/user/assistant, as many models' templates do.
+constexpr char kChatMl[] =
+    "{% for m in messages %}"
+    "{% if m['role'] not in ['system', 'user', 'assistant'] %}"
+    "{{ raise_exception('Unknown role: ' + m['role']) }}{% endif %}"
+    "<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+TEST(ModelContextTest, RendersChatWithTheModelsTemplate) {
+  v1::TokenizerSpec spec;
+  VocabSpecToProto(FakeWorker::TinyVocab(), &spec);
+  v1::ModelInfo info = FakeWorker::DefaultInfo();
+  info.set_chat_template(kChatMl);
+  auto model = ModelContext::Create(info, spec);
+  ASSERT_TRUE(model.ok()) << model.status();
+  if ((*model)->chat() == nullptr) GTEST_SKIP() << (*model)->chat_status();
+
+  auto p = EncodeChat(**model, Chat({{"user", "hi"}}).chat(), "chat");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->rendered, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(p->ids.front(), 258);
+  EXPECT_EQ(p->ids.back(), '\n');
+
+  auto bad = ValidateGenerateRequest(Chat({{"robot", "hi"}}), **model);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("unknown chat role 'robot'"));
+}
+
+TEST(ModelContextTest, RefusesAnUnusableInfo) {
+  v1::TokenizerSpec spec;
+  VocabSpecToProto(FakeWorker::TinyVocab(), &spec);
+  v1::ModelInfo info = FakeWorker::DefaultInfo();
+  info.set_max_model_len(0);
+  EXPECT_EQ(ModelContext::Create(info, spec).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pagellm

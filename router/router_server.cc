@@ -1,0 +1,183 @@
+// Start-up order: metrics, queue, pool, service, gRPC server; only then are pool changes wired
+// to the queue and the health status (wired_), and the threads started. Shutdown runs the
+// other way: drain, stop the server (all reactors done), stop the threads, then destroy.
+#include "router/router_server.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/api/proto_convert.h"
+#include "common/logging.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "router/model_context.h"
+
+namespace pagellm {
+
+absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options options) {
+  std::unique_ptr<RouterServer> r(new RouterServer(std::move(options)));
+  const Options& o = r->options_;
+  if (o.max_queue == 0) return absl::InvalidArgumentError("--max-queue must be > 0");
+
+  absl::StatusOr<std::unique_ptr<RouterMetrics>> metrics = RouterMetrics::Create(o.metrics_address);
+  if (!metrics.ok()) return metrics.status();
+  r->metrics_ = *std::move(metrics);
+  r->queue_ = std::make_unique<AdmissionQueue>(AdmissionQueue::Options{o.max_queue});
+  RouterServer* self = r.get();
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool =
+      WorkerPool::Create(o.workers, [self] { self->OnPoolChange(); });
+  if (!pool.ok()) return pool.status();
+  r->pool_ = *std::move(pool);
+  r->service_ = std::make_unique<GenerationService>(r->queue_.get(), r->pool_.get(),
+                                                    r->metrics_.get(), o.request_timeout);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen_address, grpc::InsecureServerCredentials(), &r->port_);
+  builder.RegisterService(r->service_.get());
+  r->server_ = builder.BuildAndStart();
+  if (r->server_ == nullptr || r->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen_address));
+  }
+  {
+    absl::MutexLock lock(&r->health_mu_);
+    r->health_ready_ = true;
+  }
+  r->wired_.store(true, std::memory_order_release);
+  r->UpdateHealth();  // NOT_SERVING until a worker is ready and the model is known
+  r->ticker_ = std::thread([self] { self->TickerLoop(); });
+  r->bootstrap_ = std::thread([self] { self->BootstrapLoop(); });
+  PLOG_INFO("pagellm-router listening on port {}{}", r->port_,
+            r->metrics_->port() ? absl::StrCat(", metrics on port ", r->metrics_->port()) : "");
+  return r;
+}
+
+RouterServer::RouterServer(Options options) : options_(std::move(options)) {}
+
+RouterServer::~RouterServer() { Shutdown(absl::ZeroDuration()); }
+
+void RouterServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&shutdown_mu_);
+    if (shutting_down_) {
+      // Another caller is draining (or has drained): wait until it is over.
+      shutdown_mu_.Await(absl::Condition(&shut_down_));
+      return;
+    }
+    shutting_down_ = true;
+  }
+  if (server_ != nullptr) {
+    draining_.store(true, std::memory_order_release);
+    service_->StartDraining();
+    UpdateHealth();
+    if (grace > absl::ZeroDuration() && service_->open_streams() > 0) {
+      PLOG_INFO("draining: waiting up to {}s for {} open streams", absl::ToDoubleSeconds(grace),
+                service_->open_streams());
+      if (!service_->WaitForStreams(absl::Now() + grace)) {
+        PLOG_WARN("grace period over: cancelling {} open streams", service_->open_streams());
+      }
+    }
+    // Cancels whatever is still open; returns when every reactor is done.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+  }
+  wired_.store(false, std::memory_order_release);
+  stop_.Notify();
+  {
+    absl::MutexLock lock(&fetch_mu_);
+    if (fetch_context_ != nullptr) fetch_context_->TryCancel();
+  }
+  if (ticker_.joinable()) ticker_.join();
+  if (bootstrap_.joinable()) bootstrap_.join();
+  absl::MutexLock lock(&shutdown_mu_);
+  shut_down_ = true;
+}
+
+bool RouterServer::serving() const {
+  absl::MutexLock lock(&health_mu_);
+  return serving_;
+}
+
+void RouterServer::OnPoolChange() {
+  if (!wired_.load(std::memory_order_acquire)) return;
+  queue_->Pump(*pool_);
+  UpdateHealth();
+}
+
+void RouterServer::UpdateHealth() {
+  const WorkerPool::Stats stats = pool_->GetStats();
+  metrics_->SetWorkersReady(stats.ready);
+  const bool serving =
+      stats.ready > 0 && service_->has_model() && !draining_.load(std::memory_order_acquire);
+  absl::MutexLock lock(&health_mu_);
+  if (!health_ready_ || (serving == serving_ && health_set_)) return;
+  serving_ = serving;
+  health_set_ = true;
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus(serving);
+  health->SetServingStatus(v1::Generation::service_full_name(), serving);
+  PLOG_INFO("health: {}", serving ? "SERVING" : "NOT_SERVING");
+}
+
+void RouterServer::TickerLoop() {
+  do {
+    pool_->PollAll();
+    queue_->Expire(absl::Now());
+    queue_->Pump(*pool_);
+    metrics_->SetQueueLength(static_cast<double>(queue_->size()));
+  } while (!stop_.WaitForNotificationWithTimeout(options_.poll_interval));
+}
+
+void RouterServer::BootstrapLoop() {
+  absl::Status last;
+  do {
+    for (const auto& worker : pool_->Endpoints()) {
+      if (stop_.HasBeenNotified()) return;
+      absl::Status s = FetchModel(*worker);
+      if (s.ok()) {
+        UpdateHealth();
+        return;
+      }
+      if (s.ToString() != last.ToString()) {
+        PLOG_WARN("cannot fetch the model description from worker {} (retrying): {}",
+                  worker->address(), s.ToString());
+        last = s;
+      }
+    }
+  } while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500)));
+}
+
+absl::Status RouterServer::FetchModel(WorkerEndpoint& worker) {
+  v1::ModelInfo info;
+  v1::TokenizerSpec spec;
+  for (int step = 0; step < 2; ++step) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(
+        absl::Now() + (step == 0 ? absl::Seconds(5) : options_.model_fetch_timeout)));
+    {
+      absl::MutexLock lock(&fetch_mu_);
+      if (stop_.HasBeenNotified()) return absl::CancelledError("shutting down");
+      fetch_context_ = &context;
+    }
+    grpc::Status s = step == 0 ? worker.stub().GetModelInfo(&context, {}, &info)
+                               : worker.stub().GetTokenizer(&context, {}, &spec);
+    {
+      absl::MutexLock lock(&fetch_mu_);
+      fetch_context_ = nullptr;
+    }
+    if (!s.ok()) return FromGrpcStatus(s);
+  }
+  absl::StatusOr<std::unique_ptr<ModelContext>> model = ModelContext::Create(info, spec);
+  if (!model.ok()) return model.status();
+  PLOG_INFO("model {} from worker {}: vocabulary {}, max_model_len {}, block_size {}{}",
+            info.model_name(), worker.address(), (*model)->vocab_size(), info.max_model_len(),
+            info.block_size(), (*model)->chat() != nullptr ? ", chat template" : "");
+  if (!info.chat_template().empty() && (*model)->chat() == nullptr) {
+    PLOG_WARN("chat prompts will be refused: {}", (*model)->chat_status().ToString());
+  }
+  service_->SetModel(*std::move(model));
+  return absl::OkStatus();
+}
+
+}  // namespace pagellm

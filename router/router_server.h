@@ -1,0 +1,101 @@
+// RouterServer: a running pagellm-router: the gRPC server (Generation, grpc.health.v1, server
+// reflection), the worker pool, the admission queue and the metrics, plus two threads:
+//   - the ticker: every poll_interval polls the workers' load and expires queued requests whose
+//     deadline passed;
+//   - the bootstrap: fetches ModelInfo and the tokenizer from the first worker that answers
+//     (retrying until one does), then exits.
+// Health is SERVING while the model is known, at least one worker is ready, and the router is
+// not draining; NOT_SERVING otherwise.
+//
+// Thread-safe. Used by router_main.cc, the end-to-end tests and the benchmark.
+#ifndef PAGELLM_ROUTER_ROUTER_SERVER_H_
+#define PAGELLM_ROUTER_ROUTER_SERVER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "router/admission_queue.h"
+#include "router/generation_service.h"
+#include "router/router_metrics.h"
+#include "router/worker_pool.h"
+
+namespace pagellm {
+
+class RouterServer {
+ public:
+  struct Options {
+    std::string listen_address = "0.0.0.0:50051";  // "127.0.0.1:0" picks a free port
+    std::string metrics_address;                   // empty: no /metrics endpoint
+    WorkerPool::Options workers;
+    size_t max_queue = 1024;
+    absl::Duration request_timeout = absl::Seconds(600);  // when the client sets no deadline
+    absl::Duration poll_interval = absl::Milliseconds(200);
+    absl::Duration model_fetch_timeout = absl::Seconds(30);  // per GetTokenizer attempt
+  };
+
+  // Starts serving. Errors: InvalidArgument for bad options, Unavailable when a port cannot be
+  // bound.
+  static absl::StatusOr<std::unique_ptr<RouterServer>> Start(Options options);
+  // Shuts down at once (Shutdown with no grace) if Shutdown was not called.
+  ~RouterServer();
+  RouterServer(const RouterServer&) = delete;
+  RouterServer& operator=(const RouterServer&) = delete;
+
+  // Graceful stop: NOT_SERVING, new Generate calls fail with UNAVAILABLE, open streams get up to
+  // `grace` to finish, then the server stops (cancelling what is left) and the threads end.
+  // Idempotent: a later or concurrent call returns once the first one is over.
+  void Shutdown(absl::Duration grace);
+
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] int metrics_port() const { return metrics_->port(); }
+  [[nodiscard]] bool serving() const;
+  [[nodiscard]] bool has_model() const { return service_->has_model(); }
+  [[nodiscard]] WorkerPool::Stats worker_stats() const { return pool_->GetStats(); }
+  [[nodiscard]] size_t queue_length() const { return queue_->size(); }
+  [[nodiscard]] const RouterMetrics& metrics() const { return *metrics_; }
+
+ private:
+  explicit RouterServer(Options options);
+  void OnPoolChange();
+  void UpdateHealth();
+  void TickerLoop();
+  void BootstrapLoop();
+  absl::Status FetchModel(WorkerEndpoint& worker);
+
+  const Options options_;
+  std::unique_ptr<RouterMetrics> metrics_;
+  std::unique_ptr<AdmissionQueue> queue_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<GenerationService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+
+  std::atomic<bool> wired_{false};  // pool changes reach the queue and health
+  std::atomic<bool> draining_{false};
+  absl::Notification stop_;  // threads exit
+  std::thread ticker_;
+  std::thread bootstrap_;
+  absl::Mutex fetch_mu_;
+  grpc::ClientContext* fetch_context_ ABSL_GUARDED_BY(fetch_mu_) = nullptr;  // bootstrap's call
+  absl::Mutex shutdown_mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;  // Shutdown has begun
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;      // and is over
+
+  mutable absl::Mutex health_mu_;
+  bool serving_ ABSL_GUARDED_BY(health_mu_) = false;
+  bool health_set_ ABSL_GUARDED_BY(health_mu_) = false;    // serving_ has been published
+  bool health_ready_ ABSL_GUARDED_BY(health_mu_) = false;  // server_ exists: may be set
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_ROUTER_ROUTER_SERVER_H_

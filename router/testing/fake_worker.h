@@ -1,0 +1,95 @@
+// FakeWorker: an in-process pagellm.v1.Worker gRPC server for router tests and benchmarks.
+// It needs no model: Generate streams canned tokens (byte-level ids of "a".."z", one token per
+// message per sample) at a configurable rate, GetLoad reports a configurable load, and
+// GetTokenizer serves a tiny hand-built vocabulary (TinyVocab). Faults on demand: fail calls
+// with a status, stall streams, fail GetLoad, die (Kill) and come back on the same port
+// (Restart). It records what it saw: requests, cancellations, completed streams.
+//
+// Thread-safe: knobs and observations may be used from any thread while it serves.
+#ifndef PAGELLM_ROUTER_TESTING_FAKE_WORKER_H_
+#define PAGELLM_ROUTER_TESTING_FAKE_WORKER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/tokenizer/vocab_spec.h"
+#include "grpcpp/grpcpp.h"
+#include "pagellm/v1/worker.pb.h"
+
+namespace pagellm::testing {
+
+class FakeWorker {
+ public:
+  struct Options {
+    std::string address = "127.0.0.1:0";
+    // Tokens per stream; 0: the request's max_tokens (16 when unset).
+    int tokens_per_request = 0;
+    // Time between tokens; zero: each token is written as soon as the previous one is.
+    absl::Duration token_interval = absl::ZeroDuration();
+    // Each delta's text is the steady-clock time it was sent, in ns (for latency benchmarks)
+    // instead of the token's text.
+    bool stamp_text = false;
+    v1::WorkerLoad load = DefaultLoad();
+    v1::ModelInfo info = DefaultInfo();
+    // Keep the requests seen (requests()); off for benchmarks.
+    bool record_requests = true;
+  };
+
+  // 256 byte tokens (byte-level BPE, "gpt2" pre-tokenizer) then control tokens <s> (256, BOS,
+  // added to text prompts), </s> (257, EOS), <|im_start|> (258), <|im_end|> (259).
+  static VocabSpec TinyVocab();
+  // vocab 260, max_model_len 64, block_size 4, max_parallel_samples 4, no chat template.
+  static v1::ModelInfo DefaultInfo();
+  // 1000 blocks of 4 tokens, all free.
+  static v1::WorkerLoad DefaultLoad();
+
+  // Starts serving; aborts when the address cannot be bound (tests only).
+  static std::unique_ptr<FakeWorker> Start(Options options);
+  ~FakeWorker();
+  FakeWorker(const FakeWorker&) = delete;
+  FakeWorker& operator=(const FakeWorker&) = delete;
+
+  // "127.0.0.1:port", stable across Kill/Restart.
+  [[nodiscard]] std::string address() const;
+
+  void SetLoad(const v1::WorkerLoad& load);
+  void SetGetLoadFails(bool fails);
+  // Generate calls fail at once with `status`; OK restores normal streams.
+  void SetGenerateError(const grpc::Status& status);
+  // New streams send nothing until cancelled.
+  void SetStall(bool stall);
+  // Dies: the server stops at once (open streams are cancelled, connections closed).
+  void Kill();
+  // Serves again on the same port.
+  void Restart();
+
+  [[nodiscard]] int generate_calls() const;
+  [[nodiscard]] int cancellations() const;  // streams that saw OnCancel (Kill's included)
+  [[nodiscard]] int completed() const;      // streams finished OK
+  [[nodiscard]] int active_streams() const;
+  [[nodiscard]] int64_t tokens_sent() const;
+  [[nodiscard]] std::vector<v1::WorkerGenerateRequest> requests() const;
+  // Wait for a condition; false on timeout.
+  bool WaitForCancellations(int n, absl::Duration timeout) const;
+  bool WaitForActiveStreams(int n, absl::Duration timeout) const;
+  bool WaitForGenerateCalls(int n, absl::Duration timeout) const;
+
+  class Impl;
+
+ private:
+  explicit FakeWorker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Waits for `cond`, checking it every few milliseconds; false after `timeout`.
+bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout = absl::Seconds(5));
+
+// FakeWorker::DefaultLoad() with `free` of `total` KV blocks free.
+v1::WorkerLoad Load(int64_t free, int64_t total = 1000);
+
+}  // namespace pagellm::testing
+
+#endif  // PAGELLM_ROUTER_TESTING_FAKE_WORKER_H_

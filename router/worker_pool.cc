@@ -1,0 +1,320 @@
+// Invariants (under mu_): workers_ holds each address once; poll_in_flight_ is true exactly
+// while a PollCall for that worker exists, and polls_in_flight_ counts them; reserved_blocks_ is
+// the sum of Placement::reserved_blocks placed on the worker and not yet released. Removed
+// workers leave workers_ but live on while polls or requests hold them.
+#include "router/worker_pool.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace pagellm {
+namespace {
+
+std::shared_ptr<grpc::Channel> MakeWorkerChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  // GetTokenizer answers with the whole vocabulary: several MB for large models.
+  args.SetMaxReceiveMessageSize(-1);
+  // A worker whose machine vanished (no FIN) fails its streams within ~15 s; pings are sent only
+  // while calls are open, and the polls' traffic keeps the server's ping policy content.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  // Notice a restarted worker within a second, not after gRPC's default backoff of minutes.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace
+
+WorkerEndpoint::WorkerEndpoint(std::string address, bool from_dns)
+    : address_(std::move(address)),
+      from_dns_(from_dns),
+      stub_(v1::Worker::NewStub(MakeWorkerChannel(address_))) {}
+
+struct WorkerPool::PollCall {
+  std::shared_ptr<WorkerEndpoint> worker;
+  uint64_t failures_at_send = 0;
+  uint64_t number = 0;  // the worker's polls_sent_ when this one was sent
+  grpc::ClientContext context;
+  v1::GetLoadRequest request;
+  v1::WorkerLoad response;
+};
+
+absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(Options options,
+                                                               std::function<void()> on_change) {
+  if (options.addresses.empty() && options.dns_target.empty()) {
+    return absl::InvalidArgumentError("no workers: give --workers and/or --worker-dns");
+  }
+  std::string host, port;
+  if (!options.dns_target.empty()) {
+    const size_t colon = options.dns_target.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == options.dns_target.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--worker-dns must be name:port, got \"", options.dns_target, "\""));
+    }
+    host = options.dns_target.substr(0, colon);
+    port = options.dns_target.substr(colon + 1);
+  }
+  for (const std::string& a : options.addresses) {
+    if (a.empty() || a.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a worker address must be host:port, got \"", a, "\""));
+    }
+  }
+  if (!options.resolver) options.resolver = ResolveHost;
+  std::unique_ptr<WorkerPool> pool(new WorkerPool(std::move(options), std::move(on_change)));
+  pool->dns_host_ = std::move(host);
+  pool->dns_port_ = std::move(port);
+  {
+    absl::MutexLock lock(&pool->mu_);
+    for (const std::string& a : pool->options_.addresses) pool->AddLocked(a, /*from_dns=*/false);
+  }
+  if (!pool->dns_host_.empty()) {
+    pool->dns_thread_ = std::thread([p = pool.get()] { p->DnsLoop(); });
+  }
+  return pool;
+}
+
+WorkerPool::WorkerPool(Options options, std::function<void()> on_change)
+    : options_(std::move(options)), on_change_(std::move(on_change)) {}
+
+WorkerPool::~WorkerPool() {
+  stop_.Notify();
+  if (dns_thread_.joinable()) dns_thread_.join();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &polls_in_flight_));
+}
+
+void WorkerPool::AddLocked(const std::string& address, bool from_dns) {
+  for (const auto& w : workers_) {
+    if (w->address() == address) return;
+  }
+  workers_.push_back(std::make_shared<WorkerEndpoint>(address, from_dns));
+  PLOG_INFO("worker {} added{}", address, from_dns ? " (DNS)" : "");
+}
+
+void WorkerPool::PollAll() {
+  std::vector<PollCall*> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_.HasBeenNotified()) return;
+    for (const auto& w : workers_) {
+      if (w->poll_in_flight_) continue;
+      w->poll_in_flight_ = true;
+      ++polls_in_flight_;
+      auto* call = new PollCall;
+      call->worker = w;
+      call->failures_at_send = w->failures_;
+      call->number = ++w->polls_sent_;
+      calls.push_back(call);
+    }
+  }
+  const auto deadline =
+      std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.poll_timeout);
+  for (PollCall* call : calls) {
+    call->context.set_deadline(deadline);
+    call->worker->stub().async()->GetLoad(
+        &call->context, &call->request, &call->response,
+        [this, call](grpc::Status status) { OnPollDone(call, status); });
+  }
+}
+
+void WorkerPool::OnPollDone(PollCall* call, const grpc::Status& status) {
+  std::unique_ptr<PollCall> owned(call);
+  WorkerEndpoint& w = *call->worker;
+  {
+    absl::MutexLock lock(&mu_);
+    w.poll_in_flight_ = false;
+    const bool was_ready = w.ready_;
+    if (status.ok()) {
+      w.load_ = call->response;
+      // Reservations released before this poll was sent are in its figures now.
+      auto visible = [&](const std::pair<uint64_t, int64_t>& r) { return r.first < call->number; };
+      for (const auto& r : w.releasing_) {
+        if (visible(r)) w.reserved_blocks_ -= r.second;
+      }
+      w.releasing_.erase(std::remove_if(w.releasing_.begin(), w.releasing_.end(), visible),
+                         w.releasing_.end());
+      w.ready_ = !w.load_.draining() && call->failures_at_send == w.failures_;
+      if (!was_ready) {
+        PLOG_INFO("worker {} is {} ({} of {} KV blocks free)", w.address(),
+                  w.ready_ ? "ready" : "draining", w.load_.kv_blocks_free(),
+                  w.load_.kv_blocks_total());
+      }
+    } else {
+      w.ready_ = false;
+      if (was_ready) {
+        PLOG_WARN("worker {} is down: GetLoad failed: {} {}", w.address(),
+                  static_cast<int>(status.error_code()), status.error_message());
+      }
+    }
+  }
+  if (!stop_.HasBeenNotified()) on_change_();
+  // Last: the destructor waits for this, so nothing of the pool is used after it.
+  absl::MutexLock lock(&mu_);
+  --polls_in_flight_;
+}
+
+void WorkerPool::ReportUnavailable(WorkerEndpoint* worker) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++worker->failures_;
+    if (!worker->ready_) return;
+    worker->ready_ = false;
+  }
+  PLOG_WARN("worker {} is down: a call failed with UNAVAILABLE", worker->address());
+  on_change_();
+}
+
+Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* placement,
+                                   absl::Status* error) {
+  absl::MutexLock lock(&mu_);
+  WorkerEndpoint* best = nullptr;
+  const std::shared_ptr<WorkerEndpoint>* best_ptr = nullptr;
+  int64_t best_free = 0, best_need = 0;
+  int64_t largest_total = 0, min_need = 0;
+  bool any_ready = false, fits_somewhere = false;
+  for (const auto& w : workers_) {
+    if (w.get() == ticket.avoid || !w->ready_) continue;
+    any_ready = true;
+    const v1::WorkerLoad& load = w->load_;
+    const int64_t bs = load.block_size() > 0 ? load.block_size() : options_.default_block_size;
+    const int64_t need = (ticket.prompt_tokens + bs - 1) / bs + 1;
+    // A worker that reports no capacity (0 total) is trusted to queue the request itself.
+    const bool known = load.kv_blocks_total() > 0;
+    if (known && need > load.kv_blocks_total()) {
+      largest_total = std::max(largest_total, load.kv_blocks_total());
+      min_need = min_need == 0 ? need : std::min(min_need, need);
+      continue;
+    }
+    fits_somewhere = true;
+    const int64_t free = known ? load.kv_blocks_free() - w->reserved_blocks_ : INT64_MAX / 2;
+    if (free < need || load.waiting() > 0) continue;
+    if (best == nullptr || free > best_free) {
+      best = w.get();
+      best_ptr = &w;
+      best_free = free;
+      best_need = need;
+    }
+  }
+  if (best != nullptr) {
+    best->reserved_blocks_ += best_need;
+    placement->worker = *best_ptr;
+    placement->reserved_blocks = best_need;
+    return Decision::kPlace;
+  }
+  if (!any_ready) {
+    *error = absl::UnavailableError(ticket.avoid != nullptr
+                                        ? "the worker failed and no other worker is available"
+                                        : "no worker is available");
+    return Decision::kReject;
+  }
+  if (!fits_somewhere) {
+    *error = absl::ResourceExhaustedError(
+        absl::StrCat("the prompt (", ticket.prompt_tokens, " tokens) needs ", min_need,
+                     " KV blocks, more than any worker has (", largest_total, ")"));
+    return Decision::kReject;
+  }
+  return Decision::kWait;
+}
+
+void WorkerPool::Release(const Placement& placement) {
+  if (placement.worker == nullptr || placement.reserved_blocks == 0) return;
+  absl::MutexLock lock(&mu_);
+  WorkerEndpoint& w = *placement.worker;
+  w.releasing_.emplace_back(w.polls_sent_, placement.reserved_blocks);
+  // Nothing can go now; the next poll result calls on_change_.
+}
+
+std::vector<std::shared_ptr<WorkerEndpoint>> WorkerPool::Endpoints() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<WorkerEndpoint>> out = workers_;
+  std::stable_partition(out.begin(), out.end(), [](const auto& w) { return w->ready_; });
+  return out;
+}
+
+WorkerPool::Stats WorkerPool::GetStats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s;
+  s.known = static_cast<int>(workers_.size());
+  for (const auto& w : workers_) s.ready += w->ready_ ? 1 : 0;
+  return s;
+}
+
+void WorkerPool::ResolveNow() {
+  absl::StatusOr<std::vector<std::string>> found = options_.resolver(dns_host_, dns_port_);
+  if (!found.ok()) {
+    PLOG_WARN("resolving {}:{} failed, keeping the current workers: {}", dns_host_, dns_port_,
+              std::string(found.status().message()));
+    return;
+  }
+  const absl::flat_hash_set<std::string> now(found->begin(), found->end());
+  bool changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto gone = std::stable_partition(workers_.begin(), workers_.end(), [&](const auto& w) {
+      return !w->from_dns_ || now.contains(w->address());
+    });
+    for (auto it = gone; it != workers_.end(); ++it) {
+      PLOG_INFO("worker {} dropped: no longer in DNS", (*it)->address());
+      changed = true;
+    }
+    workers_.erase(gone, workers_.end());
+    for (const std::string& a : *found) {
+      const size_t before = workers_.size();
+      AddLocked(a, /*from_dns=*/true);
+      changed |= workers_.size() != before;
+    }
+  }
+  if (changed) on_change_();
+}
+
+void WorkerPool::DnsLoop() {
+  do {
+    ResolveNow();
+  } while (!stop_.WaitForNotificationWithTimeout(options_.dns_interval));
+}
+
+absl::StatusOr<std::vector<std::string>> ResolveHost(const std::string& host,
+                                                     const std::string& port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (rc == EAI_NONAME || rc == EAI_NODATA) return std::vector<std::string>{};
+  if (rc != 0) {
+    return absl::UnavailableError(absl::StrCat("getaddrinfo: ", gai_strerror(rc)));
+  }
+  std::vector<std::string> out;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    char ip[INET6_ADDRSTRLEN] = {};
+    std::string addr;
+    if (a->ai_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, ip, sizeof(ip));
+      addr = absl::StrCat(ip, ":", port);
+    } else if (a->ai_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, ip, sizeof(ip));
+      addr = absl::StrCat("[", ip, "]:", port);
+    } else {
+      continue;
+    }
+    if (std::find(out.begin(), out.end(), addr) == out.end()) out.push_back(std::move(addr));
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,148 @@
+// WorkerPool: the pagellm-worker processes the router sends requests to.
+//
+// Workers come from a static list (--workers) and/or a DNS name re-resolved periodically
+// (--worker-dns, e.g. a Kubernetes headless service: each A record is a worker). Each worker's
+// GetLoad is polled (PollAll, every ~200 ms by the caller) with a short deadline; a worker is
+// ready while its last poll succeeded, it is not draining, and no call to it has failed with
+// UNAVAILABLE since. A worker that fails is not used until a poll succeeds again, so a restarted
+// worker comes back by itself. Workers that disappear from DNS are dropped (calls in flight to
+// them finish: callers hold a shared_ptr).
+//
+// As the admission queue's Placer it picks, among ready workers with room, the one with the
+// most free KV blocks. Room: the worker's own queue was empty at the last poll (requests wait
+// in the router's FCFS queue, not in a worker's), and free blocks >= the blocks the request
+// needs now, ceil(prompt / block_size) + 1, where free blocks = the last polled kv_blocks_free
+// minus the blocks reserved by requests placed there. A reservation lasts until a poll sent
+// after the request's first response (or its end) comes back: only then does the polled
+// figure include what the worker allocated for it.
+//
+// Thread-safe. on_change (given to Create) runs without the pool's lock after anything that may
+// let a queued request go: a poll result, a DNS change, a released reservation.
+#ifndef PAGELLM_ROUTER_WORKER_POOL_H_
+#define PAGELLM_ROUTER_WORKER_POOL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "pagellm/v1/worker.grpc.pb.h"
+#include "router/admission_queue.h"
+
+namespace pagellm {
+
+// One worker: its address and stub. The routing state is the pool's (guarded by its lock).
+class WorkerEndpoint {
+ public:
+  WorkerEndpoint(std::string address, bool from_dns);
+  WorkerEndpoint(const WorkerEndpoint&) = delete;
+  WorkerEndpoint& operator=(const WorkerEndpoint&) = delete;
+
+  [[nodiscard]] const std::string& address() const { return address_; }
+  // Thread-safe, like every gRPC stub.
+  [[nodiscard]] v1::Worker::Stub& stub() const { return *stub_; }
+
+ private:
+  friend class WorkerPool;
+
+  const std::string address_;
+  const bool from_dns_;
+  std::unique_ptr<v1::Worker::Stub> stub_;
+
+  // Guarded by WorkerPool::mu_.
+  bool ready_ = false;  // see the file comment
+  bool poll_in_flight_ = false;
+  v1::WorkerLoad load_;          // the last successful poll (all zero before one)
+  int64_t reserved_blocks_ = 0;  // placed here and not yet visible in a poll
+  uint64_t polls_sent_ = 0;      // numbers the polls
+  // Reservations released (first response or end) after poll number .first was sent: dropped
+  // from reserved_blocks_ when a later poll succeeds.
+  std::vector<std::pair<uint64_t, int64_t>> releasing_;
+  // Bumped by ReportUnavailable: a poll sent before the failure cannot make the worker ready.
+  uint64_t failures_ = 0;
+};
+
+class WorkerPool final : public Placer {
+ public:
+  // Returns "ip:port" for each address of host, an empty list when the name does not exist, an
+  // error when the lookup failed (the pool then keeps its workers).
+  using Resolver = std::function<absl::StatusOr<std::vector<std::string>>(const std::string& host,
+                                                                          const std::string& port)>;
+
+  struct Options {
+    std::vector<std::string> addresses;  // static workers, "host:port"
+    std::string dns_target;              // "name:port"; empty: no DNS discovery
+    absl::Duration dns_interval = absl::Seconds(5);
+    absl::Duration poll_timeout = absl::Milliseconds(500);
+    int64_t default_block_size = 16;  // until a worker reports its own
+    Resolver resolver;                // null: getaddrinfo
+  };
+
+  struct Stats {
+    int known = 0;  // workers in the pool
+    int ready = 0;  // of them ready (and not draining)
+  };
+
+  // Starts DNS discovery (a thread) when configured. InvalidArgument for a malformed
+  // dns_target or no worker source at all.
+  static absl::StatusOr<std::unique_ptr<WorkerPool>> Create(Options options,
+                                                            std::function<void()> on_change);
+  // Stops discovery and waits for polls in flight (at most poll_timeout).
+  ~WorkerPool() override;
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // Starts a GetLoad on every worker that has none in flight. Returns at once.
+  void PollAll();
+  // Resolves the DNS target once and adds/drops workers (the discovery thread's step).
+  void ResolveNow();
+
+  // Placer: see the file comment. Rejects with Unavailable when no ready worker (other than
+  // ticket.avoid) exists, and with ResourceExhausted when the request needs more blocks than
+  // any ready worker has in total.
+  Decision Place(const AdmissionTicket& ticket, Placement* placement, absl::Status* error) override;
+  // The request placed with `placement` produced its first response or ended: its blocks now
+  // show in the worker's own load. Call once per placement.
+  void Release(const Placement& placement);
+  // A call to `worker` failed with UNAVAILABLE: not used until a poll succeeds.
+  void ReportUnavailable(WorkerEndpoint* worker);
+
+  // All workers, ready ones first (for fetching the model's description).
+  [[nodiscard]] std::vector<std::shared_ptr<WorkerEndpoint>> Endpoints() const;
+  [[nodiscard]] Stats GetStats() const;
+
+ private:
+  struct PollCall;
+
+  WorkerPool(Options options, std::function<void()> on_change);
+  void AddLocked(const std::string& address, bool from_dns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnPollDone(PollCall* call, const grpc::Status& status);
+  void DnsLoop();
+
+  const Options options_;
+  const std::function<void()> on_change_;
+  std::string dns_host_, dns_port_;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::shared_ptr<WorkerEndpoint>> workers_ ABSL_GUARDED_BY(mu_);
+  int polls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+
+  absl::Notification stop_;
+  std::thread dns_thread_;
+};
+
+// The default Resolver: getaddrinfo.
+absl::StatusOr<std::vector<std::string>> ResolveHost(const std::string& host,
+                                                     const std::string& port);
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_ROUTER_WORKER_POOL_H_

@@ -1,0 +1,222 @@
+#include "router/worker_pool.h"
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "router/testing/fake_worker.h"
+
+namespace pagellm {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using testing::FakeWorker;
+using ::testing::UnorderedElementsAre;
+
+using testing::Load;
+using testing::WaitFor;
+
+class WorkerPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = FakeWorker::Start({});
+    b_ = FakeWorker::Start({});
+  }
+
+  std::unique_ptr<WorkerPool> MakePool(WorkerPool::Options o) {
+    auto pool = WorkerPool::Create(std::move(o), [this] { ++changes_; });
+    EXPECT_TRUE(pool.ok()) << pool.status();
+    return pool.ok() ? *std::move(pool) : nullptr;
+  }
+
+  std::unique_ptr<WorkerPool> MakePool() {
+    WorkerPool::Options o;
+    o.addresses = {a_->address(), b_->address()};
+    return MakePool(std::move(o));
+  }
+
+  // Polls until `ready` workers are ready.
+  static bool PollUntilReady(WorkerPool& pool, int ready) {
+    return WaitFor([&] {
+      pool.PollAll();
+      return pool.GetStats().ready == ready;
+    });
+  }
+
+  // Places a request of `tokens` prompt tokens (block size 4: tokens/4 + 1 blocks).
+  static Placer::Decision Place(WorkerPool& pool, int64_t tokens, Placement* p,
+                                absl::Status* error = nullptr,
+                                const WorkerEndpoint* avoid = nullptr) {
+    AdmissionTicket t;
+    t.prompt_tokens = tokens;
+    t.avoid = avoid;
+    absl::Status ignored;
+    return pool.Place(t, p, error ? error : &ignored);
+  }
+
+  std::unique_ptr<FakeWorker> a_, b_;
+  std::atomic<int> changes_{0};
+};
+
+TEST_F(WorkerPoolTest, NeedsAWorkerSource) {
+  EXPECT_EQ(WorkerPool::Create({}, [] {}).status().code(), absl::StatusCode::kInvalidArgument);
+  WorkerPool::Options o;
+  o.dns_target = "no-port";
+  EXPECT_EQ(WorkerPool::Create(o, [] {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(WorkerPoolTest, NoReadyWorkerIsUnavailable) {
+  auto pool = MakePool();
+  Placement p;
+  absl::Status error;
+  EXPECT_EQ(Place(*pool, 4, &p, &error), Placer::Decision::kReject);
+  EXPECT_EQ(error.code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(WorkerPoolTest, PollsMakeWorkersReadyAndFailedPollsTakeThemOut) {
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  EXPECT_GT(changes_.load(), 0);
+  a_->SetGetLoadFails(true);
+  ASSERT_TRUE(PollUntilReady(*pool, 1));
+  a_->SetGetLoadFails(false);
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+}
+
+TEST_F(WorkerPoolTest, PlacesOnMostFreeBlocksCountingReservations) {
+  a_->SetLoad(Load(100));
+  b_->SetLoad(Load(500));
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p1, p2, p3;
+  ASSERT_EQ(Place(*pool, 1200, &p1), Placer::Decision::kPlace);  // 301 blocks
+  EXPECT_EQ(p1.worker->address(), b_->address());
+  EXPECT_EQ(p1.reserved_blocks, 301);
+  ASSERT_EQ(Place(*pool, 600, &p2), Placer::Decision::kPlace);  // 151: b has 199, a 100
+  EXPECT_EQ(p2.worker->address(), b_->address());
+  EXPECT_EQ(Place(*pool, 600, &p3), Placer::Decision::kWait);  // b 48, a 100
+  // A released reservation stays until a poll sent after the release shows the worker's own
+  // figure (here still 500 free: the fake worker allocates nothing).
+  pool->Release(p1);
+  EXPECT_EQ(Place(*pool, 600, &p3), Placer::Decision::kWait);
+  ASSERT_TRUE(WaitFor([&] {
+    pool->PollAll();
+    return Place(*pool, 600, &p3) == Placer::Decision::kPlace;
+  }));
+  EXPECT_EQ(p3.worker->address(), b_->address());
+}
+
+TEST_F(WorkerPoolTest, AWorkerWithItsOwnQueueHasNoRoom) {
+  v1::WorkerLoad busy = Load(900);
+  busy.set_waiting(1);
+  a_->SetLoad(busy);
+  b_->SetLoad(Load(100));
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p;
+  ASSERT_EQ(Place(*pool, 4, &p), Placer::Decision::kPlace);
+  EXPECT_EQ(p.worker->address(), b_->address());  // fewer free blocks, but nothing waiting
+}
+
+TEST_F(WorkerPoolTest, RequestLargerThanEveryWorkerIsResourceExhausted) {
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p;
+  absl::Status error;
+  EXPECT_EQ(Place(*pool, 4000, &p, &error), Placer::Decision::kReject);  // 1001 > 1000 blocks
+  EXPECT_EQ(error.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Place(*pool, 3996, &p, &error), Placer::Decision::kPlace);  // exactly 1000
+}
+
+TEST_F(WorkerPoolTest, AvoidSkipsTheWorkerThatFailed) {
+  a_->SetLoad(Load(900));
+  b_->SetLoad(Load(100));
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement first, retry;
+  ASSERT_EQ(Place(*pool, 4, &first), Placer::Decision::kPlace);
+  ASSERT_EQ(first.worker->address(), a_->address());
+  ASSERT_EQ(Place(*pool, 4, &retry, nullptr, first.worker.get()), Placer::Decision::kPlace);
+  EXPECT_EQ(retry.worker->address(), b_->address());
+}
+
+TEST_F(WorkerPoolTest, ReportedWorkerIsOutUntilAPollSucceeds) {
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  std::shared_ptr<WorkerEndpoint> a = pool->Endpoints()[0];
+  pool->ReportUnavailable(a.get());
+  EXPECT_EQ(pool->GetStats().ready, 1);
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+}
+
+TEST_F(WorkerPoolTest, DrainingWorkerIsNotUsed) {
+  v1::WorkerLoad draining = Load(1000);
+  draining.set_draining(true);
+  a_->SetLoad(draining);
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 1));
+  for (int i = 0; i < 3; ++i) {
+    Placement p;
+    ASSERT_EQ(Place(*pool, 4, &p), Placer::Decision::kPlace);
+    EXPECT_EQ(p.worker->address(), b_->address());
+  }
+}
+
+TEST_F(WorkerPoolTest, DnsAddsNewWorkersAndDropsGoneOnes) {
+  absl::Mutex mu;
+  std::vector<std::string> records = {a_->address()};
+  WorkerPool::Options o;
+  o.dns_target = "workers.test:1234";
+  o.dns_interval = absl::Milliseconds(10);
+  o.resolver = [&](const std::string& host,
+                   const std::string& port) -> absl::StatusOr<std::vector<std::string>> {
+    EXPECT_EQ(host, "workers.test");
+    EXPECT_EQ(port, "1234");
+    absl::MutexLock lock(&mu);
+    return records;
+  };
+  auto pool = MakePool(std::move(o));
+  auto addresses = [&] {
+    std::vector<std::string> out;
+    for (const auto& w : pool->Endpoints()) out.push_back(w->address());
+    return out;
+  };
+  ASSERT_TRUE(WaitFor([&] { return addresses() == std::vector<std::string>{a_->address()}; }));
+  {
+    absl::MutexLock lock(&mu);
+    records = {b_->address()};
+  }
+  ASSERT_TRUE(WaitFor([&] { return addresses() == std::vector<std::string>{b_->address()}; }));
+  ASSERT_TRUE(PollUntilReady(*pool, 1));
+}
+
+TEST_F(WorkerPoolTest, FailedLookupKeepsTheWorkers) {
+  bool fail = false;
+  WorkerPool::Options o;
+  o.dns_target = "workers.test:1234";
+  o.dns_interval = absl::Hours(1);  // only explicit ResolveNow() calls
+  o.resolver = [&](const std::string&,
+                   const std::string&) -> absl::StatusOr<std::vector<std::string>> {
+    if (fail) return absl::UnavailableError("SERVFAIL");
+    return std::vector<std::string>{a_->address()};
+  };
+  auto pool = MakePool(std::move(o));
+  pool->ResolveNow();
+  EXPECT_EQ(pool->GetStats().known, 1);
+  fail = true;
+  pool->ResolveNow();
+  EXPECT_EQ(pool->GetStats().known, 1);
+}
+
+TEST(ResolveHostTest, ResolvesLocalhost) {
+  auto found = ResolveHost("localhost", "50052");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_THAT(*found, Contains("127.0.0.1:50052"));
+}
+
+}  // namespace
+}  // namespace pagellm
