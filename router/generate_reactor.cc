@@ -182,7 +182,7 @@ void GenerateReactor::OnWorkerRead(bool ok) {
       ++count_;
       if (!writing_) {
         writing_ = true;
-        StartWrite(&slots_[head_]);
+        StartWrite(Serialize(slots_[head_]));
       }
       if (count_ < kSlots) StartReadLocked();
     } else {
@@ -193,6 +193,14 @@ void GenerateReactor::OnWorkerRead(bool ok) {
     deps.metrics->ObserveTimeToFirstToken(time_to_first_token);
   }
   Run(deps, this, std::move(after));
+}
+
+const grpc::ByteBuffer* GenerateReactor::Serialize(const v1::GenerateResponse& m) {
+  bool own = false;
+  wire_.Clear();  // the previous write is done; the serializer wants an empty buffer
+  const grpc::Status st = grpc::SerializationTraits<v1::GenerateResponse>::Serialize(m, &wire_, &own);
+  PAGELLM_CHECK(st.ok(), "serializing a GenerateResponse failed: {}", st.error_message());
+  return &wire_;
 }
 
 void GenerateReactor::OnWriteDone(bool ok) {
@@ -211,7 +219,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
       --count_;
       if (count_ > 0) {
         writing_ = true;
-        StartWrite(&slots_[head_]);
+        StartWrite(Serialize(slots_[head_]));
       }
       if (call_active_ && !reading_ && !read_closed_ && count_ < kSlots) StartReadLocked();
     }

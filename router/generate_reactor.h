@@ -43,7 +43,7 @@
 
 namespace pagellm {
 
-class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                               public QueuedRequest {
  public:
   // Borrowed collaborators; they outlive every stream (the server shuts down first).
@@ -127,13 +127,19 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   // flight, if any, is slots_[head_]; a read in flight fills slots_[read_slot_], which is
   // (head_ + count_) % kSlots while the client is there.
   std::array<v1::GenerateResponse, kSlots> slots_ ABSL_GUARDED_BY(mu_);
+  // The slot being written, serialized (the Generate method is raw: see request_bytes.h).
+  // Valid while writing_.
+  grpc::ByteBuffer wire_ ABSL_GUARDED_BY(mu_);
+  // Serializes `m` into wire_ and returns it, for StartWrite.
+  const grpc::ByteBuffer* Serialize(const v1::GenerateResponse& m)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int head_ ABSL_GUARDED_BY(mu_) = 0;
   int count_ ABSL_GUARDED_BY(mu_) = 0;
   int read_slot_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // A stream finished before it started (router not ready, draining): Finish(status) at once.
-class RejectedGenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class RejectedGenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   RejectedGenerateReactor(RouterMetrics* metrics, const grpc::Status& status);
   void OnDone() override { delete this; }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/api/proto_convert.h"
+#include "router/request_bytes.h"
 #include "router/request_validator.h"
 
 namespace pagellm {
@@ -58,14 +59,16 @@ void GenerationService::StreamDone() {
   --open_streams_;
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire) {
   const ModelContext* m = model();
   if (m == nullptr) return new RejectedGenerateReactor(metrics_, NotReady());
   if (draining_.load(std::memory_order_acquire)) {
     return new RejectedGenerateReactor(
         metrics_, grpc::Status(grpc::StatusCode::UNAVAILABLE, "the router is shutting down"));
   }
+  absl::StatusOr<v1::GenerateRequest> request = ParseGenerateRequest(*wire);
+  if (!request.ok()) return new RejectedGenerateReactor(metrics_, ToGrpcStatus(request.status()));
   {
     absl::MutexLock lock(&streams_mu_);
     ++open_streams_;

@@ -24,7 +24,10 @@
 
 namespace pagellm {
 
-class GenerationService final : public v1::Generation::CallbackService {
+// Generate is a raw (bytes) method so that request text that is not UTF-8 gets a clear
+// INVALID_ARGUMENT (see request_bytes.h); the other methods are typed.
+class GenerationService final
+    : public v1::Generation::WithRawCallbackMethod_Generate<v1::Generation::CallbackService> {
  public:
   // Collaborators are borrowed and must outlive the service's gRPC server.
   GenerationService(AdmissionQueue* queue, WorkerPool* pool, RouterMetrics* metrics,
@@ -41,8 +44,8 @@ class GenerationService final : public v1::Generation::CallbackService {
   bool WaitForStreams(absl::Time deadline);
   [[nodiscard]] int open_streams() const;
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
                                      const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) override;

@@ -247,16 +247,15 @@ class ServingTest(unittest.TestCase):
                                  cm.exception.details())
                 self.assertTrue(cm.exception.details())
         # Invalid UTF-8 cannot be put in a proto string from Python; send raw bytes instead:
-        # field 2 (text), length 2, b"\xff\xfe". protobuf refuses to parse it, so gRPC answers
-        # before the router's own check (which names the problem) can run: the call fails and
-        # nothing else is affected. (INVALID_ARGUMENT here needs a raw-bytes Generate handler.)
+        # field 2 (text), length 2, b"\xff\xfe".
         raw = b"\x12\x02\xff\xfe"
         call = self.channel.unary_stream("/pagellm.v1.Generation/Generate",
                                          request_serializer=lambda b: b,
                                          response_deserializer=GEN_PB2.GenerateResponse.FromString)
         with self.assertRaises(grpc.RpcError) as cm:
             list(call(raw))
-        self.assertNotEqual(cm.exception.code(), grpc.StatusCode.OK)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("UTF-8", cm.exception.details())
         # And the service keeps serving.
         samples, _ = pagellm_client.Generate(self.stub, GEN_PB2, prompt="The capital of France is",
                                              max_tokens=4, temperature=0)
