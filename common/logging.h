@@ -21,14 +21,14 @@ void InitLogging(const char* level = "info");
 
 // Crash on a broken internal invariant (never on client input: use absl::Status for that).
 // Writes straight to stderr so the message survives whatever state the logger is in.
-#define PAGELLM_CHECK(cond, ...)                                                        \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
+#define PAGELLM_CHECK(cond, ...)                                                         \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
       std::fprintf(stderr, "CHECK failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond, \
-                   ::fmt::format(__VA_ARGS__).c_str());                                 \
-      std::fflush(stderr);                                                              \
-      std::abort();                                                                     \
-    }                                                                                   \
+                   ::fmt::format(__VA_ARGS__).c_str());                                  \
+      std::fflush(stderr);                                                               \
+      std::abort();                                                                      \
+    }                                                                                    \
   } while (0)
 
 #endif  // PAGELLM_COMMON_LOGGING_H_

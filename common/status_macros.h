@@ -9,9 +9,9 @@
 #define PAGELLM_CONCAT_(a, b) PAGELLM_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function if `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                    \
-  do {                                           \
-    ::absl::Status pagellm_status_ = (expr);     \
+#define RETURN_IF_ERROR(expr)                          \
+  do {                                                 \
+    ::absl::Status pagellm_status_ = (expr);           \
     if (!pagellm_status_.ok()) return pagellm_status_; \
   } while (0)
 

@@ -1,7 +1,7 @@
-// UTF-8 helpers (tokenizer, model-file and request validation): validation, replacement of invalid bytes, character
-// iteration. Invalid input is replaced, never rejected: each maximal subpart of an ill-formed
-// sequence becomes one U+FFFD (Unicode ch. 3 "substitution of maximal subparts", the policy of
-// Rust's String::from_utf8_lossy, which HF tokenizers' decoders use).
+// UTF-8 helpers (tokenizer, model-file and request validation): validation, replacement of invalid
+// bytes, character iteration. Invalid input is replaced, never rejected: each maximal subpart of an
+// ill-formed sequence becomes one U+FFFD (Unicode ch. 3 "substitution of maximal subparts", the
+// policy of Rust's String::from_utf8_lossy, which HF tokenizers' decoders use).
 //
 // All functions are pure and thread-safe.
 #ifndef PAGELLM_COMMON_UTF8_H_

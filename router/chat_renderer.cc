@@ -23,8 +23,8 @@ class TemplateRenderer final : public ChatRenderer {
       // unknown one would silently become part of the prompt.
       if (m.role() != "system" && m.role() != "user" && m.role() != "assistant" &&
           m.role() != "tool") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "unknown chat role '", m.role(), "' (system, user, assistant or tool)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown chat role '", m.role(), "' (system, user, assistant or tool)"));
       }
       messages.push_back(ChatMessage{m.role(), m.content()});
     }

@@ -198,7 +198,8 @@ void GenerateReactor::OnWorkerRead(bool ok) {
 const grpc::ByteBuffer* GenerateReactor::Serialize(const v1::GenerateResponse& m) {
   bool own = false;
   wire_.Clear();  // the previous write is done; the serializer wants an empty buffer
-  const grpc::Status st = grpc::SerializationTraits<v1::GenerateResponse>::Serialize(m, &wire_, &own);
+  const grpc::Status st =
+      grpc::SerializationTraits<v1::GenerateResponse>::Serialize(m, &wire_, &own);
   PAGELLM_CHECK(st.ok(), "serializing a GenerateResponse failed: {}", st.error_message());
   return &wire_;
 }

@@ -26,7 +26,7 @@ TEST(RequestBytesTest, NamesTheFieldWithInvalidUtf8) {
     return std::string(1, static_cast<char>(number << 3 | 2)) +
            std::string(1, static_cast<char>(payload.size())) + payload;
   };
-  const std::string message = field(1, "user") ;
+  const std::string message = field(1, "user");
   struct Case {
     std::string wire;
     std::string name;

@@ -31,12 +31,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/flags_util.h"
+#include "common/testing/grpc_probe.h"
 #include "grpcpp/grpcpp.h"
 #include "pagellm/v1/generation.grpc.pb.h"
 #include "pagellm/v1/worker.grpc.pb.h"
 #include "router/testing/fake_worker.h"
-#include "router/testing/grpc_probe.h"
-#include "tools/cli/flags_util.h"
 
 ABSL_FLAG(std::string, router_binary, "", "pagellm-router to run (default: next to this tool)");
 ABSL_FLAG(int, router_cpu, -1, "Pin the router to this CPU (-1: no pinning)");

@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/testing/grpc_probe.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pagellm/v1/generation.grpc.pb.h"
 #include "router/router_server.h"
 #include "router/testing/fake_worker.h"
-#include "router/testing/grpc_probe.h"
 
 namespace pagellm {
 namespace {

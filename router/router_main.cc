@@ -6,10 +6,6 @@
 //
 // SIGTERM / SIGINT: NOT_SERVING, refuse new requests, let open streams finish for up to
 // --shutdown-grace seconds, exit 0.
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -19,9 +15,10 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/flags_util.h"
 #include "common/logging.h"
+#include "common/signal_wait.h"
 #include "router/router_server.h"
-#include "tools/cli/flags_util.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on");
 ABSL_FLAG(int, port, 50051, "gRPC port (pagellm.v1.Generation, health, reflection)");
@@ -37,45 +34,16 @@ ABSL_FLAG(double, request_timeout, 600.0,
 ABSL_FLAG(double, shutdown_grace, 30.0, "Seconds open streams get to finish after SIGTERM/SIGINT");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
 
-namespace {
-
-// SIGTERM/SIGINT are turned into a byte on this pipe (async-signal-safe), which main() waits
-// for. A handler rather than sigwait: threads that libraries start before main() would otherwise
-// take the signal with its default action.
-int g_signal_pipe[2] = {-1, -1};
-
-extern "C" void OnSignal(int sig) {
-  const char c = static_cast<char>(sig);
-  const int saved = errno;
-  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &c, 1);
-  errno = saved;
-}
-
-int WaitForSignal() {
-  char c = 0;
-  while (read(g_signal_pipe[0], &c, 1) < 0 && errno == EINTR) {
-  }
-  return c;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "pagellm-router --workers host:port[,host:port...] | --worker-dns name:port [flags]");
   pagellm::cli::ParseFlags(argc, argv);
   pagellm::InitLogging(absl::GetFlag(FLAGS_log_level).c_str());
 
-  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
-    std::perror("pipe2");
+  if (absl::Status s = pagellm::InstallTerminationSignals(); !s.ok()) {
+    PLOG_ERROR("{}", s.ToString());
     return 1;
   }
-  struct sigaction action = {};
-  action.sa_handler = OnSignal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
 
   pagellm::RouterServer::Options options;
   options.listen_address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
@@ -103,7 +71,7 @@ int main(int argc, char** argv) {
     PLOG_ERROR("{}", router.status().ToString());
     return 1;
   }
-  const int sig = WaitForSignal();
+  const int sig = pagellm::WaitForTerminationSignal();
   PLOG_INFO("{} received: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*router)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace)));
   PLOG_INFO("pagellm-router stopped");

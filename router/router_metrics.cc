@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics_exposer.h"
 #include "prometheus/text_serializer.h"
 
 namespace pagellm {
@@ -69,15 +70,10 @@ absl::StatusOr<std::unique_ptr<RouterMetrics>> RouterMetrics::Create(
     const std::string& listen_address) {
   std::unique_ptr<RouterMetrics> m(new RouterMetrics());
   if (listen_address.empty()) return m;
-  try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(listen_address, /*num_threads=*/1);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen_address, ": ", e.what()));
-  }
-  m->exposer_->RegisterCollectable(m->registry_);
-  const std::vector<int> ports = m->exposer_->GetListeningPorts();
-  m->port_ = ports.empty() ? 0 : ports.front();
+  absl::StatusOr<MetricsEndpoint> endpoint = ServeMetrics(listen_address, m->registry_);
+  if (!endpoint.ok()) return endpoint.status();
+  m->exposer_ = std::move(endpoint->exposer);
+  m->port_ = endpoint->port;
   return m;
 }
 

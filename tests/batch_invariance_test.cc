@@ -42,7 +42,8 @@ TEST_P(BatchInvarianceTest, AloneEqualsTogetherEqualsChunked) {
   ASSERT_TRUE(together.ok()) << together.status();
   EngineOptions chunked;
   chunked.max_num_batched_tokens = 7;
-  auto small = testing::GreedyGenerate(m->backend.get(), m->tokenizer.get(), prompts, 24, true, chunked);
+  auto small =
+      testing::GreedyGenerate(m->backend.get(), m->tokenizer.get(), prompts, 24, true, chunked);
   ASSERT_TRUE(small.ok()) << small.status();
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ((*alone)[i].size(), 24u);
@@ -51,20 +52,22 @@ TEST_P(BatchInvarianceTest, AloneEqualsTogetherEqualsChunked) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    BlockSizes, BatchInvarianceTest,
-    ::testing::Values(Param{"models/SmolLM2-135M-Instruct.Q4_1.gguf", 1},
-                      Param{"models/SmolLM2-135M-Instruct.Q4_1.gguf", 8},
-                      Param{"models/SmolLM2-135M-Instruct.Q4_1.gguf", 16},
-                      Param{"models/SmolLM2-135M-Instruct.Q4_1.gguf", 32},
-                      Param{"models/SmolLM2-135M-Instruct.F32.gguf", 1},
-                      Param{"models/SmolLM2-135M-Instruct.F32.gguf", 8},
-                      Param{"models/SmolLM2-135M-Instruct.F32.gguf", 16},
-                      Param{"models/SmolLM2-135M-Instruct.F32.gguf", 32}),
-    [](const auto& info) {
-      return std::string(std::string(info.param.model).find("F32") != std::string::npos ? "f32" : "q4_1") +
-             "_bs" + std::to_string(info.param.block_size);
-    });
+INSTANTIATE_TEST_SUITE_P(BlockSizes, BatchInvarianceTest,
+                         ::testing::Values(Param{"models/SmolLM2-135M-Instruct.Q4_1.gguf", 1},
+                                           Param{"models/SmolLM2-135M-Instruct.Q4_1.gguf", 8},
+                                           Param{"models/SmolLM2-135M-Instruct.Q4_1.gguf", 16},
+                                           Param{"models/SmolLM2-135M-Instruct.Q4_1.gguf", 32},
+                                           Param{"models/SmolLM2-135M-Instruct.F32.gguf", 1},
+                                           Param{"models/SmolLM2-135M-Instruct.F32.gguf", 8},
+                                           Param{"models/SmolLM2-135M-Instruct.F32.gguf", 16},
+                                           Param{"models/SmolLM2-135M-Instruct.F32.gguf", 32}),
+                         [](const auto& info) {
+                           return std::string(std::string(info.param.model).find("F32") !=
+                                                      std::string::npos
+                                                  ? "f32"
+                                                  : "q4_1") +
+                                  "_bs" + std::to_string(info.param.block_size);
+                         });
 
 }  // namespace
 }  // namespace pagellm

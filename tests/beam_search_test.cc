@@ -30,8 +30,7 @@ TEST(BeamSearchReferenceTest, BeamsMatchTheReference) {
   auto m = testing::OpenModel(kModel, o);
   ASSERT_TRUE(m.ok()) << m.status();
   const std::vector<int32_t> eos = m->tokenizer->end_of_generation_ids();
-  EXPECT_EQ(std::set<int32_t>(eos.begin(), eos.end()),
-            fixture["eos_ids"].get<std::set<int32_t>>());
+  EXPECT_EQ(std::set<int32_t>(eos.begin(), eos.end()), fixture["eos_ids"].get<std::set<int32_t>>());
 
   auto engine = Engine::Create(m->backend.get(), m->tokenizer.get(), EngineOptions());
   ASSERT_TRUE(engine.ok()) << engine.status();
@@ -45,10 +44,10 @@ TEST(BeamSearchReferenceTest, BeamsMatchTheReference) {
   ASSERT_GE(cases.size(), 4u);
   // All cases at once: the beams of different requests share the batch.
   for (size_t i = 0; i < cases.size(); ++i) {
-    ASSERT_TRUE((*engine)
-                    ->AddRequest(std::to_string(i),
-                                 cases[i]["prompt_ids"].get<std::vector<int32_t>>(), p)
-                    .ok());
+    ASSERT_TRUE(
+        (*engine)
+            ->AddRequest(std::to_string(i), cases[i]["prompt_ids"].get<std::vector<int32_t>>(), p)
+            .ok());
   }
   auto run = testing::RunEngine(engine->get());
   ASSERT_TRUE(run.ok()) << run.status();

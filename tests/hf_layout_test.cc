@@ -2,9 +2,11 @@
 // safetensors, Q/K rows un-permuted to rotate-half RoPE, tokenizer.json) loads and gives the
 // same logits as the GGUF (within 1e-4 relative to the largest logit), single-file and sharded.
 #include <cmath>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "worker/model/model_loader.h"
 
 namespace pagellm {
 namespace {
@@ -43,6 +45,36 @@ TEST_P(HfLayoutTest, LogitsMatchTheGguf) {
   std::printf("%s: %zu positions, max |diff| %.3g, max |logit| %.3g, relative %.3g\n", dir,
               ids.size(), max_diff, max_abs, max_diff / max_abs);
   EXPECT_LE(max_diff / max_abs, 1e-4);
+}
+
+// The GGUF reader renames llama.cpp's tensors to the canonical (Hugging Face) names; the
+// converter, written with the `gguf` and `safetensors` packages, writes the HF names itself. The
+// two checkpoints must hold the same tensors with the same shapes.
+TEST_P(HfLayoutTest, GgufAndHfCheckpointsHoldTheSameTensors) {
+  const char* dir = GetParam();
+  for (const char* p : {kGguf, dir}) {
+    PAGELLM_SKIP_WITHOUT_MODEL(p);
+  }
+  auto read = [](const char* path) {
+    LoadModelOptions lo;
+    lo.path = path;
+    return LoadModel(lo);
+  };
+  auto gguf = read(kGguf);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  auto hf = read(dir);
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  const TensorMap& a = gguf->checkpoint->tensors;
+  const TensorMap& b = hf->checkpoint->tensors;
+  EXPECT_EQ(a.Names(), b.Names());
+  EXPECT_EQ(a.size(), 272u);  // embedding, 30 layers of 9, final norm; tied head
+  for (const std::string& name : a.Names()) {
+    const TensorView* t = b.Find(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(a.Find(name)->shape, t->shape) << name;
+  }
+  EXPECT_FALSE(gguf->checkpoint->rope_neox);  // llama.cpp's interleaved Q/K rows
+  EXPECT_TRUE(hf->checkpoint->rope_neox);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, HfLayoutTest,

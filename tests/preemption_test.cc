@@ -18,8 +18,8 @@ constexpr char kModel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 // 32 prompts of 8-14 tokens.
 std::vector<std::string> Prompts() {
-  const char* subjects[] = {"France", "Italy",  "the moon", "Python", "a cat",   "the ocean",
-                            "music",  "winter", "bread",    "a river", "chess",  "the sun",
+  const char* subjects[] = {"France", "Italy",  "the moon", "Python",  "a cat", "the ocean",
+                            "music",  "winter", "bread",    "a river", "chess", "the sun",
                             "trains", "coffee", "a forest", "math"};
   std::vector<std::string> out;
   for (const char* s : subjects) {
@@ -31,9 +31,7 @@ std::vector<std::string> Prompts() {
 
 class PreemptionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    PAGELLM_SKIP_WITHOUT_MODEL(kModel);
-  }
+  void SetUp() override { PAGELLM_SKIP_WITHOUT_MODEL(kModel); }
 
   // A backend with `num_kv_blocks` blocks (0: roomy) and `swap_blocks` swap blocks.
   static testing::TestModel Open(int64_t num_kv_blocks, int64_t swap_blocks) {
@@ -56,8 +54,8 @@ class PreemptionTest : public ::testing::Test {
     if (!engine.ok()) return {};
     const std::vector<std::string> prompts = Prompts();
     for (size_t i = 0; i < num_prompts; ++i) {
-      absl::Status st = (*engine)->AddRequest(
-          std::to_string(i), m.tokenizer->Encode(prompts[i], true, false), p);
+      absl::Status st =
+          (*engine)->AddRequest(std::to_string(i), m.tokenizer->Encode(prompts[i], true, false), p);
       EXPECT_TRUE(st.ok()) << st;
     }
     auto run = testing::RunEngine(engine->get());
@@ -140,8 +138,8 @@ TEST_F(PreemptionTest, AbortInEveryStateFreesEveryBlock) {
   SamplingParams p = SeededN4(40);
   const std::vector<std::string> prompts = Prompts();
   for (int i = 0; i < 6; ++i) {
-    ASSERT_TRUE(e->AddRequest(std::to_string(i), m.tokenizer->Encode(prompts[i], true, false), p)
-                    .ok());
+    ASSERT_TRUE(
+        e->AddRequest(std::to_string(i), m.tokenizer->Encode(prompts[i], true, false), p).ok());
   }
   // A long prompt that needs several 16-token chunks.
   std::string long_prompt;
@@ -164,7 +162,7 @@ TEST_F(PreemptionTest, AbortInEveryStateFreesEveryBlock) {
   EXPECT_TRUE(aborted_running);
   EXPECT_FALSE(e->HasUnfinished());
   EXPECT_EQ(e->block_manager().GetStats().device_used, 0);
-  EXPECT_EQ(e->block_manager().GetStats().cpu_used, 0);
+  EXPECT_EQ(e->block_manager().GetStats().swap_used, 0);
 
   // Waiting and mid-prefill (a new long prompt: the first one's blocks are in the prefix cache).
   std::string other_long;

@@ -90,8 +90,10 @@ TEST_F(SharingTest, ParallelSamplesShareThePromptBlocks) {
 TEST_F(SharingTest, ASharedPrefixIsComputedOnceAndChangesNothing) {
   const std::vector<int32_t> prefix = LongIds(512);
   std::vector<int32_t> a = prefix, b = prefix;
-  const std::vector<int32_t> sa = model_.tokenizer->Encode(" Question: what was measured?", false, false);
-  const std::vector<int32_t> sb = model_.tokenizer->Encode(" Summarize the notes above in one line.", false, false);
+  const std::vector<int32_t> sa =
+      model_.tokenizer->Encode(" Question: what was measured?", false, false);
+  const std::vector<int32_t> sb =
+      model_.tokenizer->Encode(" Summarize the notes above in one line.", false, false);
   a.insert(a.end(), sa.begin(), sa.end());
   b.insert(b.end(), sb.begin(), sb.end());
 

@@ -1,5 +1,6 @@
 #include "tests/test_util.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -20,21 +21,13 @@ bool ModelsRequired() {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
-SamplingParams GreedyParams(int32_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
 absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options) {
   LoadModelOptions lo;
   lo.path = path;
   ASSIGN_OR_RETURN(LoadedModel m, LoadModel(lo));
   TestModel t;
   t.tokenizer = std::move(m.tokenizer);
-  ASSIGN_OR_RETURN(t.backend, CreateCpuBackend(std::move(m.weights), options));
+  ASSIGN_OR_RETURN(t.backend, CreateCpuBackend(m.checkpoint, options));
   return t;
 }
 
@@ -76,9 +69,13 @@ absl::StatusOr<std::vector<float>> AllPositionLogits(Backend* backend,
   if (num_blocks > backend->num_kv_blocks()) {
     return absl::ResourceExhaustedError("the sequence does not fit the KV pool");
   }
-  std::vector<int32_t> table(num_blocks);
+  // The block table has the engine's stride for the model's full context.
+  const int64_t stride = (backend->config().max_position_embeddings + bs - 1) / bs;
+  std::vector<int32_t> table(std::max(stride, num_blocks), 0);
   for (int64_t i = 0; i < num_blocks; ++i) table[i] = static_cast<int32_t>(i);
   std::vector<int32_t> positions(n), seq(n, 0), logit_rows(n);
+  std::vector<int32_t> query_start = {0, static_cast<int32_t>(n)};
+  std::vector<int32_t> seq_lens = {static_cast<int32_t>(n)};
   std::vector<int64_t> slots(n);
   for (int64_t i = 0; i < n; ++i) {
     positions[i] = static_cast<int32_t>(i);
@@ -92,12 +89,15 @@ absl::StatusOr<std::vector<float>> AllPositionLogits(Backend* backend,
   batch.token_seq = seq.data();
   batch.slots = slots.data();
   batch.num_seqs = 1;
+  batch.query_start = query_start.data();
+  batch.seq_lens = seq_lens.data();
   batch.block_tables = table.data();
-  batch.max_blocks_per_seq = static_cast<int64_t>(table.size());
+  batch.block_table_stride = static_cast<int64_t>(table.size());
   batch.num_logits = n;
   batch.logit_indices = logit_rows.data();
+  batch.all_decode = n == 1;
   std::vector<float> logits(n * backend->config().vocab_size);
-  RETURN_IF_ERROR(backend->Forward(batch, logits.data()));
+  RETURN_IF_ERROR(backend->ForwardLogits(batch, logits.data()));
   return logits;
 }
 
@@ -118,9 +118,9 @@ absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps) {
     return absl::InternalError(absl::StrCat("unfinished after ", max_steps, " steps"));
   }
   const BlockManager::Stats bm = engine->block_manager().GetStats();
-  if (bm.device_used != 0 || bm.cpu_used != 0) {
-    return absl::InternalError(absl::StrCat("KV blocks leaked: ", bm.device_used, " device, ",
-                                            bm.cpu_used, " swap"));
+  if (bm.device_used != 0 || bm.swap_used != 0) {
+    return absl::InternalError(
+        absl::StrCat("KV blocks leaked: ", bm.device_used, " device, ", bm.swap_used, " swap"));
   }
   run.stats = engine->stats();
   return run;

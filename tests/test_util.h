@@ -12,8 +12,9 @@
 #include "absl/status/statusor.h"
 #include "common/tokenizer/tokenizer.h"
 #include "worker/backend/backend.h"
-#include "worker/backend/cpu_backend.h"
+#include "worker/backend/cpu/cpu_backend.h"
 #include "worker/engine/engine.h"
+#include "worker/engine/testing/sampling.h"  // GreedyParams
 
 namespace pagellm::testing {
 
@@ -24,16 +25,13 @@ bool ModelsRequired();
 
 // In a test body or SetUp(): skips the test when `path` is missing, or fails it when
 // PAGELLM_REQUIRE_MODELS=1.
-#define PAGELLM_SKIP_WITHOUT_MODEL(path)                                        \
-  do {                                                                          \
-    if (!::pagellm::testing::PathExists(path)) {                                \
+#define PAGELLM_SKIP_WITHOUT_MODEL(path)                                           \
+  do {                                                                             \
+    if (!::pagellm::testing::PathExists(path)) {                                   \
       if (::pagellm::testing::ModelsRequired()) FAIL() << (path) << " is missing"; \
-      GTEST_SKIP() << (path) << " is missing (run tools/test.sh)";              \
-    }                                                                           \
+      GTEST_SKIP() << (path) << " is missing (run tools/test.sh)";                 \
+    }                                                                              \
   } while (0)
-
-// Greedy decoding of exactly max_tokens tokens (EOS ignored).
-SamplingParams GreedyParams(int32_t max_tokens);
 
 struct TestModel {
   std::unique_ptr<Tokenizer> tokenizer;

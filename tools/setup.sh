@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(build-essential cmake ninja-build pkg-config git unzip ca-certificates
+APT_PKGS=(build-essential cmake ninja-build pkg-config git unzip ca-certificates clang-format
   python3 python3-venv python3-pip
   libabsl-dev libpcre2-dev libopenblas-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev

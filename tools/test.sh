@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test from a fresh clone: installs what is missing, builds, fetches and converts the
-# default model, then runs CTest (which also regenerates the reference fixtures from the
-# independent Python implementations). Model-dependent tests fail, rather than skip, here.
+# Runs every test from a fresh clone: installs what is missing, checks the layering and the
+# formatting, builds, fetches and converts the default model, then runs CTest (which also
+# regenerates the reference fixtures from the independent Python implementations).
+# Model-dependent tests fail, rather than skip, here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
+tools/check_layers.sh
+git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format --dry-run -Werror
+echo "clang-format: ok"
 tools/build.sh
 tools/prepare_models.sh
 export PAGELLM_REQUIRE_MODELS=1

@@ -58,19 +58,27 @@ void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out) {
 
 FinishReason FinishReasonFromProto(v1::FinishReason reason) {
   switch (reason) {
-    case v1::FINISH_REASON_STOP: return FinishReason::kStop;
-    case v1::FINISH_REASON_LENGTH: return FinishReason::kLength;
-    case v1::FINISH_REASON_ABORT: return FinishReason::kAbort;
-    default: return FinishReason::kNone;
+    case v1::FINISH_REASON_STOP:
+      return FinishReason::kStop;
+    case v1::FINISH_REASON_LENGTH:
+      return FinishReason::kLength;
+    case v1::FINISH_REASON_ABORT:
+      return FinishReason::kAbort;
+    default:
+      return FinishReason::kNone;
   }
 }
 
 v1::FinishReason FinishReasonToProto(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone: return v1::FINISH_REASON_UNSPECIFIED;
-    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
-    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
-    case FinishReason::kAbort: return v1::FINISH_REASON_ABORT;
+    case FinishReason::kNone:
+      return v1::FINISH_REASON_UNSPECIFIED;
+    case FinishReason::kStop:
+      return v1::FINISH_REASON_STOP;
+    case FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kAbort:
+      return v1::FINISH_REASON_ABORT;
   }
   return v1::FINISH_REASON_UNSPECIFIED;
 }
@@ -106,8 +114,12 @@ void VocabSpecToProto(const VocabSpec& spec, v1::TokenizerSpec* out) {
 absl::StatusOr<VocabSpec> VocabSpecFromProto(const v1::TokenizerSpec& p) {
   VocabSpec spec;
   switch (p.model()) {
-    case v1::TokenizerSpec::BYTE_LEVEL_BPE: spec.model = VocabModel::kByteLevelBpe; break;
-    case v1::TokenizerSpec::SENTENCE_PIECE_BPE: spec.model = VocabModel::kSentencePieceBpe; break;
+    case v1::TokenizerSpec::BYTE_LEVEL_BPE:
+      spec.model = VocabModel::kByteLevelBpe;
+      break;
+    case v1::TokenizerSpec::SENTENCE_PIECE_BPE:
+      spec.model = VocabModel::kSentencePieceBpe;
+      break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("unknown tokenizer model ", p.model()));
   }
@@ -119,7 +131,8 @@ absl::StatusOr<VocabSpec> VocabSpecFromProto(const v1::TokenizerSpec& p) {
   spec.tokens.assign(p.tokens().begin(), p.tokens().end());
   spec.scores.assign(p.scores().begin(), p.scores().end());
   for (int32_t t : p.token_types()) {
-    if (t < static_cast<int32_t>(TokenType::kNormal) || t > static_cast<int32_t>(TokenType::kUnused)) {
+    if (t < static_cast<int32_t>(TokenType::kNormal) ||
+        t > static_cast<int32_t>(TokenType::kUnused)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown token type ", t));
     }
     spec.token_types.push_back(static_cast<TokenType>(t));

@@ -55,8 +55,8 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   EXPECT_EQ(back.n, 2);
   EXPECT_EQ(back.stop, s.stop);
   EXPECT_FALSE(back.skip_special_tokens);
-  for (FinishReason r : {FinishReason::kNone, FinishReason::kStop, FinishReason::kLength,
-                         FinishReason::kAbort}) {
+  for (FinishReason r :
+       {FinishReason::kNone, FinishReason::kStop, FinishReason::kLength, FinishReason::kAbort}) {
     EXPECT_EQ(FinishReasonFromProto(FinishReasonToProto(r)), r);
   }
 }

@@ -62,10 +62,10 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
     return Bad("n", absl::StrCat("must be in [1, ", kMaxParallelSamples, "]"), n);
   }
   if (beam_width < 0 || beam_width > kMaxParallelSamples) {
-    return Bad("beam_width", absl::StrCat("must be in [0, ", kMaxParallelSamples, "]"),
-               beam_width);
+    return Bad("beam_width", absl::StrCat("must be in [0, ", kMaxParallelSamples, "]"), beam_width);
   }
-  if (!std::isfinite(length_penalty)) return Bad("length_penalty", "must be finite", length_penalty);
+  if (!std::isfinite(length_penalty))
+    return Bad("length_penalty", "must be finite", length_penalty);
   if (UseBeamSearch()) {
     if (n != 1) return Bad("n", "must be 1 with beam search (beam_width completions return)", n);
     if (!IsGreedy()) return Bad("temperature", "must be 0 with beam search", temperature);

@@ -303,7 +303,8 @@ TEST(InvalidUtf8Test, RandomBytesRoundTripToTheirSanitizedText) {
       c = rng() % 4 == 0 ? static_cast<char>(rng()) : alphabet[rng() % alphabet.size()];
     const std::string want = SanitizeUtf8(text);
     for (const Tokenizer* tok : {byte_level.get(), spm.get()}) {
-      ASSERT_EQ(tok->Decode(tok->Encode(text, false, false), false), want) << absl::CHexEscape(text);
+      ASSERT_EQ(tok->Decode(tok->Encode(text, false, false), false), want)
+          << absl::CHexEscape(text);
     }
   }
 }

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "common/ggml_type.h"
+#include "common/half.h"  // the scalar conversions the kernels use
 
 namespace pagellm::kernels {
 
@@ -15,11 +16,6 @@ namespace pagellm::kernels {
 // Returns InvalidArgument if the type is not dequantizable or `n` is not a multiple of the
 // type's block size. REQUIRES: `src` holds n / block_elems * block_bytes bytes; dst holds n floats.
 absl::Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
-
-// fp16 / bf16 scalar conversions (IEEE round-to-nearest-even for the float -> half direction).
-float HalfToFloat(uint16_t h);
-uint16_t FloatToHalf(float f);
-float Bf16ToFloat(uint16_t h);
 
 }  // namespace pagellm::kernels
 

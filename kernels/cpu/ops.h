@@ -12,8 +12,9 @@ namespace pagellm::kernels {
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
 
 // Rotary embedding applied in place to `rows` rows (row stride `ld` floats), each `num_heads`
-// heads of `head_dim`. cos_sin holds, per position, head_dim/2 (cos, sin) pairs. `neox`: rotate pairs (i, i + d/2)
-// (Hugging Face layout); otherwise adjacent pairs (2i, 2i+1) (GGUF llama layout).
+// heads of `head_dim`. cos_sin holds, per position, head_dim/2 (cos, sin) pairs. `neox`: rotate
+// pairs (i, i + d/2) (Hugging Face layout); otherwise adjacent pairs (2i, 2i+1) (GGUF llama
+// layout).
 void ApplyRope(float* x, int64_t rows, int64_t ld, int64_t num_heads, int64_t head_dim,
                const int32_t* positions, const float* cos_sin, bool neox);
 

@@ -31,7 +31,8 @@ float DotPortable(const float* q, const void* k, KvDtype t, int64_t n) {
     for (int64_t i = 0; i < n; ++i) lanes[i % 16] = std::fma(q[i], kf[i], lanes[i % 16]);
   } else {
     const uint16_t* kh = static_cast<const uint16_t*>(k);
-    for (int64_t i = 0; i < n; ++i) lanes[i % 16] = std::fma(q[i], HalfToFloat(kh[i]), lanes[i % 16]);
+    for (int64_t i = 0; i < n; ++i)
+      lanes[i % 16] = std::fma(q[i], HalfToFloat(kh[i]), lanes[i % 16]);
   }
   return ReduceLanes16(lanes);
 }
@@ -55,9 +56,10 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) inline __m512 Load16(const 
 }
 
 __attribute__((target("avx512f,avx512vl,fma,f16c"))) float DotAvx512(const float* q, const void* k,
-                                                                      KvDtype t, int64_t n) {
+                                                                     KvDtype t, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), Load16(k, t, i), acc);
+  for (int64_t i = 0; i < n; i += 16)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), Load16(k, t, i), acc);
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, acc);
   return ReduceLanes16(lanes);
@@ -109,9 +111,11 @@ void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
   auto axpy = fast ? AxpyAvx512 : AxpyPortable;
 
   const int threads = pool != nullptr ? pool->num_threads() : 1;
-  if (static_cast<int>(workspace->per_thread.size()) < threads) workspace->per_thread.resize(threads);
+  if (static_cast<int>(workspace->per_thread.size()) < threads)
+    workspace->per_thread.resize(threads);
   int64_t max_ctx = 0;
-  for (int64_t t = 0; t < batch.num_tokens; ++t) max_ctx = std::max<int64_t>(max_ctx, batch.token_pos[t] + 1);
+  for (int64_t t = 0; t < batch.num_tokens; ++t)
+    max_ctx = std::max<int64_t>(max_ctx, batch.token_pos[t] + 1);
   for (auto& s : workspace->per_thread) {
     if (static_cast<int64_t>(s.size()) < max_ctx * group) s.resize(max_ctx * group);
   }
@@ -127,7 +131,8 @@ void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
       for (int64_t p = 0; p < ctx; ++p) {
         const int64_t base = ((static_cast<int64_t>(table[p / bs]) * nkv + kvh) * bs + p % bs) * hd;
         const void* kp = static_cast<const char*>(layer.k) + base * eb;
-        for (int64_t g = 0; g < group; ++g) scores[g * ctx + p] = dot(q0 + g * hd, kp, layer.dtype, hd) * batch.scale;
+        for (int64_t g = 0; g < group; ++g)
+          scores[g * ctx + p] = dot(q0 + g * hd, kp, layer.dtype, hd) * batch.scale;
       }
       for (int64_t g = 0; g < group; ++g) {
         float* s = scores + g * ctx;
@@ -145,7 +150,8 @@ void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
       for (int64_t p = 0; p < ctx; ++p) {
         const int64_t base = ((static_cast<int64_t>(table[p / bs]) * nkv + kvh) * bs + p % bs) * hd;
         const void* vp = static_cast<const char*>(layer.v) + base * eb;
-        for (int64_t g = 0; g < group; ++g) axpy(scores[g * ctx + p], vp, layer.dtype, hd, o0 + g * hd);
+        for (int64_t g = 0; g < group; ++g)
+          axpy(scores[g * ctx + p], vp, layer.dtype, hd, o0 + g * hd);
       }
     }
   };

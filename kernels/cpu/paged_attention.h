@@ -1,10 +1,7 @@
 // Paged attention on CPU: keys and values live in fixed-size blocks anywhere in a pool, and
 // each sequence's block table maps its logical blocks to physical ones.
 //
-// Cache layout of one layer (K and V alike), as shapes:
-//   [num_blocks][num_kv_heads][block_size][head_dim], element type fp32 or fp16.
-// A slot is block * block_size + offset; token position p of a sequence lives in slot
-// block_table[p / block_size] * block_size + p % block_size.
+// The cache layout is kernels/paged_kv.h's (fp32 or fp16 elements here).
 //
 // Determinism: a token's output depends only on its query, its position and the keys/values at
 // positions 0..pos of its sequence, visited in position order; neither the batch composition
@@ -16,21 +13,9 @@
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/paged_kv.h"
 
 namespace pagellm::kernels {
-
-enum class KvDtype { kF32, kF16 };
-
-inline int64_t KvDtypeBytes(KvDtype t) { return t == KvDtype::kF32 ? 4 : 2; }
-
-struct PagedKvLayer {
-  void* k = nullptr;
-  void* v = nullptr;
-  KvDtype dtype = KvDtype::kF16;
-  int64_t block_size = 16;
-  int64_t num_kv_heads = 0;
-  int64_t head_dim = 0;
-};
 
 // Stores token t's key and value (num_kv_heads * head_dim floats at k + t * stride, v + t *
 // stride) into slot slots[t]. REQUIRES: every slot is inside the pool.
@@ -43,7 +28,7 @@ struct AttentionBatch {
   float scale = 1.0f;
   const float* q = nullptr;  // token t, head h at q + t * q_stride + h * head_dim
   int64_t q_stride = 0;
-  float* out = nullptr;      // same layout with out_stride
+  float* out = nullptr;  // same layout with out_stride
   int64_t out_stride = 0;
   const int32_t* token_seq = nullptr;     // [num_tokens] row of block_tables
   const int32_t* token_pos = nullptr;     // [num_tokens] attends to positions 0..pos

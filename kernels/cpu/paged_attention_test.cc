@@ -87,7 +87,8 @@ TEST(PagedAttentionTest, MatchesContiguousReference) {
             for (int64_t p = 0; p <= t; ++p) {
               double d = 0;
               for (int64_t i = 0; i < hd; ++i)
-                d += static_cast<double>(r.q[(t * nh + h) * hd + i]) * r.k[(p * nkv + kvh) * hd + i];
+                d +=
+                    static_cast<double>(r.q[(t * nh + h) * hd + i]) * r.k[(p * nkv + kvh) * hd + i];
               s[p] = d / std::sqrt(static_cast<double>(hd));
               mx = std::max(mx, s[p]);
             }

@@ -25,8 +25,8 @@ uint16_t Load16(const uint8_t* p) {
 
 // Geometry of a type's GGML block and of its packed group-block.
 struct Layout {
-  int64_t src_bytes;   // GGML block
-  int64_t qs_offset;   // quants inside the GGML block
+  int64_t src_bytes;  // GGML block
+  int64_t qs_offset;  // quants inside the GGML block
   bool has_min;
   bool nibbles;
   int64_t scale_bytes;  // packed: d[8] (+ m[8]) fp16
@@ -35,9 +35,12 @@ struct Layout {
 
 Layout GetLayout(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_0: return {18, 2, false, true, 16, 128};
-    case GgmlType::kQ4_1: return {20, 4, true, true, 32, 128};
-    default: return {34, 2, false, false, 16, 256};  // Q8_0
+    case GgmlType::kQ4_0:
+      return {18, 2, false, true, 16, 128};
+    case GgmlType::kQ4_1:
+      return {20, 4, true, true, 32, 128};
+    default:
+      return {34, 2, false, false, 16, 256};  // Q8_0
   }
 }
 
@@ -59,8 +62,9 @@ uint8_t PackedQuant(const uint8_t* gb, const Layout& l, int r, int e) {
 
 // One row of activations to int8 blocks. The clones compute identical results (exact IEEE
 // operations only; nearbyint rounds half to even in both).
-__attribute__((target_clones("avx512f", "default"))) void QuantizeRow(
-    const float* x, int64_t nb, int8_t* qs, float* ds, float* ss, int32_t* sums) {
+__attribute__((target_clones("avx512f", "default"))) void QuantizeRow(const float* x, int64_t nb,
+                                                                      int8_t* qs, float* ds,
+                                                                      float* ss, int32_t* sums) {
   for (int64_t b = 0; b < nb; ++b) {
     const float* src = x + b * kBlock;
     float amax = 0.0f;
@@ -112,7 +116,7 @@ absl::StatusOr<PackedQuantMatrix> PackQuantMatrix(GgmlType type, const uint8_t* 
         const int64_t row = g * kGroup + r;
         if (row >= n_out) continue;  // zero padding: scale 0, quants 0
         const uint8_t* blk = blocks + (row * nb + b) * l.src_bytes;
-        std::memcpy(gb + 2 * r, blk, 2);                           // d
+        std::memcpy(gb + 2 * r, blk, 2);                          // d
         if (l.has_min) std::memcpy(gb + 16 + 2 * r, blk + 2, 2);  // m
         for (int e = 0; e < kBlock; ++e) {
           const uint8_t u = SourceQuant(blk, l, e);
@@ -172,8 +176,10 @@ void QuantMatmulGroupsPortable(const PackedQuantMatrix& w, int64_t g_begin, int6
           const uint8_t* gb = w.data.data() + (g * nb + b) * w.block_bytes;
           const int8_t* q = x.qs.data() + m * x.cols + b * kBlock;
           int32_t dot = -offset * x.sumq[m * nb + b];
-          for (int e = 0; e < kBlock; ++e) dot += static_cast<int32_t>(PackedQuant(gb, l, r, e)) * q[e];
-          acc = std::fma(static_cast<float>(dot) * HalfToFloat(Load16(gb + 2 * r)), x.d[m * nb + b], acc);
+          for (int e = 0; e < kBlock; ++e)
+            dot += static_cast<int32_t>(PackedQuant(gb, l, r, e)) * q[e];
+          acc = std::fma(static_cast<float>(dot) * HalfToFloat(Load16(gb + 2 * r)), x.d[m * nb + b],
+                         acc);
           if (l.has_min) acc = std::fma(HalfToFloat(Load16(gb + 16 + 2 * r)), x.s[m * nb + b], acc);
         }
         y[m * ldy + n] = acc;
@@ -184,8 +190,8 @@ void QuantMatmulGroupsPortable(const PackedQuantMatrix& w, int64_t g_begin, int6
 
 }  // namespace internal
 
-void QuantMatmul(const PackedQuantMatrix& w, const QuantizedActivations& x, float* y,
-                 int64_t ldy, ThreadPool* pool) {
+void QuantMatmul(const PackedQuantMatrix& w, const QuantizedActivations& x, float* y, int64_t ldy,
+                 ThreadPool* pool) {
   auto fn = GetCpuFeatures().avx512 ? internal::QuantMatmulGroupsAvx512
                                     : internal::QuantMatmulGroupsPortable;
   auto run = [&](int64_t begin, int64_t end, int) { fn(w, begin, end, x, y, ldy); };

@@ -44,8 +44,8 @@ struct PackedQuantMatrix {
   GgmlType type = GgmlType::kQ4_0;
   int64_t n_out = 0;
   int64_t n_in = 0;
-  int64_t groups = 0;        // ceil(n_out / 8); rows past n_out are zero padding
-  int64_t block_bytes = 0;   // per group and block
+  int64_t groups = 0;         // ceil(n_out / 8); rows past n_out are zero padding
+  int64_t block_bytes = 0;    // per group and block
   std::vector<uint8_t> data;  // [groups][n_in / 32][block_bytes]
 };
 
@@ -64,8 +64,8 @@ void QuantizeActivations(const float* x, int64_t rows, int64_t cols, int64_t ldx
 
 // y[m][n] = sum_k x[m][k] * W[n][k] for m < x.rows, n < w.n_out; y has row stride `ldy`.
 // REQUIRES: x.cols == w.n_in.
-void QuantMatmul(const PackedQuantMatrix& w, const QuantizedActivations& x, float* y,
-                 int64_t ldy, ThreadPool* pool);
+void QuantMatmul(const PackedQuantMatrix& w, const QuantizedActivations& x, float* y, int64_t ldy,
+                 ThreadPool* pool);
 
 namespace internal {
 // One kernel invocation: row groups [g_begin, g_end) of W against all rows of x.

@@ -54,12 +54,14 @@ void Tile(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
           wv[t + 4] = _mm256_and_si256(_mm256_srli_epi16(p, 4), low);
         }
       } else {
-        for (int t = 0; t < 8; ++t) wv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t));
+        for (int t = 0; t < 8; ++t)
+          wv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t));
       }
       for (int i = 0; i < MT; ++i) {
         const int64_t xb = (m0 + i) * nb + b;
         const int8_t* xq = x.qs.data() + (m0 + i) * x.cols + b * kBlock;
-        __m256i d0 = F::kOffset != 0 ? _mm256_set1_epi32(-F::kOffset * x.sumq[xb]) : _mm256_setzero_si256();
+        __m256i d0 =
+            F::kOffset != 0 ? _mm256_set1_epi32(-F::kOffset * x.sumq[xb]) : _mm256_setzero_si256();
         __m256i d1 = _mm256_setzero_si256();
         for (int t = 0; t < 8; t += 2) {
           d0 = _mm256_dpbusd_epi32(d0, wv[t], Broadcast4(xq + 4 * t));
@@ -85,10 +87,17 @@ void Rows(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
   int64_t m = m_begin;
   for (; m + 4 <= m_end; m += 4) Tile<T, 4, NG>(w, g0, x, m, y, ldy);
   switch (m_end - m) {
-    case 3: Tile<T, 3, NG>(w, g0, x, m, y, ldy); break;
-    case 2: Tile<T, 2, NG>(w, g0, x, m, y, ldy); break;
-    case 1: Tile<T, 1, NG>(w, g0, x, m, y, ldy); break;
-    default: break;
+    case 3:
+      Tile<T, 3, NG>(w, g0, x, m, y, ldy);
+      break;
+    case 2:
+      Tile<T, 2, NG>(w, g0, x, m, y, ldy);
+      break;
+    case 1:
+      Tile<T, 1, NG>(w, g0, x, m, y, ldy);
+      break;
+    default:
+      break;
   }
 }
 
@@ -115,9 +124,12 @@ void Groups(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
 void QuantMatmulGroupsAvx512(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
                              const QuantizedActivations& x, float* y, int64_t ldy) {
   switch (w.type) {
-    case GgmlType::kQ4_0: return Groups<GgmlType::kQ4_0>(w, g_begin, g_end, x, y, ldy);
-    case GgmlType::kQ4_1: return Groups<GgmlType::kQ4_1>(w, g_begin, g_end, x, y, ldy);
-    default: return Groups<GgmlType::kQ8_0>(w, g_begin, g_end, x, y, ldy);
+    case GgmlType::kQ4_0:
+      return Groups<GgmlType::kQ4_0>(w, g_begin, g_end, x, y, ldy);
+    case GgmlType::kQ4_1:
+      return Groups<GgmlType::kQ4_1>(w, g_begin, g_end, x, y, ldy);
+    default:
+      return Groups<GgmlType::kQ8_0>(w, g_begin, g_end, x, y, ldy);
   }
 }
 

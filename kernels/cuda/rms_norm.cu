@@ -24,12 +24,12 @@ __global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, 
 
 }  // namespace
 
-cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim,
-                          float eps, float* y, cudaStream_t stream) {
+cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+                          float* y, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   constexpr int kThreads = 256;
-  RmsNormKernel<kThreads><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, dim,
-                                                                                eps, y);
+  RmsNormKernel<kThreads>
+      <<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, dim, eps, y);
   return cudaGetLastError();
 }
 

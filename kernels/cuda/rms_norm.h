@@ -11,8 +11,8 @@ namespace pagellm::kernels::cuda {
 
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight for `rows` rows of `dim` floats (device
 // pointers). In-place allowed.
-cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim,
-                          float eps, float* y, cudaStream_t stream);
+cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+                          float* y, cudaStream_t stream);
 
 }  // namespace pagellm::kernels::cuda
 

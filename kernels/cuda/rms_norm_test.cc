@@ -29,7 +29,8 @@ TEST(CudaRmsNormTest, MatchesCpuKernel) {
   ASSERT_EQ(cudaMemcpy(got.data(), dx, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   cudaFree(dx);
   cudaFree(dw);
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * std::fabs(want[i]) + 1e-5f);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-4f * std::fabs(want[i]) + 1e-5f);
 }
 
 }  // namespace

@@ -13,8 +13,7 @@ constexpr uint64_t kArrivalStream = 0x9e3779b97f4a7c15ull;  // apart from the da
 absl::StatusOr<std::vector<int64_t>> ArrivalOffsets(int64_t n, const ArrivalOptions& o) {
   if (n < 0 || !(o.request_rate > 0) || !(o.burstiness > 0) || std::isinf(o.burstiness)) {
     return absl::InvalidArgumentError(absl::StrCat("bad arrival options: ", n, " requests, rate ",
-                                                   o.request_rate, ", burstiness ",
-                                                   o.burstiness));
+                                                   o.request_rate, ", burstiness ", o.burstiness));
   }
   std::vector<int64_t> offsets(n, 0);
   if (std::isinf(o.request_rate)) return offsets;

@@ -15,7 +15,7 @@ namespace pagellm::bench {
 
 struct ArrivalOptions {
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s, > 0
-  double burstiness = 1.0;                                         // gamma shape, > 0
+  double burstiness = 1.0;                                        // gamma shape, > 0
   uint64_t seed = 0;
 };
 

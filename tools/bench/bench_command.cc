@@ -19,16 +19,16 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/flags_util.h"
 #include "tools/bench/bench_dataset.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/bench_target.h"
 #include "tools/bench/serving_bench.h"
-#include "tools/cli/flags_util.h"
 
-ABSL_DECLARE_FLAG(std::string, server);                // tools/cli/generate_command.cc
-ABSL_DECLARE_FLAG(std::optional<uint64_t>, seed);      // tools/cli/generate_command.cc
-ABSL_DECLARE_FLAG(double, temperature);                // tools/cli/generate_command.cc
-ABSL_DECLARE_FLAG(int64_t, max_model_len);             // tools/cli/engine_flags.cc
+ABSL_DECLARE_FLAG(std::string, server);            // tools/cli/generate_command.cc
+ABSL_DECLARE_FLAG(std::optional<uint64_t>, seed);  // tools/cli/generate_command.cc
+ABSL_DECLARE_FLAG(double, temperature);            // tools/cli/generate_command.cc
+ABSL_DECLARE_FLAG(int64_t, max_model_len);         // worker/flags/engine_flags.cc
 
 ABSL_FLAG(std::string, endpoint, "router",
           "router: pagellm.v1.Generation with token-id prompts; worker: pagellm.v1.Worker");
@@ -87,8 +87,8 @@ std::optional<std::string> TakeJsonFlag(std::vector<std::string>* args) {
     const std::string& a = (*args)[i];
     if (a == "--") break;
     if (a == "--json") {
-      const bool has_value = i + 1 < args->size() &&
-                             ((*args)[i + 1] == "-" || (*args)[i + 1].rfind("-", 0) != 0);
+      const bool has_value =
+          i + 1 < args->size() && ((*args)[i + 1] == "-" || (*args)[i + 1].rfind("-", 0) != 0);
       path = has_value ? (*args)[i + 1] : "-";
       args->erase(args->begin() + i, args->begin() + i + (has_value ? 2 : 1));
     } else if (a.rfind("--json=", 0) == 0) {
@@ -141,8 +141,8 @@ int BenchMain(int argc, char** argv) {
     return Fail(absl::Status(
         info.status().code(),
         absl::StrCat("GetModelInfo from ", server, ": ", info.status().message(),
-                     wrong_service ? absl::StrCat("(the server does not serve the ",
-                                                  run_endpoint, " API: check --endpoint)")
+                     wrong_service ? absl::StrCat("(the server does not serve the ", run_endpoint,
+                                                  " API: check --endpoint)")
                                    : "")));
   }
 
@@ -183,8 +183,7 @@ int BenchMain(int argc, char** argv) {
 
   std::fprintf(stderr, "pagellm bench: %d prompts to %s (%s, model %s); initial test run...\n",
                d.num_prompts, server.c_str(), run.endpoint.c_str(), run.model.c_str());
-  absl::StatusOr<bench::ServingBenchResult> result =
-      bench::RunServingBench(&target, *requests, o);
+  absl::StatusOr<bench::ServingBenchResult> result = bench::RunServingBench(&target, *requests, o);
   if (!result.ok()) return Fail(result.status());
 
   const std::string table = bench::FormatReport(run, result->metrics);

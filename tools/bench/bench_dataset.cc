@@ -16,9 +16,8 @@ constexpr uint64_t kTokenStream = 0x2545f4914f6cdd1dull;  // ids apart from leng
 
 absl::Status CheckRandomOptions(const DatasetOptions& o) {
   if (o.input_len < 1 || o.output_len < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--input-len (", o.input_len,
-                                                   ") and --output-len (", o.output_len,
-                                                   ") must be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--input-len (", o.input_len, ") and --output-len (", o.output_len, ") must be >= 1"));
   }
   if (!(o.range_ratio >= 0.0 && o.range_ratio < 1.0)) {
     return absl::InvalidArgumentError(
@@ -58,9 +57,9 @@ absl::StatusOr<std::vector<BenchRequest>> MakeDataset(const DatasetOptions& o) {
     auto in_dist = LengthRange(o.input_len, o.range_ratio);
     auto out_dist = LengthRange(o.output_len, o.range_ratio);
     if (o.max_model_len > 0 && in_dist.max() + out_dist.max() > o.max_model_len) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "random dataset: input + output reaches ", in_dist.max() + out_dist.max(),
-          " tokens, more than the server's max_model_len ", o.max_model_len));
+      return absl::InvalidArgumentError(
+          absl::StrCat("random dataset: input + output reaches ", in_dist.max() + out_dist.max(),
+                       " tokens, more than the server's max_model_len ", o.max_model_len));
     }
     std::mt19937_64 rng(o.seed);
     for (int32_t i = 0; i < o.num_prompts; ++i) {

@@ -38,12 +38,12 @@ struct BenchMetrics {
   int64_t completed = 0;  // successful requests
   int64_t failed = 0;
   double duration_s = 0;
-  int64_t total_input_tokens = 0;   // of successful requests
-  int64_t total_output_tokens = 0;  // of successful requests
-  double request_throughput = 0;     // completed / duration
-  double output_throughput = 0;      // output tokens / duration
+  int64_t total_input_tokens = 0;     // of successful requests
+  int64_t total_output_tokens = 0;    // of successful requests
+  double request_throughput = 0;      // completed / duration
+  double output_throughput = 0;       // output tokens / duration
   double total_token_throughput = 0;  // (input + output tokens) / duration
-  int64_t peak_concurrency = 0;  // most requests in flight at once (client side)
+  int64_t peak_concurrency = 0;       // most requests in flight at once (client side)
   LatencyStats ttft, tpot, itl, e2el;
   // Failed requests by status code name ("UNAVAILABLE") and one message per code.
   std::map<std::string, int64_t> errors_by_code;

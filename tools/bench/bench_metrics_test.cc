@@ -60,10 +60,10 @@ TEST(SummarizeTest, SortsAndUsesPopulationStd) {
 class BenchMetricsTest : public ::testing::Test {
  protected:
   std::vector<RequestRecord> records_ = {
-      Ok(10, 0, {100, 110, 130}, 140),      // TTFT 100, TPOT 20, ITL 10 20, E2E 140
-      Ok(20, 50, {80, 80, 80, 120}, 120),   // TTFT 30, TPOT 40/3, ITL 0 0 40, E2E 70
+      Ok(10, 0, {100, 110, 130}, 140),     // TTFT 100, TPOT 20, ITL 10 20, E2E 140
+      Ok(20, 50, {80, 80, 80, 120}, 120),  // TTFT 30, TPOT 40/3, ITL 0 0 40, E2E 70
       Failed(absl::StatusCode::kUnavailable, 10, 20),
-      Ok(5, 0, {60}, 60),                   // TTFT 60, no TPOT or ITL, E2E 60
+      Ok(5, 0, {60}, 60),  // TTFT 60, no TPOT or ITL, E2E 60
   };
   BenchMetrics m_ = ComputeMetrics(records_, 0.2);
 };

@@ -20,7 +20,7 @@ struct RunInfo {
   std::string model;     // ModelInfo.model_name
   std::string dataset;   // "random" or "sharegpt-like"
   int64_t num_prompts = 0;
-  double request_rate = 0;    // requests/s; infinity: all at once
+  double request_rate = 0;  // requests/s; infinity: all at once
   double burstiness = 1.0;
   int32_t max_concurrency = 0;  // 0: unlimited
   uint64_t seed = 0;

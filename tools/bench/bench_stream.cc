@@ -52,4 +52,3 @@ void BenchStream::OnDone(const grpc::Status& status) {
 }
 
 }  // namespace pagellm::bench
-

@@ -45,7 +45,7 @@ class BenchStream final : public grpc::ClientReadReactor<v1::GenerateResponse> {
   [[nodiscard]] int64_t NowNs() const;
 
   const WireRequest request_;  // must outlive the call
-  Clock::time_point origin_;  // set by Start
+  Clock::time_point origin_;   // set by Start
   std::function<void()> on_done_;
   grpc::ClientContext context_;
   v1::GenerateResponse response_;  // reused by every read

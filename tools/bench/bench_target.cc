@@ -36,9 +36,8 @@ absl::StatusOr<v1::ModelInfo> BenchTarget::GetModelInfo(absl::Duration timeout) 
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
   v1::ModelInfo info;
-  const grpc::Status st =
-      router_ ? router_->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info)
-              : worker_->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
+  const grpc::Status st = router_ ? router_->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info)
+                                  : worker_->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
   if (!st.ok()) return FromGrpcStatus(st);
   return info;
 }

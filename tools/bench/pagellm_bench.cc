@@ -15,12 +15,12 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/flags_util.h"
 #include "common/logging.h"
 #include "nlohmann/json.hpp"
-#include "tools/cli/flags_util.h"
-#include "tools/cli/model_flags.h"
-#include "worker/backend/cpu_backend.h"
+#include "worker/backend/cpu/cpu_backend.h"
 #include "worker/engine/engine.h"
+#include "worker/flags/model_flags.h"
 #include "worker/model/model_loader.h"
 
 ABSL_FLAG(int64_t, prompt_len, 512, "prefill benchmark prompt length");
@@ -69,13 +69,13 @@ int main(int argc, char** argv) {
   const pagellm::LoadModelOptions lo = pagellm::cli::ModelOptionsFromFlags();
   auto loaded = pagellm::LoadModel(lo);
   if (!loaded.ok()) return Die(loaded.status());
-  const int64_t vocab = loaded->weights->config.vocab_size;
+  const int64_t vocab = loaded->checkpoint->config.vocab_size;
 
   pagellm::CpuBackendOptions bo;
   bo.threads = pagellm::cli::ThreadsFromFlags();
   bo.max_batch_tokens = std::max<int64_t>(2048, prompt_len);
   bo.num_kv_blocks = std::max<int64_t>(max_batch * ((dp + dl) / 16 + 2), prompt_len / 16 + 2) + 64;
-  auto backend = pagellm::CreateCpuBackend(std::move(loaded->weights), bo);
+  auto backend = pagellm::CreateCpuBackend(loaded->checkpoint, bo);
   if (!backend.ok()) return Die(backend.status());
   pagellm::EngineOptions eo;
   eo.max_num_batched_tokens = bo.max_batch_tokens;
@@ -142,7 +142,8 @@ int main(int argc, char** argv) {
     j["decode_len"] = dl;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("prefill %lld tokens: %.1f tok/s\n", static_cast<long long>(prompt_len), best_prefill);
+    std::printf("prefill %lld tokens: %.1f tok/s\n", static_cast<long long>(prompt_len),
+                best_prefill);
     for (auto& [k, v] : decode.items())
       std::printf("decode batch %s: %.1f tok/s\n", k.c_str(), v.get<double>());
   }

@@ -78,8 +78,8 @@ std::pair<std::vector<RequestRecord>, double> Dispatch(BenchTarget* target,
                                                        const std::vector<int64_t>& offsets,
                                                        const std::string& id_prefix,
                                                        const ServingBenchOptions& o) {
-  auto in_flight = std::make_shared<InFlight>(o.max_concurrency,
-                                              static_cast<int64_t>(requests.size()));
+  auto in_flight =
+      std::make_shared<InFlight>(o.max_concurrency, static_cast<int64_t>(requests.size()));
   // Everything is built before the clock starts: sending costs only the call itself.
   std::vector<std::unique_ptr<BenchStream>> streams;
   streams.reserve(requests.size());

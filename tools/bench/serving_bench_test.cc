@@ -149,8 +149,8 @@ TEST_P(ServingBenchTest, WithoutALimitEverythingIsInFlightAtOnce) {
 TEST_P(ServingBenchTest, FiniteRateSpreadsRequests) {
   Serve({});
   ServingBenchOptions o;
-  o.request_rate = 40;    // one request every 25 ms ...
-  o.burstiness = 400;     // ... almost exactly (gamma shape 400: CV 5%)
+  o.request_rate = 40;  // one request every 25 ms ...
+  o.burstiness = 400;   // ... almost exactly (gamma shape 400: CV 5%)
   const ServingBenchResult r = Run(Requests(10, 8, 2), o);
   EXPECT_EQ(r.metrics.completed, 10);
   EXPECT_GE(r.duration_s, 9 * 0.025 * 0.8);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/sampling/finish_reason.h"
-#include "worker/engine/sampler.h"
+#include "worker/backend/sampling_batch.h"
 
 namespace pagellm::cli {
 

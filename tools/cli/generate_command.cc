@@ -13,17 +13,15 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags_util.h"
 #include "common/logging.h"
-#include "nlohmann/json.hpp"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "tools/cli/completion.h"
-#include "tools/cli/engine_flags.h"
-#include "tools/cli/flags_util.h"
-#include "tools/cli/model_flags.h"
 #include "tools/cli/remote_generate.h"
-#include "worker/backend/cpu_backend.h"
 #include "worker/engine/engine.h"
-#include "worker/model/model_loader.h"
+#include "worker/flags/engine_flags.h"
+#include "worker/flags/open_from_flags.h"
 
 ABSL_FLAG(std::string, prompt, "", "prompt text");
 ABSL_FLAG(std::string, prompts_file, "", "file with one prompt per line (batched together)");
@@ -38,7 +36,8 @@ ABSL_FLAG(double, presence_penalty, 0.0, "presence penalty");
 ABSL_FLAG(double, frequency_penalty, 0.0, "frequency penalty");
 ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt, "sampling seed (per request)");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating after EOS");
-ABSL_FLAG(std::optional<int32_t>, logprobs, std::nullopt, "return N top logprobs per token (--json)");
+ABSL_FLAG(std::optional<int32_t>, logprobs, std::nullopt,
+          "return N top logprobs per token (--json)");
 ABSL_FLAG(bool, json, false, "print one JSON object per completion");
 ABSL_FLAG(int32_t, n, 1, "parallel samples per prompt (they share the prompt's KV blocks)");
 ABSL_FLAG(int32_t, beam_width, 0, "beam search of this width (>= 2; needs --temperature 0)");
@@ -56,7 +55,6 @@ int Fail(const absl::Status& s) {
   std::fprintf(stderr, "pagellm generate: %s\n", s.ToString().c_str());
   return 1;
 }
-
 
 void PrintStats(const EngineStats& s, double seconds) {
   nlohmann::json j;
@@ -82,18 +80,17 @@ void PrintStats(const EngineStats& s, double seconds) {
 absl::Status RunLocal(const std::vector<std::string>& prompts, const SamplingParams& params,
                       bool stream, std::vector<Completion>* done,
                       std::vector<std::vector<int32_t>>* prompt_ids) {
-  const LoadModelOptions lo = ModelOptionsFromFlags();
-  if (lo.path.empty() && lo.format != "dummy") return absl::InvalidArgumentError("--model is required");
-  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(lo));
-  std::unique_ptr<Tokenizer> tokenizer = std::move(loaded.tokenizer);
-  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                   CreateCpuBackend(std::move(loaded.weights), BackendOptionsFromFlags()));
   ASSIGN_OR_RETURN(EngineOptions eo, EngineOptionsFromFlags());
+  ASSIGN_OR_RETURN(OpenedModel model, OpenModelFromFlags());
+  std::unique_ptr<Tokenizer> tokenizer = std::move(model.tokenizer);
+  std::unique_ptr<Backend> backend = std::move(model.backend);
   eo.collect_kv_stats = absl::GetFlag(FLAGS_stats);
-  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(backend.get(), tokenizer.get(), eo));
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                   Engine::Create(backend.get(), tokenizer.get(), eo));
   const int32_t per_prompt = params.NumSequences();
   for (size_t i = 0; i < prompts.size(); ++i) {
-    (*prompt_ids)[i] = tokenizer->Encode(prompts[i], /*add_special_tokens=*/true, /*parse_special=*/true);
+    (*prompt_ids)[i] =
+        tokenizer->Encode(prompts[i], /*add_special_tokens=*/true, /*parse_special=*/true);
     absl::Status st = engine->AddRequest(std::to_string(i), (*prompt_ids)[i], params);
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("prompt ", i, ": ", st.message()));
   }
@@ -140,7 +137,8 @@ int GenerateMain(int argc, char** argv) {
       if (!line.empty()) prompts.push_back(line);
     }
   }
-  if (!absl::GetFlag(FLAGS_prompt).empty()) prompts.insert(prompts.begin(), absl::GetFlag(FLAGS_prompt));
+  if (!absl::GetFlag(FLAGS_prompt).empty())
+    prompts.insert(prompts.begin(), absl::GetFlag(FLAGS_prompt));
   if (prompts.empty()) return Fail(absl::InvalidArgumentError("give --prompt or --prompts-file"));
 
   SamplingParams params;
@@ -206,7 +204,8 @@ int GenerateMain(int argc, char** argv) {
       nlohmann::json lp = nlohmann::json::array();
       for (const SampleResult& r : c.logprobs) {
         nlohmann::json top = nlohmann::json::array();
-        for (const TokenLogprob& t : r.top_logprobs()) top.push_back({{"token_id", t.token_id}, {"logprob", t.logprob}});
+        for (const TokenLogprob& t : r.top_logprobs())
+          top.push_back({{"token_id", t.token_id}, {"logprob", t.logprob}});
         lp.push_back({{"token_id", r.token_id}, {"logprob", r.logprob}, {"top", top}});
       }
       j["logprobs"] = lp;

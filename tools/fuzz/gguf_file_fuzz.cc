@@ -32,8 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pagellm::GgufFile::Limits limits;
   limits.max_array_elems = 1 << 16;  // keep memory per input small
   limits.max_total_array_elems = 1 << 18;
-  auto file = pagellm::GgufFile::FromBytes(
-      std::string(reinterpret_cast<const char*>(data), size), limits);
+  auto file =
+      pagellm::GgufFile::FromBytes(std::string(reinterpret_cast<const char*>(data), size), limits);
   if (!file.ok()) return 0;
   volatile uint64_t sink = 0;
   for (const auto& [key, value] : (*file)->metadata()) {

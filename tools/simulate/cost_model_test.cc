@@ -113,7 +113,7 @@ TEST(KvPoolTest, Opt13bOnA100LeavesAboutTwelveGigabytes) {
   EXPECT_GT(tokens, 14000);
   EXPECT_LT(tokens, 15500);
   // 4 GiB of swap in 16 x 800 KiB blocks.
-  EXPECT_EQ(plan->num_cpu_blocks, 327);
+  EXPECT_EQ(plan->num_swap_blocks, 327);
 }
 
 TEST(KvPoolTest, OverrideAndTooSmallGpu) {

@@ -70,7 +70,7 @@ TEST(EnginesTest, EveryPolicyFinishesEveryRequestUnderPressure) {
 
 TEST(EnginesTest, SwapPreemptionMovesBlocksAndFreesBothPools) {
   const SimConfig c = Config(160, "swap");
-  ASSERT_GT(c.num_cpu_blocks, 0);
+  ASSERT_GT(c.num_swap_blocks, 0);
   auto r = RunPolicy(Policy::kPagellm, c, Trace("sharegpt", 60, 20), 20);
   ASSERT_TRUE(r.ok()) << r.status();
   ExpectSane(*r, 60);

@@ -46,7 +46,7 @@ absl::StatusOr<KvPoolPlan> PlanKvPool(const ModelShape& model, const GpuSpec& gp
         static_cast<int32_t>(std::min<double>(blocks, std::numeric_limits<int32_t>::max()));
   }
   const double swap_bytes = o.num_gpus * o.swap_space_gib * kGiB;
-  plan.num_cpu_blocks = static_cast<int32_t>(
+  plan.num_swap_blocks = static_cast<int32_t>(
       std::min<double>(std::floor(swap_bytes / static_cast<double>(plan.block_bytes)),
                        std::numeric_limits<int32_t>::max()));
   return plan;

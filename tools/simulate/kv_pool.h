@@ -25,7 +25,7 @@ struct KvPoolOptions {
   int num_gpus = 1;
   double gpu_memory_utilization = 0.9;  // in (0, 1]
   double runtime_reserve_gib = 0.5;     // per GPU, >= 0
-  double swap_space_gib = 4;            // CPU pool per GPU, >= 0
+  double swap_space_gib = 4;            // swap pool (host memory) per GPU, >= 0
   int32_t block_size = 16;              // tokens per block, > 0
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_seqs = 256;
@@ -38,7 +38,7 @@ struct KvPoolPlan {
   double pool_bytes = 0;        // device bytes left for KV blocks (before the override)
   int64_t block_bytes = 0;
   int32_t num_device_blocks = 0;
-  int32_t num_cpu_blocks = 0;
+  int32_t num_swap_blocks = 0;
 };
 
 // InvalidArgument for out-of-range options; ResourceExhausted when the weights and reserve leave

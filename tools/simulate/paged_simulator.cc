@@ -1,7 +1,8 @@
-// Drives the engine's Scheduler the way the engine loop does (scheduler.h's contract):
+// Drives the engine's Scheduler the way the engine does (scheduler.h's contract):
 //   arrivals -> Add(); Schedule(); charge the step (copies, then each scheduled chunk) to the
-//   clock; OnComputed() each chunk; append a synthetic token where `sample`; FinishSequence()
-//   and Remove() a request once it has its trace's output length; idle -> jump to next arrival.
+//   clock; for each chunk that samples, a synthetic token, and a finish once the request has its
+//   trace's output length; Update() applies them and hands back the finished requests; idle ->
+//   jump to the next arrival.
 // Prompts are random token ids, so with prefix caching on nothing would hit anyway.
 //
 // Invariants checked every step: the memory split adds up to the pool and no category is
@@ -46,7 +47,8 @@ class PagedRun {
   void AddArrivals();
   // The pool split during the step just scheduled (before OnComputed).
   absl::StatusOr<MemorySplit> Split(int64_t scheduled_tokens) const;
-  // OnComputed, token appends, and retirement of finished requests.
+  // The step's synthetic tokens and finishes, applied by Scheduler::Update, and retirement of
+  // finished requests.
   void Complete(const SchedulerOutput& out);
   absl::Status CheckAllFree() const;
 
@@ -64,7 +66,8 @@ class PagedRun {
   size_t next_ = 0;                     // next trace request to arrive
   int64_t completed_ = 0;
   double clock_ = 0;
-  std::vector<std::pair<SequenceGroup*, Sequence*>> finished_;  // scratch
+  StepResult result_;                     // scratch
+  std::vector<SequenceGroup*> finished_;  // scratch
 };
 
 void PagedRun::AddArrivals() {
@@ -114,19 +117,16 @@ absl::StatusOr<MemorySplit> PagedRun::Split(int64_t scheduled_tokens) const {
 }
 
 void PagedRun::Complete(const SchedulerOutput& out) {
-  finished_.clear();
   for (const ScheduledSeq& s : out.seqs) {
-    scheduler_.OnComputed(s);
     if (!s.sample) continue;
-    s.seq->tokens.push_back(token_(rng_));
-    if (s.seq->num_output() >= trace_[s.group->arrival].output_len) {
-      finished_.emplace_back(s.group, s.seq);
+    result_.appends.push_back({s.seq, token_(rng_)});
+    if (s.seq->num_output() + 1 >= trace_[s.group->arrival].output_len) {
+      result_.finishes.push_back({s.group, s.seq, /*keep=*/false});
     }
   }
-  for (auto [group, seq] : finished_) {
-    scheduler_.FinishSequence(group, seq, /*keep=*/false);
-    if (!group->seqs.empty()) continue;
-    scheduler_.Remove(group);
+  finished_.clear();
+  scheduler_.Update(out, &result_, &finished_);
+  for (SequenceGroup* group : finished_) {
     const TraceRequest& r = trace_[group->arrival];
     rec_.RecordFinish(r.arrival_s, clock_, r.output_len);
     ++completed_;
@@ -137,11 +137,11 @@ void PagedRun::Complete(const SchedulerOutput& out) {
 
 absl::Status PagedRun::CheckAllFree() const {
   if (bm_->NumFreeDeviceBlocks() != c_.num_device_blocks ||
-      bm_->NumFreeCpuBlocks() != c_.num_cpu_blocks) {
+      bm_->NumFreeSwapBlocks() != c_.num_swap_blocks) {
     return absl::InternalError(absl::StrCat(
         "after every request finished, ", c_.num_device_blocks - bm_->NumFreeDeviceBlocks(),
-        " device and ", c_.num_cpu_blocks - bm_->NumFreeCpuBlocks(),
-        " CPU blocks are still allocated (leak in scheduler or block manager)"));
+        " device and ", c_.num_swap_blocks - bm_->NumFreeSwapBlocks(),
+        " swap blocks are still allocated (leak in scheduler or block manager)"));
   }
   return absl::OkStatus();
 }
@@ -201,7 +201,7 @@ absl::StatusOr<PolicyResult> SimulatePaged(const SimConfig& config,
                                            double request_rate) {
   BlockManager::Options options;
   options.num_device_blocks = config.num_device_blocks;
-  options.num_cpu_blocks = config.num_cpu_blocks;
+  options.num_swap_blocks = config.num_swap_blocks;
   options.block_size = config.block_size;
   options.watermark = config.watermark;
   options.enable_prefix_caching = config.enable_prefix_caching;

@@ -16,7 +16,7 @@ struct SimConfig {
   GpuSpec gpu;
   CostModelOptions cost;
   int32_t num_device_blocks = 0;  // KV pool; contiguous policies get the same token slots
-  int32_t num_cpu_blocks = 0;     // swap space (paged policy only)
+  int32_t num_swap_blocks = 0;    // swap space (paged policy only)
   int32_t block_size = 16;
   // max_num_batched_tokens and max_num_seqs apply to every policy; preemption_mode to paged.
   SchedulerOptions scheduler;

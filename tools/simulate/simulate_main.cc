@@ -54,8 +54,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/flags_util.h"
 #include "common/logging.h"
-#include "tools/cli/flags_util.h"
 #include "tools/simulate/report.h"
 #include "tools/simulate/simulation.h"
 
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
       config->model.name.c_str(), setup.num_gpus, config->gpu.name.c_str(), plan.weight_bytes / 1e9,
       config->num_device_blocks, config->block_size, static_cast<long long>(config->pool_tokens()),
       static_cast<double>(config->pool_tokens() * config->model.KvBytesPerToken()) / 1e9,
-      static_cast<double>(config->model.KvBytesPerToken()) / 1024.0, config->num_cpu_blocks,
+      static_cast<double>(config->model.KvBytesPerToken()) / 1024.0, config->num_swap_blocks,
       static_cast<long long>(config->scheduler.max_num_batched_tokens),
       static_cast<long long>(config->scheduler.max_num_seqs));
 

@@ -86,7 +86,7 @@ absl::StatusOr<SimConfig> BuildConfig(const SimulationSetup& s, KvPoolPlan* plan
   absl::StatusOr<KvPoolPlan> plan = PlanKvPool(c.model, c.gpu, po);
   if (!plan.ok()) return plan.status();
   c.num_device_blocks = plan->num_device_blocks;
-  c.num_cpu_blocks = plan->num_cpu_blocks;
+  c.num_swap_blocks = plan->num_swap_blocks;
   if (plan_out != nullptr) *plan_out = *plan;
   return c;
 }

@@ -1,7 +1,12 @@
-// Backend: the boundary between the engine (scheduling, sampling, requests) and the device that
-// holds the weights and the paged KV pool. The engine speaks only in token ids, positions, KV
-// slots and block ids; a backend runs the model and owns the pool's memory. The CPU backend is
-// the default; a CUDA backend implements the same interface.
+// Backend: the boundary between the engine (scheduling, requests, detokenization, stop strings)
+// and the device that holds the weights and the paged KV pool. The engine speaks in token ids,
+// positions, KV slots, block ids and sampling rows; a backend runs the model, samples where the
+// logits are, and owns the pool's memory (device pool and swap pool alike). What a backend
+// returns per step is token ids, the requested logprobs and beam candidates -- not logits.
+//
+// Implementations: cpu/ (the default), mock/ (no model, for the serving layers), testing/ (a
+// scripted fake for tests), cuda/ (an interface sketch; the CUDA backend is the next issue).
+// factory/ builds one from options.
 //
 // Not thread-safe: the engine thread calls every method.
 #ifndef PAGELLM_WORKER_BACKEND_BACKEND_H_
@@ -13,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "worker/backend/forward_batch.h"
+#include "worker/backend/sampling_batch.h"
 #include "worker/kv/kv_copy.h"
 #include "worker/model/model_config.h"
 
@@ -28,19 +34,27 @@ class Backend {
   // Largest number of tokens one Forward() accepts.
   [[nodiscard]] virtual int64_t max_batch_tokens() const = 0;
 
-  // Blocks in the device KV pool and in the host swap pool. Block ids are [0, n); the engine's
+  // Blocks in the device KV pool and in the swap pool. Block ids are [0, n); the engine's
   // BlockManager decides which block holds what.
   [[nodiscard]] virtual int64_t num_kv_blocks() const = 0;
   [[nodiscard]] virtual int64_t num_swap_blocks() const = 0;
 
-  // Runs one step; writes batch.num_logits rows of config().vocab_size floats to `logits`
-  // (host memory). InvalidArgument for a malformed batch.
-  virtual absl::Status Forward(const ForwardBatch& batch, float* logits) = 0;
+  // Runs one step and samples it: out->rows gets one entry per sampling.rows entry, in order
+  // (see sampling_batch.h). InvalidArgument for a malformed batch or sampling rows; a row that
+  // cannot be sampled (NaN logits) fails alone, in its SampledRow::status. REQUIRES: the batch
+  // meets forward_batch.h's contract; every KvCopy before it has been executed.
+  virtual absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,
+                               SamplerOutput* out) = 0;
 
-  // Executes whole-block KV copies in order, before the next Forward(): copy-on-write inside the
-  // device pool, swap-out to and swap-in from the host pool. REQUIRES: ids in range (the block
-  // manager's output).
-  virtual void CopyKv(std::span<const KvCopy> copies) = 0;
+  // Runs one step and writes batch.num_logits rows of config().vocab_size floats to `logits`
+  // (host memory). For reference comparisons and scoring, not the serving path: it moves the
+  // whole vocabulary to the host. Errors as Forward.
+  virtual absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) = 0;
+
+  // Executes whole-block KV copies in order: copy-on-write inside the device pool, swap-out to
+  // and swap-in from the swap pool. An error (a failed device copy) means the blocks involved
+  // hold nothing usable. REQUIRES: ids in range (the block manager's output).
+  virtual absl::Status CopyKv(std::span<const KvCopy> copies) = 0;
 };
 
 }  // namespace pagellm

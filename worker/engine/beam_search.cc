@@ -19,36 +19,6 @@ bool Contains(std::span<const int32_t> ids, int32_t id) {
 
 }  // namespace
 
-void AppendBeamCandidates(std::span<const float> logits, int32_t beam, double cum_logprob,
-                          int32_t count, std::span<const int32_t> banned,
-                          std::vector<BeamCandidate>* out) {
-  double max_logit = -std::numeric_limits<double>::infinity();
-  for (float x : logits) max_logit = std::max(max_logit, static_cast<double>(x));
-  double sum = 0.0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - max_logit);
-  const double log_z = max_logit + std::log(sum);
-
-  // Partial selection of the `count` largest logits (ties to the lower id): a heap at the end of
-  // `out` whose top is the worst kept candidate (Better as the "less than" puts it on top).
-  const size_t base = out->size();
-  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
-    if (!banned.empty() && Contains(banned, id)) continue;
-    const BeamCandidate c{beam, id, static_cast<double>(logits[id])};
-    const size_t have = out->size() - base;
-    if (have == static_cast<size_t>(count) && !Better(c, (*out)[base])) continue;
-    if (have == static_cast<size_t>(count)) {
-      std::pop_heap(out->begin() + base, out->end(), Better);
-      out->back() = c;
-    } else {
-      out->push_back(c);
-    }
-    std::push_heap(out->begin() + base, out->end(), Better);
-  }
-  for (size_t i = base; i < out->size(); ++i) {
-    (*out)[i].cum_logprob = cum_logprob + ((*out)[i].cum_logprob - log_z);
-  }
-}
-
 BeamStep SelectBeams(std::vector<BeamCandidate>* candidates, int32_t k,
                      std::span<const int32_t> eos_ids) {
   std::sort(candidates->begin(), candidates->end(), Better);
@@ -66,8 +36,8 @@ BeamStep SelectBeams(std::vector<BeamCandidate>* candidates, int32_t k,
 }
 
 double BeamScore(double cum_logprob, int64_t generated_len, double length_penalty) {
-  return cum_logprob / std::pow(static_cast<double>(std::max<int64_t>(generated_len, 1)),
-                                length_penalty);
+  return cum_logprob /
+         std::pow(static_cast<double>(std::max<int64_t>(generated_len, 1)), length_penalty);
 }
 
 bool BeamSearchDone(std::span<const double> hypothesis_scores, int32_t k, bool early_stopping,

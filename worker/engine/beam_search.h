@@ -4,7 +4,8 @@
 // hypothesis, any other token extends a running beam, until k beams run. A hypothesis scores
 // cumulative_logprob / generated_length ^ length_penalty, the length not counting its final EOS.
 //
-// Pure functions over logits and numbers: the engine owns the sequences, forks and frees them.
+// Pure functions over candidates and numbers: the backend computes each beam's top candidates
+// (SamplingRow::num_top_candidates), the engine owns the sequences, forks and frees them.
 // Thread-compatible.
 #ifndef PAGELLM_WORKER_ENGINE_BEAM_SEARCH_H_
 #define PAGELLM_WORKER_ENGINE_BEAM_SEARCH_H_
@@ -25,13 +26,6 @@ struct BeamStep {
   std::vector<BeamCandidate> running;   // up to k new beams, best first
   std::vector<BeamCandidate> finished;  // hypotheses closed by an EOS token this step
 };
-
-// Appends the `count` best continuations of one beam (log_softmax of `logits` in double
-// precision; ties: lower token id first) to `out`. Tokens in `banned` are skipped (EOS before
-// min_tokens).
-void AppendBeamCandidates(std::span<const float> logits, int32_t beam, double cum_logprob,
-                          int32_t count, std::span<const int32_t> banned,
-                          std::vector<BeamCandidate>* out);
 
 // Sorts all beams' candidates (score descending; ties: beam, then token) and splits the best 2k
 // into new running beams and finished hypotheses. `candidates` is reordered.

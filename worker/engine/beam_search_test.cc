@@ -9,41 +9,10 @@
 namespace pagellm {
 namespace {
 
-std::vector<float> Logits(std::vector<double> probs) {
-  std::vector<float> out;
-  for (double p : probs) out.push_back(static_cast<float>(std::log(p)));
-  return out;
-}
-
-TEST(BeamSearchTest, CandidatesAreTheBestTokensWithLogSoftmaxScores) {
-  // Unnormalized: log_softmax must divide by the total (0.5 + 0.3 + 0.1 + 0.1 = 1.0 here, 2x).
-  const std::vector<float> logits = Logits({1.0, 0.6, 0.2, 0.2});
-  std::vector<BeamCandidate> out;
-  AppendBeamCandidates(logits, /*beam=*/3, /*cum=*/-1.0, /*count=*/3, {}, &out);
-  ASSERT_EQ(out.size(), 3u);
-  std::vector<int32_t> tokens;
-  for (const auto& c : out) tokens.push_back(c.token);
-  std::sort(tokens.begin(), tokens.end());
-  EXPECT_EQ(tokens, (std::vector<int32_t>{0, 1, 2}));  // the tie 2/3 goes to the lower id
-  for (const auto& c : out) {
-    EXPECT_EQ(c.beam, 3);
-    const double p[] = {0.5, 0.3, 0.1};
-    EXPECT_NEAR(c.cum_logprob, -1.0 + std::log(p[c.token]), 1e-6);
-  }
-}
-
-TEST(BeamSearchTest, BannedTokensAreSkipped) {
-  std::vector<BeamCandidate> out;
-  const std::vector<int32_t> banned = {0};
-  AppendBeamCandidates(Logits({0.7, 0.2, 0.1}), 0, 0.0, 1, banned, &out);
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].token, 1);
-}
-
 TEST(BeamSearchTest, EosWithinTopKClosesAHypothesisAndOthersRun) {
   // k = 2: ranks 0..3. EOS (id 9) at rank 1 closes a hypothesis; EOS at rank 3 is ignored.
-  std::vector<BeamCandidate> c = {{0, 5, -1.0}, {0, 9, -1.5}, {1, 6, -2.0}, {1, 9, -2.5},
-                                  {1, 7, -3.0}};
+  std::vector<BeamCandidate> c = {
+      {0, 5, -1.0}, {0, 9, -1.5}, {1, 6, -2.0}, {1, 9, -2.5}, {1, 7, -3.0}};
   const std::vector<int32_t> eos = {9};
   const BeamStep step = SelectBeams(&c, 2, eos);
   ASSERT_EQ(step.finished.size(), 1u);
@@ -65,8 +34,8 @@ TEST(BeamSearchTest, DoneWhenNoRunningBeamCanBeatTheWorstHypothesis) {
   const std::vector<double> hyps = {-1.0, -2.0};
   EXPECT_FALSE(BeamSearchDone(std::vector<double>{-1.0}, 2, false, -0.1, 1, 1.0));  // too few
   EXPECT_TRUE(BeamSearchDone(hyps, 2, true, -0.1, 1, 1.0));                         // early stop
-  EXPECT_FALSE(BeamSearchDone(hyps, 2, false, -3.0, 2, 1.0));  // -1.5 beats -2
-  EXPECT_TRUE(BeamSearchDone(hyps, 2, false, -5.0, 2, 1.0));   // -2.5 does not
+  EXPECT_FALSE(BeamSearchDone(hyps, 2, false, -3.0, 2, 1.0));                       // -1.5 beats -2
+  EXPECT_TRUE(BeamSearchDone(hyps, 2, false, -5.0, 2, 1.0));                        // -2.5 does not
   EXPECT_DOUBLE_EQ(BeamScore(-6.0, 3, 1.0), -2.0);
   EXPECT_DOUBLE_EQ(BeamScore(-6.0, 0, 1.0), -6.0);  // length at least 1
 }

@@ -1,8 +1,9 @@
 // One step: Schedule() -> execute the step's KV copies (swap-out, swap-in, copy-on-write) ->
-// flatten the scheduled chunks into a ForwardBatch -> Backend::Forward -> for each group whose
-// sequences have all their known tokens computed: sample (forking n > 1 samples at the first
-// token) or take a beam-search step -> detokenize and check stop conditions -> emit outputs,
-// free finished sequences and groups.
+// flatten the scheduled chunks into a ForwardBatch, and the sequences whose next token is due
+// into sampling rows -> Backend::Forward (the model and sampling) -> per group: accept the
+// sampled tokens (forking n > 1 samples at the first token) or take a beam-search step,
+// detokenize and check stop conditions, emit outputs -> Scheduler::Update applies the step's
+// tokens, forks and finishes -> finished groups are destroyed (beams emit their hypotheses).
 //
 // A request's sampling draws depend only on (seed, sample index, output position), and every
 // kernel is row-local, so a request's tokens do not depend on the rest of the batch, on
@@ -34,16 +35,14 @@ void SortHypotheses(const SamplingParams& p, std::vector<std::unique_ptr<Sequenc
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend,
-                                                       const Tokenizer* tokenizer,
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const Tokenizer* tokenizer,
                                                        const EngineOptions& options) {
   if (options.max_num_batched_tokens <= 0 || options.max_num_seqs <= 0)
     return absl::InvalidArgumentError("max_num_batched_tokens and max_num_seqs must be positive");
   if (options.max_num_batched_tokens > backend->max_batch_tokens())
-    return absl::InvalidArgumentError(absl::StrCat("max_num_batched_tokens ",
-                                                   options.max_num_batched_tokens,
-                                                   " exceeds the backend's ",
-                                                   backend->max_batch_tokens()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_num_batched_tokens ", options.max_num_batched_tokens,
+                     " exceeds the backend's ", backend->max_batch_tokens()));
   std::unique_ptr<Engine> e(new Engine());
   e->backend_ = backend;
   e->tokenizer_ = tokenizer;
@@ -52,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend,
   e->max_model_len_ = options.max_model_len > 0 ? std::min(options.max_model_len, ctx) : ctx;
   BlockManager::Options bo;
   bo.num_device_blocks = static_cast<int32_t>(backend->num_kv_blocks());
-  bo.num_cpu_blocks = static_cast<int32_t>(backend->num_swap_blocks());
+  bo.num_swap_blocks = static_cast<int32_t>(backend->num_swap_blocks());
   bo.block_size = static_cast<int32_t>(backend->block_size());
   bo.watermark = options.watermark;
   bo.enable_prefix_caching = options.enable_prefix_caching;
@@ -62,10 +61,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend,
   so.max_num_seqs = options.max_num_seqs;
   so.preemption_mode = options.preemption_mode;
   e->scheduler_ = std::make_unique<Scheduler>(so, e->block_manager_.get());
-  Sampler::Options sampler_options;
-  sampler_options.vocab_size = backend->config().vocab_size;
-  sampler_options.eos_token_ids = tokenizer->end_of_generation_ids();
-  ASSIGN_OR_RETURN(e->sampler_, Sampler::Create(sampler_options));
+  e->block_table_stride_ = (e->max_model_len_ + bo.block_size - 1) / bo.block_size;
+  e->eos_ids_ = tokenizer->end_of_generation_ids();
+  for (int32_t id : e->eos_ids_) {
+    if (id < 0 || id >= backend->config().vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "EOS token id ", id, " is outside the vocab of ", backend->config().vocab_size));
+    }
+  }
   return e;
 }
 
@@ -78,14 +81,15 @@ std::unique_ptr<Sequence> Engine::NewSequence(const SequenceGroup& group, int32_
   auto seq = std::make_unique<Sequence>();
   seq->seq_id = next_seq_id_++;
   seq->sample_index = sample_index;
-  seq->prompt_len = group.seqs.empty() ? static_cast<int64_t>(tokens.size())
-                                       : group.seqs.front()->prompt_len;
+  seq->prompt_len =
+      group.seqs.empty() ? static_cast<int64_t>(tokens.size()) : group.seqs.front()->prompt_len;
   seq->tokens = std::move(tokens);
   seq->tokens.reserve(seq->prompt_len + group.params.max_tokens);
   seq->rng = rng;
   if (!group.params.UseBeamSearch()) {
     seq->stop = std::make_unique<StopChecker>(group.params, tokenizer_->end_of_generation_ids());
-    seq->detok = std::make_unique<StreamingDetokenizer>(tokenizer_, group.params.skip_special_tokens);
+    seq->detok =
+        std::make_unique<StreamingDetokenizer>(tokenizer_, group.params.skip_special_tokens);
   }
   return seq;
 }
@@ -96,34 +100,33 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   if (prompt_ids.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (int32_t id : prompt_ids) {
     if (id < 0 || id >= vocab)
-      return absl::InvalidArgumentError(absl::StrCat("prompt token id ", id, " outside the vocabulary of ", vocab));
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt token id ", id, " outside the vocabulary of ", vocab));
   }
   RETURN_IF_ERROR(params.Validate(vocab));
   const int64_t num_seqs = params.NumSequences();
   if (num_seqs > options_.max_num_seqs) {
-    return absl::InvalidArgumentError(absl::StrCat("the request runs ", num_seqs,
-                                                   " sequences; max_num_seqs is ",
-                                                   options_.max_num_seqs));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request runs ", num_seqs, " sequences; max_num_seqs is ", options_.max_num_seqs));
   }
   if (params.UseBeamSearch() && params.beam_width > options_.max_num_batched_tokens) {
     return absl::InvalidArgumentError("beam_width exceeds max_num_batched_tokens");
   }
   const int64_t total = static_cast<int64_t>(prompt_ids.size()) + params.max_tokens;
   if (total > max_model_len_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt (", prompt_ids.size(), " tokens) + max_tokens (", params.max_tokens, ") = ", total,
-        " exceeds the maximum model length of ", max_model_len_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt (", prompt_ids.size(), " tokens) + max_tokens (", params.max_tokens,
+                     ") = ", total, " exceeds the maximum model length of ", max_model_len_));
   }
   // The request must fit alone even when all its sequences are recomputed separately, or it
   // could be preempted and re-admitted forever.
   const int64_t bs = backend_->block_size();
   const int64_t blocks = num_seqs * ((total + bs - 1) / bs);
-  const int64_t usable =
-      backend_->num_kv_blocks() - static_cast<int64_t>(options_.watermark * backend_->num_kv_blocks());
+  const int64_t usable = backend_->num_kv_blocks() -
+                         static_cast<int64_t>(options_.watermark * backend_->num_kv_blocks());
   if (blocks > usable) {
-    return absl::ResourceExhaustedError(absl::StrCat("the request needs up to ", blocks,
-                                                     " KV blocks; the pool has ", usable,
-                                                     " usable"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the request needs up to ", blocks, " KV blocks; the pool has ", usable, " usable"));
   }
   if (groups_.contains(request_id))
     return absl::AlreadyExistsError(absl::StrCat("request id '", request_id, "' is in use"));
@@ -141,7 +144,8 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
 
 absl::Status Engine::Abort(const std::string& request_id) {
   auto it = groups_.find(request_id);
-  if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("no request '", request_id, "'"));
+  if (it == groups_.end())
+    return absl::NotFoundError(absl::StrCat("no request '", request_id, "'"));
   scheduler_->Remove(it->second.get());
   groups_.erase(it);
   return absl::OkStatus();
@@ -179,44 +183,95 @@ EngineStats Engine::stats() const {
   return e;
 }
 
-std::span<const float> Engine::LogitsRow(int64_t row) const {
-  const int64_t vocab = backend_->config().vocab_size;
-  return std::span<const float>(logits_.data() + row * vocab, vocab);
-}
-
 void Engine::BuildBatch(const SchedulerOutput& sched) {
   const int64_t bs = backend_->block_size();
+  const int64_t stride = block_table_stride_;
   token_ids_.clear();
   positions_.clear();
   token_seq_.clear();
   slots_.clear();
+  query_start_.clear();
+  seq_lens_.clear();
   logit_indices_.clear();
-  int64_t max_blocks = 0;
-  for (const ScheduledSeq& s : sched.seqs) {
-    max_blocks = std::max<int64_t>(max_blocks, block_manager_->BlockTable(s.seq->seq_id).size());
-  }
-  block_tables_.assign(sched.seqs.size() * max_blocks, 0);
+  sampling_rows_.clear();
+  sampled_.clear();
+  group_spans_.clear();
+  block_tables_.resize(sched.seqs.size() * stride);
+  query_start_.push_back(0);
   for (size_t i = 0; i < sched.seqs.size(); ++i) {
-    const Sequence& seq = *sched.seqs[i].seq;
+    const ScheduledSeq& s = sched.seqs[i];
+    const Sequence& seq = *s.seq;
     const std::vector<int32_t>& table = block_manager_->BlockTable(seq.seq_id);
-    std::copy(table.begin(), table.end(), block_tables_.begin() + i * max_blocks);
-    for (int64_t t = 0; t < sched.seqs[i].num_tokens; ++t) {
+    int32_t* row = block_tables_.data() + i * stride;
+    std::copy(table.begin(), table.end(), row);
+    std::fill(row + table.size(), row + stride, 0);
+    for (int64_t t = 0; t < s.num_tokens; ++t) {
       const int64_t pos = seq.num_computed + t;
       token_ids_.push_back(seq.tokens[pos]);
       positions_.push_back(static_cast<int32_t>(pos));
       token_seq_.push_back(static_cast<int32_t>(i));
       slots_.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
     }
-    if (sched.seqs[i].sample) logit_indices_.push_back(static_cast<int32_t>(token_ids_.size() - 1));
+    query_start_.push_back(static_cast<int32_t>(token_ids_.size()));
+    seq_lens_.push_back(static_cast<int32_t>(seq.num_computed + s.num_tokens));
+    if (!s.sample) continue;
+    const int32_t logits_row = static_cast<int32_t>(logit_indices_.size());
+    logit_indices_.push_back(static_cast<int32_t>(token_ids_.size() - 1));
+    if (group_spans_.empty() || group_spans_.back().group != s.group) {
+      group_spans_.push_back({s.group, sampled_.size(), 0});
+    }
+    ++group_spans_.back().count;
+    AddSamplingRows(s.group, s.seq, logits_row);
   }
-  const int64_t vocab = backend_->config().vocab_size;
-  const int64_t rows = static_cast<int64_t>(logit_indices_.size());
-  if (static_cast<int64_t>(logits_.size()) < rows * vocab) logits_.resize(rows * vocab);
+  ForwardBatch& b = batch_;
+  b.num_tokens = static_cast<int64_t>(token_ids_.size());
+  b.token_ids = token_ids_.data();
+  b.positions = positions_.data();
+  b.token_seq = token_seq_.data();
+  b.slots = slots_.data();
+  b.num_seqs = static_cast<int64_t>(sched.seqs.size());
+  b.query_start = query_start_.data();
+  b.seq_lens = seq_lens_.data();
+  b.block_tables = block_tables_.data();
+  b.block_table_stride = stride;
+  b.num_logits = static_cast<int64_t>(logit_indices_.size());
+  b.logit_indices = logit_indices_.data();
+  b.all_decode = b.num_tokens == b.num_seqs && b.num_logits == b.num_tokens;
+}
+
+void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits_row) {
+  const SamplingParams& p = group->params;
+  SamplingRow row;
+  row.logits_row = logits_row;
+  row.seq.params = &p;
+  row.seq.prompt_ids = absl::MakeConstSpan(seq->tokens.data(), seq->prompt_len);
+  row.seq.output_ids = absl::MakeConstSpan(seq->tokens.data() + seq->prompt_len, seq->num_output());
+  row.seq.rng = seq->rng;
+  if (p.UseBeamSearch()) row.num_top_candidates = 2 * p.beam_width;
+  // The first token of a request with n samples: sample i draws from its own stream.
+  const int32_t samples = !p.UseBeamSearch() && !group->forked && group->max_seqs > 1
+                              ? static_cast<int32_t>(group->max_seqs)
+                              : 1;
+  sampled_.push_back({seq, static_cast<int32_t>(sampling_rows_.size()), samples});
+  for (int32_t i = 0; i < samples; ++i) {
+    row.seq.rng = seq->rng.ForSample(i);
+    sampling_rows_.push_back(row);
+  }
 }
 
 absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
   const SchedulerOutput& sched = scheduler_->Schedule();
-  if (!sched.copies.empty()) backend_->CopyKv(sched.copies);
+  if (!sched.copies.empty()) {
+    if (absl::Status st = backend_->CopyKv(sched.copies); !st.ok()) {
+      // The blocks involved hold nothing usable: every group scheduled or swapped out fails.
+      failed_groups_.clear();
+      for (const auto& [id, g] : groups_) {
+        if (g->state != GroupState::kWaiting) failed_groups_.push_back(g.get());
+      }
+      FailGroups(failed_groups_, outputs);
+      return st;
+    }
+  }
   if (sched.seqs.empty()) return absl::OkStatus();
 
   const BlockManager::Stats bm_stats = block_manager_->GetStats();
@@ -228,52 +283,28 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
   }
 
   BuildBatch(sched);
-  ForwardBatch batch;
-  batch.num_tokens = static_cast<int64_t>(token_ids_.size());
-  batch.token_ids = token_ids_.data();
-  batch.positions = positions_.data();
-  batch.token_seq = token_seq_.data();
-  batch.slots = slots_.data();
-  batch.num_seqs = static_cast<int64_t>(sched.seqs.size());
-  batch.block_tables = block_tables_.data();
-  batch.max_blocks_per_seq =
-      sched.seqs.empty() ? 0 : static_cast<int64_t>(block_tables_.size() / sched.seqs.size());
-  batch.num_logits = static_cast<int64_t>(logit_indices_.size());
-  batch.logit_indices = logit_indices_.data();
-
-  absl::Status st = backend_->Forward(batch, logits_.data());
+  SamplingBatch sampling;
+  sampling.rows = sampling_rows_;
+  sampling.eos_token_ids = eos_ids_;
+  absl::Status st = backend_->Forward(batch_, sampling, &sampled_rows_);
+  if (st.ok() && sampled_rows_.rows.size() != sampling_rows_.size()) {
+    st = absl::InternalError(absl::StrCat("the backend sampled ", sampled_rows_.rows.size(), " of ",
+                                          sampling_rows_.size(), " rows"));
+  }
   if (!st.ok()) {
-    std::vector<SequenceGroup*> failed;
+    failed_groups_.clear();
     for (const ScheduledSeq& s : sched.seqs) {
-      if (failed.empty() || failed.back() != s.group) failed.push_back(s.group);
-    }
-    for (SequenceGroup* g : failed) {
-      for (const auto& seq : g->seqs) {
-        SequenceOutput out;
-        out.request_id = g->request_id;
-        out.sample_index = seq->sample_index;
-        out.finish_reason = FinishReason::kAbort;
-        outputs->push_back(std::move(out));
+      if (failed_groups_.empty() || failed_groups_.back() != s.group) {
+        failed_groups_.push_back(s.group);
       }
-      RemoveGroup(g);
     }
+    FailGroups(failed_groups_, outputs);
     return st;
   }
-  for (const ScheduledSeq& s : sched.seqs) scheduler_->OnComputed(s);
 
-  // The scheduler lists a group's sequences together; handle one group at a time. Take the
-  // list first: sampling forks and frees sequences, and finished groups are destroyed.
-  sampled_.clear();
-  group_spans_.clear();
-  int64_t row = 0;
-  for (const ScheduledSeq& s : sched.seqs) {
-    if (!s.sample) continue;
-    if (group_spans_.empty() || group_spans_.back().group != s.group) {
-      group_spans_.push_back({s.group, sampled_.size(), 0});
-    }
-    sampled_.push_back({s.seq, row++});
-    ++group_spans_.back().count;
-  }
+  // The scheduler lists a group's sequences together; decide one group at a time, then let the
+  // scheduler apply every decision at once.
+  result_.Clear();
   for (const GroupSpan& span : group_spans_) {
     std::span<const Sampled> sampled(sampled_.data() + span.first, span.count);
     if (span.group->params.UseBeamSearch()) {
@@ -281,58 +312,62 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
     } else {
       SampleGroup(span.group, sampled, outputs);
     }
-    if (span.group->seqs.empty()) RemoveGroup(span.group);
+  }
+  finished_groups_.clear();
+  scheduler_->Update(sched, &result_, &finished_groups_);
+  for (SequenceGroup* g : finished_groups_) {
+    if (g->params.UseBeamSearch()) EmitBeams(g, outputs);
+    groups_.erase(g->request_id);
   }
   return absl::OkStatus();
+}
+
+void Engine::FailGroups(const std::vector<SequenceGroup*>& groups,
+                        std::vector<SequenceOutput>* outputs) {
+  for (SequenceGroup* g : groups) {
+    for (const auto& seq : g->seqs) {
+      SequenceOutput out;
+      out.request_id = g->request_id;
+      out.sample_index = seq->sample_index;
+      out.finish_reason = FinishReason::kAbort;
+      outputs->push_back(std::move(out));
+    }
+    RemoveGroup(g);
+  }
 }
 
 void Engine::SampleGroup(SequenceGroup* group, std::span<const Sampled> sampled,
                          std::vector<SequenceOutput>* outputs) {
   for (const Sampled& s : sampled) {
-    if (!group->forked && group->max_seqs > 1) {
-      // First token of a request with n samples: the children share the computed prompt.
-      Sequence* parent = s.seq;
-      std::vector<Sequence*> family = {parent};
-      for (int32_t i = 1; i < group->max_seqs; ++i) {
-        std::unique_ptr<Sequence> child =
-            NewSequence(*group, i, parent->tokens, parent->rng.ForSample(i));
-        child->num_computed = parent->num_computed;
-        Sequence* raw = child.get();
-        absl::Status st = scheduler_->Fork(group, parent, std::move(child));
-        PAGELLM_CHECK(st.ok(), "fork of request {} failed: {}", group->request_id, st.ToString());
-        family.push_back(raw);
-      }
-      group->forked = true;
-      for (Sequence* seq : family) SampleOne(group, seq, LogitsRow(s.row), outputs);
-      continue;
+    const SampledRow* rows = sampled_rows_.rows.data() + s.first_row;
+    AcceptSample(group, s.seq, rows[0], outputs);
+    // The first token of a request with n samples: the children share the computed prompt.
+    for (int32_t i = 1; i < s.num_rows; ++i) {
+      std::unique_ptr<Sequence> child =
+          NewSequence(*group, i, s.seq->tokens, s.seq->rng.ForSample(i));
+      Sequence* raw = child.get();
+      result_.forks.push_back({group, s.seq, std::move(child)});
+      AcceptSample(group, raw, rows[i], outputs);
     }
-    group->forked = true;
-    SampleOne(group, s.seq, LogitsRow(s.row), outputs);
   }
 }
 
-void Engine::SampleOne(SequenceGroup* group, Sequence* seq, std::span<const float> logits,
-                       std::vector<SequenceOutput>* outputs) {
-  SequenceToSample sts;
-  sts.params = &group->params;
-  sts.prompt_ids = absl::MakeConstSpan(seq->tokens.data(), seq->prompt_len);
-  sts.output_ids = absl::MakeConstSpan(seq->tokens.data() + seq->prompt_len, seq->num_output());
-  sts.rng = seq->rng;
-  auto result = sampler_->Sample(absl::MakeConstSpan(logits.data(), logits.size()), sts);
+void Engine::AcceptSample(SequenceGroup* group, Sequence* seq, const SampledRow& row,
+                          std::vector<SequenceOutput>* outputs) {
   SequenceOutput out;
   out.request_id = group->request_id;
   out.sample_index = seq->sample_index;
-  if (!result.ok()) {
+  if (!row.status.ok()) {
     out.finish_reason = FinishReason::kAbort;
     outputs->push_back(std::move(out));
-    scheduler_->FinishSequence(group, seq, /*keep=*/false);
+    result_.finishes.push_back({group, seq, /*keep=*/false});
     return;
   }
-  const int32_t id = result->token_id;
-  seq->tokens.push_back(id);
+  const int32_t id = row.result.token_id;
+  result_.appends.push_back({seq, id});
   ++generated_tokens_;
   out.new_token_ids.push_back(id);
-  if (group->params.logprobs.has_value()) out.logprobs.push_back(*result);
+  if (group->params.logprobs.has_value()) out.logprobs.push_back(row.result);
   std::string delta = seq->detok->Feed(id);
   StopDecision d = seq->stop->Append(id, delta, &out.text);
   if (d.finished() && d.stop_string_index < 0) {
@@ -342,28 +377,41 @@ void Engine::SampleOne(SequenceGroup* group, Sequence* seq, std::span<const floa
   }
   out.finish_reason = d.finish_reason;
   outputs->push_back(std::move(out));
-  if (d.finished()) scheduler_->FinishSequence(group, seq, /*keep=*/false);
+  if (d.finished()) result_.finishes.push_back({group, seq, /*keep=*/false});
 }
 
 void Engine::BeamStepGroup(SequenceGroup* group, std::span<const Sampled> sampled,
                            std::vector<SequenceOutput>* outputs) {
   const SamplingParams& p = group->params;
   const int32_t k = p.beam_width;
-  PAGELLM_CHECK(sampled.size() == group->seqs.size(),
-                "beam step of request {} with {} of {} beams", group->request_id, sampled.size(),
-                group->seqs.size());
+  PAGELLM_CHECK(sampled.size() == group->seqs.size(), "beam step of request {} with {} of {} beams",
+                group->request_id, sampled.size(), group->seqs.size());
+  for (const Sampled& s : sampled) {
+    if (!sampled_rows_.rows[s.first_row].status.ok()) {
+      // The backend could not score this beam: the search ends with nothing to return.
+      group->done.clear();
+      for (const Sampled& b : sampled) {
+        SequenceOutput out;
+        out.request_id = group->request_id;
+        out.sample_index = b.seq->sample_index;
+        out.finish_reason = FinishReason::kAbort;
+        outputs->push_back(std::move(out));
+        result_.finishes.push_back({group, b.seq, /*keep=*/false});
+      }
+      return;
+    }
+  }
   std::vector<int32_t> eos;
-  if (!p.ignore_eos) eos = tokenizer_->end_of_generation_ids();
+  if (!p.ignore_eos) eos = eos_ids_;
   eos.insert(eos.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
 
   candidates_.clear();
   for (size_t b = 0; b < sampled.size(); ++b) {
-    const Sequence* seq = sampled[b].seq;
-    const bool ban_eos = seq->num_output() < p.min_tokens;
-    AppendBeamCandidates(LogitsRow(sampled[b].row), static_cast<int32_t>(b),
-                         seq->cumulative_logprob, 2 * k,
-                         ban_eos ? std::span<const int32_t>(eos) : std::span<const int32_t>(),
-                         &candidates_);
+    const double cum = sampled[b].seq->cumulative_logprob;
+    const SampledRow& row = sampled_rows_.rows[sampled[b].first_row];
+    for (const TopCandidate& c : sampled_rows_.CandidatesOf(row)) {
+      candidates_.push_back({static_cast<int32_t>(b), c.token_id, cum + c.logprob});
+    }
   }
   const BeamStep step = SelectBeams(&candidates_, k, eos);
 
@@ -394,42 +442,38 @@ void Engine::BeamStepGroup(SequenceGroup* group, std::span<const Sampled> sample
       continue;
     }
     std::unique_ptr<Sequence> child = NewSequence(*group, 0, parent->tokens, parent->rng);
-    child->num_computed = parent->num_computed;
     child->cumulative_logprob = parent->cumulative_logprob;
     Sequence* raw = child.get();
-    absl::Status st = scheduler_->Fork(group, parent, std::move(child));
-    PAGELLM_CHECK(st.ok(), "beam fork of request {} failed: {}", group->request_id, st.ToString());
+    result_.forks.push_back({group, parent, std::move(child)});
     next.push_back({raw, &c});
   }
   for (size_t b = 0; b < sampled.size(); ++b) {
-    if (!continued[b]) scheduler_->FinishSequence(group, sampled[b].seq, /*keep=*/false);
+    if (!continued[b]) result_.finishes.push_back({group, sampled[b].seq, /*keep=*/false});
   }
   double best_cum = -std::numeric_limits<double>::infinity();
   for (auto& [seq, c] : next) {
-    seq->tokens.push_back(c->token);
+    result_.appends.push_back({seq, c->token});
     seq->cumulative_logprob = c->cum_logprob;
     best_cum = std::max(best_cum, c->cum_logprob);
     ++generated_tokens_;
   }
-  group->forked = true;
 
-  const int64_t len = next.empty() ? 0 : next.front().first->num_output();
+  // Output length once this step's tokens are appended.
+  const int64_t len = next.empty() ? 0 : next.front().first->num_output() + 1;
   std::vector<double> hyp_scores;
   for (const auto& h : group->done) hyp_scores.push_back(HypothesisScore(p, *h));
   if (next.empty() || len >= p.max_tokens ||
       BeamSearchDone(hyp_scores, k, p.early_stopping, best_cum, len, p.length_penalty)) {
-    FinishBeams(group, outputs);
+    // Running beams become hypotheses too; EmitBeams returns the best once they are in.
+    for (auto& [seq, c] : next) {
+      seq->finish_reason = FinishReason::kLength;
+      result_.finishes.push_back({group, seq, /*keep=*/true});
+    }
   }
 }
 
-void Engine::FinishBeams(SequenceGroup* group, std::vector<SequenceOutput>* outputs) {
+void Engine::EmitBeams(SequenceGroup* group, std::vector<SequenceOutput>* outputs) {
   const SamplingParams& p = group->params;
-  // Running beams become hypotheses too; the best beam_width are returned, best first.
-  while (!group->seqs.empty()) {
-    Sequence* seq = group->seqs.front().get();
-    seq->finish_reason = FinishReason::kLength;
-    scheduler_->FinishSequence(group, seq, /*keep=*/true);
-  }
   SortHypotheses(p, &group->done);
   const size_t count = std::min<size_t>(group->done.size(), p.beam_width);
   for (size_t rank = 0; rank < count; ++rank) {

@@ -22,8 +22,8 @@
 #include "absl/status/status.h"
 #include "common/tokenizer/tokenizer.h"
 #include "worker/backend/backend.h"
+#include "worker/backend/sampling_batch.h"
 #include "worker/engine/beam_search.h"
-#include "worker/engine/sampler.h"
 #include "worker/engine/scheduler.h"
 #include "worker/engine/sequence.h"
 #include "worker/kv/block_manager.h"
@@ -46,7 +46,7 @@ struct SequenceOutput {
   std::string request_id;
   int32_t sample_index = 0;  // parallel sample, or the beam's rank (0 = best)
   std::vector<int32_t> new_token_ids;
-  std::string text;  // newly released text (stop strings held back / removed)
+  std::string text;                    // newly released text (stop strings held back / removed)
   std::vector<SampleResult> logprobs;  // one per new token when logprobs were requested
   FinishReason finish_reason = FinishReason::kNone;
   double cumulative_logprob = 0.0;  // beams only: the beam's sum of token logprobs
@@ -109,9 +109,13 @@ class Engine {
   [[nodiscard]] const BlockManager& block_manager() const { return *block_manager_; }
 
  private:
+  // A scheduled sequence whose next token is chosen this step, and its sampling rows:
+  // sampling_.rows[first_row, + num_rows). Several rows when a group with n > 1 samples its
+  // first tokens (row i for sample i, all from the prompt's last logits).
   struct Sampled {
     Sequence* seq;
-    int64_t row;  // logits row
+    int32_t first_row;
+    int32_t num_rows;
   };
   struct GroupSpan {  // a group's entries in sampled_
     SequenceGroup* group;
@@ -122,26 +126,31 @@ class Engine {
   Engine() = default;
   std::unique_ptr<Sequence> NewSequence(const SequenceGroup& group, int32_t sample_index,
                                         std::vector<int32_t> tokens, SamplingRng rng);
+  // Flattens the scheduled chunks into batch_ and the rows to sample into sampling_rows_.
   void BuildBatch(const SchedulerOutput& sched);
-  // Samples, detokenizes and stop-checks the group's sampled sequences (forking n > 1 samples
-  // at the first token).
+  void AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits_row);
+  // Turns the group's sampled rows into tokens, forks and finishes (into result_) and streams
+  // them (detokenized, stop-checked) into `outputs`.
   void SampleGroup(SequenceGroup* group, std::span<const Sampled> sampled,
                    std::vector<SequenceOutput>* outputs);
-  void SampleOne(SequenceGroup* group, Sequence* seq, std::span<const float> logits,
-                 std::vector<SequenceOutput>* outputs);
+  void AcceptSample(SequenceGroup* group, Sequence* seq, const SampledRow& row,
+                    std::vector<SequenceOutput>* outputs);
   void BeamStepGroup(SequenceGroup* group, std::span<const Sampled> sampled,
                      std::vector<SequenceOutput>* outputs);
-  void FinishBeams(SequenceGroup* group, std::vector<SequenceOutput>* outputs);
+  // Emits a finished beam search's best beam_width hypotheses, best first.
+  void EmitBeams(SequenceGroup* group, std::vector<SequenceOutput>* outputs);
+  // Ends every listed group with an abort output per live sequence and removes it.
+  void FailGroups(const std::vector<SequenceGroup*>& groups, std::vector<SequenceOutput>* outputs);
   void RemoveGroup(SequenceGroup* group);
-  std::span<const float> LogitsRow(int64_t row) const;
 
   Backend* backend_ = nullptr;
   const Tokenizer* tokenizer_ = nullptr;
   EngineOptions options_;
   int64_t max_model_len_ = 0;
+  int64_t block_table_stride_ = 0;  // ceil(max_model_len_ / block_size)
+  std::vector<int32_t> eos_ids_;    // the tokenizer's end-of-generation ids
   std::unique_ptr<BlockManager> block_manager_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<Sampler> sampler_;
   absl::flat_hash_map<std::string, std::unique_ptr<SequenceGroup>> groups_;
   int64_t next_arrival_ = 0;
   int64_t next_seq_id_ = 0;
@@ -150,12 +159,18 @@ class Engine {
   double live_ratio_sum_ = 0.0;
   int64_t live_ratio_steps_ = 0;
   // Per-step buffers, reused.
-  std::vector<int32_t> token_ids_, positions_, token_seq_, block_tables_, logit_indices_;
+  ForwardBatch batch_;
+  std::vector<int32_t> token_ids_, positions_, token_seq_, query_start_, seq_lens_, block_tables_,
+      logit_indices_;
   std::vector<int64_t> slots_;
-  std::vector<float> logits_;
+  std::vector<SamplingRow> sampling_rows_;
+  SamplerOutput sampled_rows_;
   std::vector<Sampled> sampled_;
   std::vector<GroupSpan> group_spans_;
   std::vector<BeamCandidate> candidates_;
+  StepResult result_;
+  std::vector<SequenceGroup*> finished_groups_;
+  std::vector<SequenceGroup*> failed_groups_;
 };
 
 }  // namespace pagellm

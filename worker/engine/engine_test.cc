@@ -1,463 +1,329 @@
-// Engine tests on the real default model (SmolLM2-135M-Instruct, Q4_1) with the CPU backend.
-// Skipped when the model file is absent, unless PAGELLM_REQUIRE_MODELS=1 (then they fail).
-// Generations are kept short: the whole suite should run in well under a minute on 2 cores.
+// Engine tests without a model: a ScriptedBackend (whose "model" is a rule of each sequence's
+// whole context, read back through its paged KV blocks) and the mock byte tokenizer. Expected
+// tokens come from the rule applied in a plain loop (ScriptedBackend::Continue), never from the
+// engine. tests/engine_model_test.cc runs the engine on the real default model.
 #include "worker/engine/engine.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/backend/cpu_backend.h"
-#include "worker/model/model_loader.h"
+#include "worker/backend/mock/mock_backend.h"
+#include "worker/backend/testing/scripted_backend.h"
+#include "worker/engine/testing/sampling.h"
 
 namespace pagellm {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ScriptedBackend;
+using testing::ScriptedBackendOptions;
 
-constexpr char kModelPath[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-constexpr int64_t kNumBlocks = 64;  // of 16 tokens: 1024 tokens in the shared pool
+constexpr int32_t kEos = 256;  // the mock tokenizer's <|endoftext|>
 
-struct Model {
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<Backend> backend;
-};
+SamplingParams Greedy(int32_t max_tokens) { return testing::GreedyParams(max_tokens); }
 
-absl::StatusOr<Model> OpenModel(int64_t num_kv_blocks) {
-  LoadModelOptions lo;
-  lo.path = kModelPath;
-  absl::StatusOr<LoadedModel> loaded = LoadModel(lo);
-  if (!loaded.ok()) return loaded.status();
-  CpuBackendOptions bo;
-  bo.threads = 2;
-  bo.num_kv_blocks = num_kv_blocks;
-  absl::StatusOr<std::unique_ptr<Backend>> backend =
-      CreateCpuBackend(std::move(loaded->weights), bo);
-  if (!backend.ok()) return backend.status();
-  return Model{std::move(loaded->tokenizer), std::move(*backend)};
-}
-
-// Everything one request produced, accumulated over steps.
-struct Completion {
-  std::vector<int32_t> tokens;
-  std::string text;
-  std::vector<SampleResult> logprobs;
-  FinishReason finish = FinishReason::kNone;
-};
-using Completions = std::map<std::string, Completion>;
-
-SamplingParams Greedy(int32_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
+std::vector<int32_t> Prompt(int32_t first, int n) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back((first + 13 * i) % 200 + 32);
   return p;
 }
 
-SamplingParams Seeded(uint64_t seed, int32_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.8f;
-  p.top_p = 0.9f;
-  p.seed = seed;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
+struct RunResult {
+  std::map<std::pair<std::string, int32_t>, std::vector<int32_t>> tokens;
+  std::map<std::pair<std::string, int32_t>, FinishReason> finish;
+  std::map<std::pair<std::string, int32_t>, double> cumulative_logprob;
+  std::vector<absl::Status> step_errors;
+};
 
 class EngineTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    if (!std::filesystem::exists(kModelPath)) return;
-    absl::StatusOr<Model> m = OpenModel(kNumBlocks);
-    if (m.ok()) {
-      shared_ = new Model(std::move(*m));
-    } else {
-      load_error_ = new absl::Status(m.status());
-    }
-  }
-  static void TearDownTestSuite() {
-    delete shared_;
-    shared_ = nullptr;
-    delete load_error_;
-    load_error_ = nullptr;
-  }
-
   void SetUp() override {
-    if (!std::filesystem::exists(kModelPath)) {
-      const char* req = std::getenv("PAGELLM_REQUIRE_MODELS");
-      if (req != nullptr && std::strcmp(req, "1") == 0) {
-        FAIL() << kModelPath << " is missing and PAGELLM_REQUIRE_MODELS=1";
-      }
-      GTEST_SKIP() << kModelPath << " is missing (run the model fetch script)";
-    }
-    ASSERT_EQ(load_error_, nullptr) << *load_error_;
-    ASSERT_NE(shared_, nullptr);
+    auto tokenizer = MockTokenizer();
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = std::move(*tokenizer);
   }
 
-  static const Tokenizer* tokenizer() { return shared_->tokenizer.get(); }
-  static Backend* backend() { return shared_->backend.get(); }
-  static std::vector<int32_t> Ids(const std::string& text) {
-    return tokenizer()->Encode(text, /*add_special_tokens=*/true, /*parse_special=*/false);
+  // A backend over the mock tokenizer's 257-token vocabulary.
+  void MakeBackend(ScriptedBackendOptions o = {}) {
+    o.vocab_size = 257;
+    backend_ = std::make_unique<ScriptedBackend>(o);
   }
-  static int64_t Vocab() { return backend()->config().vocab_size; }
-
-  static std::unique_ptr<Engine> NewEngine(Backend* b, const EngineOptions& options = {}) {
-    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(b, tokenizer(), options);
+  std::unique_ptr<Engine> NewEngine(EngineOptions o = {}) {
+    auto e = Engine::Create(backend_.get(), tokenizer_.get(), o);
     EXPECT_TRUE(e.ok()) << e.status();
     return e.ok() ? std::move(*e) : nullptr;
   }
-  static std::unique_ptr<Engine> NewEngine(const EngineOptions& options = {}) {
-    return NewEngine(backend(), options);
-  }
-
-  // Appends one step's outputs to `c`, checking that nothing follows a finish.
-  static void Collect(const std::vector<SequenceOutput>& outs, Completions* c) {
-    for (const SequenceOutput& o : outs) {
-      Completion& r = (*c)[o.request_id];
-      EXPECT_EQ(r.finish, FinishReason::kNone) << o.request_id << " produced after finishing";
-      r.tokens.insert(r.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-      r.text += o.text;
-      r.logprobs.insert(r.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
-      r.finish = o.finish_reason;
-    }
-  }
-  // Steps until nothing is unfinished (bounded, so a livelock fails instead of hanging).
-  static void Drain(Engine* e, Completions* c) {
+  // Steps until idle (bounded), collecting everything; checks that no block is left held.
+  static RunResult Drain(Engine* e) {
+    RunResult run;
     std::vector<SequenceOutput> outs;
-    for (int i = 0; i < 10000 && e->HasUnfinished(); ++i) {
+    for (int i = 0; i < 5000 && e->HasUnfinished(); ++i) {
       outs.clear();
       absl::Status st = e->Step(&outs);
-      ASSERT_TRUE(st.ok()) << st;
-      Collect(outs, c);
+      if (!st.ok()) run.step_errors.push_back(st);
+      for (const SequenceOutput& o : outs) {
+        const auto key = std::make_pair(o.request_id, o.sample_index);
+        auto& t = run.tokens[key];
+        t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+        run.finish[key] = o.finish_reason;
+        run.cumulative_logprob[key] = o.cumulative_logprob;
+      }
     }
-    EXPECT_FALSE(e->HasUnfinished()) << "engine made no progress";
-  }
-  static Completions RunAll(Engine* e) {
-    Completions c;
-    Drain(e, &c);
-    EXPECT_EQ(e->num_used_blocks(), 0) << "blocks leaked";
-    return c;
-  }
-  // One request alone in a fresh engine on the shared backend.
-  static Completion RunOne(const std::string& prompt, const SamplingParams& p) {
-    std::unique_ptr<Engine> e = NewEngine();
-    if (e == nullptr) return {};
-    absl::Status st = e->AddRequest("r", Ids(prompt), p);
-    EXPECT_TRUE(st.ok()) << st;
-    return RunAll(e.get())["r"];
+    EXPECT_FALSE(e->HasUnfinished()) << "no progress";
+    const BlockManager::Stats bm = e->block_manager().GetStats();
+    EXPECT_EQ(bm.device_used, 0) << "device blocks leaked";
+    EXPECT_EQ(bm.swap_used, 0) << "swap blocks leaked";
+    return run;
   }
 
-  static Model* shared_;
-  static absl::Status* load_error_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ScriptedBackend> backend_;
 };
 
-Model* EngineTest::shared_ = nullptr;
-absl::Status* EngineTest::load_error_ = nullptr;
-
-TEST_F(EngineTest, GreedyNamesTheCapitalOfFrance) {
-  SamplingParams p = Greedy(8);
-  p.ignore_eos = false;
-  Completion c = RunOne("The capital of France is", p);
-  EXPECT_THAT(c.text, HasSubstr("Paris"));
-  EXPECT_NE(c.finish, FinishReason::kNone);
-  EXPECT_LE(c.tokens.size(), 8u);
-}
-
-TEST_F(EngineTest, StreamedTextMatchesTheDecodedTokens) {
-  Completion c = RunOne("The capital of France is", Greedy(10));
-  ASSERT_EQ(c.tokens.size(), 10u);
-  EXPECT_EQ(c.finish, FinishReason::kLength);
-  EXPECT_EQ(c.text, tokenizer()->Decode(c.tokens, /*skip_special=*/true));
-}
-
-TEST_F(EngineTest, CreateRejectsABudgetAboveTheBackendsBatch) {
-  EngineOptions o;
-  o.max_num_batched_tokens = backend()->max_batch_tokens() + 1;
-  EXPECT_EQ(Engine::Create(backend(), tokenizer(), o).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  o.max_num_batched_tokens = 0;
-  EXPECT_EQ(Engine::Create(backend(), tokenizer(), o).status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
-TEST_F(EngineTest, RejectsInvalidRequests) {
-  EngineOptions o;
-  o.max_model_len = 64;
-  std::unique_ptr<Engine> e = NewEngine(o);
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->max_model_len(), 64);
-  const std::vector<int32_t> prompt(7, 100);
-
-  EXPECT_EQ(e->AddRequest("a", {}, Greedy(4)).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(e->AddRequest("a", {1, static_cast<int32_t>(Vocab())}, Greedy(4)).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(e->AddRequest("a", {-1}, Greedy(4)).code(), absl::StatusCode::kInvalidArgument);
-
-  absl::Status too_long = e->AddRequest("a", prompt, Greedy(60));  // 67 > 64
-  EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(too_long.message(), HasSubstr("67"));
-  EXPECT_THAT(too_long.message(), HasSubstr("64"));
-  EXPECT_TRUE(e->AddRequest("a", prompt, Greedy(57)).ok());  // exactly 64 fits
-  EXPECT_EQ(e->AddRequest("a", prompt, Greedy(4)).code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_TRUE(e->Abort("a").ok());
-  EXPECT_FALSE(e->HasUnfinished());
-  EXPECT_EQ(e->num_used_blocks(), 0);
-}
-
-TEST_F(EngineTest, RejectsARequestLargerThanTheKvPool) {
+TEST_F(EngineTest, GreedyTokensFollowTheModelThroughThePagedCache) {
+  MakeBackend();
   std::unique_ptr<Engine> e = NewEngine();
-  ASSERT_NE(e, nullptr);
-  ASSERT_GE(e->max_model_len(), 2100);
-  // 7 + 2000 tokens need 126 blocks of 16; the pool has 64.
-  absl::Status st = e->AddRequest("big", std::vector<int32_t>(7, 100), Greedy(2000));
-  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
-  EXPECT_FALSE(e->HasUnfinished());
-  // A failed request leaves its id free.
-  EXPECT_TRUE(e->AddRequest("big", std::vector<int32_t>(7, 100), Greedy(1)).ok());
-  RunAll(e.get());
-}
-
-TEST_F(EngineTest, RejectsBadSamplingParams) {
-  std::unique_ptr<Engine> e = NewEngine();
-  ASSERT_NE(e, nullptr);
-  struct Case {
-    const char* name;
-    void (*mutate)(SamplingParams&);
-  };
-  const Case cases[] = {
-      {"top_p 0", [](SamplingParams& p) { p.top_p = 0.0f; }},
-      {"negative temperature", [](SamplingParams& p) { p.temperature = -1.0f; }},
-      {"max_tokens 0", [](SamplingParams& p) { p.max_tokens = 0; }},
-      {"min_tokens > max_tokens", [](SamplingParams& p) { p.min_tokens = p.max_tokens + 1; }},
-      {"logprobs 21", [](SamplingParams& p) { p.logprobs = kMaxLogprobs + 1; }},
-      {"stop token out of vocab", [](SamplingParams& p) { p.stop_token_ids = {1 << 30}; }},
-      {"empty stop string", [](SamplingParams& p) { p.stop = {""}; }},
-      {"n 0", [](SamplingParams& p) { p.n = 0; }},
-      {"n above the cap", [](SamplingParams& p) { p.n = kMaxParallelSamples + 1; }},
-      {"beam with sampling", [](SamplingParams& p) { p.beam_width = 4, p.temperature = 1.0f; }},
-      {"beam with n", [](SamplingParams& p) { p.beam_width = 4, p.n = 2; }},
-      {"beam with stop strings", [](SamplingParams& p) { p.beam_width = 2, p.stop = {"x"}; }},
-      {"beam with logprobs", [](SamplingParams& p) { p.beam_width = 2, p.logprobs = 1; }},
-  };
-  for (const Case& c : cases) {
-    SamplingParams p = Greedy(4);
-    c.mutate(p);
-    EXPECT_EQ(e->AddRequest("x", Ids("Hello"), p).code(), absl::StatusCode::kInvalidArgument)
-        << c.name;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(Prompt(i * 17, 3 + 2 * i));  // lengths across block boundaries (4 slots)
+    ASSERT_TRUE(e->AddRequest(std::to_string(i), prompts.back(), Greedy(9)).ok());
   }
-  EXPECT_FALSE(e->HasUnfinished());
-}
-
-TEST_F(EngineTest, RejectsMoreParallelSequencesThanMaxNumSeqs) {
-  EngineOptions o;
-  o.max_num_seqs = 3;
-  std::unique_ptr<Engine> e = NewEngine(o);
-  ASSERT_NE(e, nullptr);
-  SamplingParams p = Greedy(4);
-  p.n = 4;
-  absl::Status st = e->AddRequest("x", Ids("Hello"), p);
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(st.message(), HasSubstr("max_num_seqs"));
-  p.n = 3;
-  EXPECT_TRUE(e->AddRequest("x", Ids("Hello"), p).ok());
-  std::vector<SequenceOutput> outs;
-  for (int i = 0; i < 100 && e->HasUnfinished(); ++i) ASSERT_TRUE(e->Step(&outs).ok());
-  EXPECT_EQ(outs.size(), 3u * 4);  // three samples of four tokens
-  EXPECT_EQ(e->num_used_blocks(), 0);
-}
-
-TEST_F(EngineTest, AbortWhileWaiting) {
-  EngineOptions o;
-  o.max_num_seqs = 1;
-  std::unique_ptr<Engine> e = NewEngine(o);
-  ASSERT_NE(e, nullptr);
-  ASSERT_TRUE(e->AddRequest("first", Ids("Hello there"), Greedy(3)).ok());
-  ASSERT_TRUE(e->AddRequest("second", Ids("Good morning"), Greedy(3)).ok());
-  std::vector<SequenceOutput> outs;
-  ASSERT_TRUE(e->Step(&outs).ok());
-  ASSERT_EQ(e->num_waiting(), 1);
-  EXPECT_TRUE(e->Abort("second").ok());
-  EXPECT_EQ(e->num_waiting(), 0);
-  EXPECT_EQ(e->Abort("second").code(), absl::StatusCode::kNotFound);
-  Completions c;
-  Collect(outs, &c);
-  Drain(e.get(), &c);
-  EXPECT_EQ(c["first"].tokens.size(), 3u);
-  EXPECT_EQ(c.count("second"), 0u);
-  EXPECT_EQ(e->num_used_blocks(), 0);
-}
-
-TEST_F(EngineTest, AbortMidPrefill) {
-  EngineOptions o;
-  o.max_num_batched_tokens = 8;
-  std::unique_ptr<Engine> e = NewEngine(o);
-  ASSERT_NE(e, nullptr);
-  const std::vector<int32_t> prompt =
-      Ids("A long prompt that needs several prefill steps of eight tokens each to finish, "
-          "because the engine budget allows only eight tokens per step.");
-  ASSERT_GT(prompt.size(), 16u);
-  ASSERT_TRUE(e->AddRequest("r", prompt, Greedy(4)).ok());
-  std::vector<SequenceOutput> outs;
-  ASSERT_TRUE(e->Step(&outs).ok());
-  ASSERT_TRUE(e->Step(&outs).ok());
-  EXPECT_TRUE(outs.empty());  // still in prefill: nothing sampled
-  EXPECT_EQ(e->num_running(), 1);
-  EXPECT_GT(e->num_used_blocks(), 0);
-  EXPECT_TRUE(e->Abort("r").ok());
-  EXPECT_FALSE(e->HasUnfinished());
-  EXPECT_EQ(e->num_running(), 0);
-  EXPECT_EQ(e->num_used_blocks(), 0);
-  ASSERT_TRUE(e->Step(&outs).ok());
-  EXPECT_TRUE(outs.empty());
-  EXPECT_EQ(e->Abort("r").code(), absl::StatusCode::kNotFound);
-}
-
-TEST_F(EngineTest, AbortWhileDecodingLeavesOthersRunning) {
-  std::unique_ptr<Engine> e = NewEngine();
-  ASSERT_NE(e, nullptr);
-  ASSERT_TRUE(e->AddRequest("stay", Ids("The capital of France is"), Greedy(6)).ok());
-  ASSERT_TRUE(e->AddRequest("go", Ids("Once upon a time"), Greedy(50)).ok());
-  Completions c;
-  std::vector<SequenceOutput> outs;
-  for (int i = 0; i < 3; ++i) {
-    outs.clear();
-    ASSERT_TRUE(e->Step(&outs).ok());
-    Collect(outs, &c);
+  const RunResult run = Drain(e.get());
+  ASSERT_TRUE(run.step_errors.empty()) << run.step_errors.front();
+  for (int i = 0; i < 6; ++i) {
+    const auto key = std::make_pair(std::to_string(i), 0);
+    EXPECT_EQ(run.tokens.at(key), backend_->Continue(prompts[i], 9)) << "request " << i;
+    EXPECT_EQ(run.finish.at(key), FinishReason::kLength);
   }
-  ASSERT_EQ(c["go"].tokens.size(), 3u);
-  EXPECT_TRUE(e->Abort("go").ok());
-  EXPECT_EQ(e->num_running(), 1);
-  Drain(e.get(), &c);
-  EXPECT_EQ(c["go"].tokens.size(), 3u);
-  EXPECT_EQ(c["stay"].tokens, RunOne("The capital of France is", Greedy(6)).tokens);
-  EXPECT_EQ(e->num_used_blocks(), 0);
+  EXPECT_GT(backend_->all_decode_steps(), 0);  // decode steps say so
 }
 
-TEST_F(EngineTest, SeededSamplingDoesNotDependOnTheBatch) {
-  const std::string prompt = "Once upon a time, in a small village,";
-  const Completion alone = RunOne(prompt, Seeded(1234, 12));
-  ASSERT_EQ(alone.tokens.size(), 12u);
-
+TEST_F(EngineTest, StreamedTextIsTheDecodedTokens) {
+  MakeBackend();
   std::unique_ptr<Engine> e = NewEngine();
-  ASSERT_NE(e, nullptr);
-  ASSERT_TRUE(e->AddRequest("other1", Ids("My favourite food is"), Seeded(7, 8)).ok());
-  ASSERT_TRUE(e->AddRequest("r", Ids(prompt), Seeded(1234, 12)).ok());
-  SamplingParams unseeded = Seeded(0, 16);
-  unseeded.seed.reset();
-  ASSERT_TRUE(e->AddRequest("other2", Ids("def fibonacci(n):"), unseeded).ok());
-  Completions batched = RunAll(e.get());
-  EXPECT_EQ(batched["r"].tokens, alone.tokens);
-  EXPECT_EQ(batched["r"].text, alone.text);
-
-  const Completion other_seed = RunOne(prompt, Seeded(1235, 12));
-  EXPECT_NE(other_seed.tokens, alone.tokens);
-}
-
-TEST_F(EngineTest, PreemptionByRecomputeKeepsGreedyOutputs) {
-  const std::vector<std::string> prompts = {"The capital of France is", "Once upon a time",
-                                            "List three colors:", "def add(a, b):"};
-  const int32_t max_tokens = 20;  // prompt + output: 2 blocks of 16 each
-  auto run = [&](Backend* b, int64_t* preemptions) {
-    std::unique_ptr<Engine> e = NewEngine(b);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_TRUE(e->AddRequest(std::to_string(i), Ids(prompts[i]), Greedy(max_tokens)).ok());
-    }
-    Completions c = RunAll(e.get());
-    *preemptions = e->stats().preemptions();
-    return c;
-  };
-  int64_t roomy_preemptions = -1;
-  const Completions expected = run(backend(), &roomy_preemptions);
-  EXPECT_EQ(roomy_preemptions, 0);
-
-  // 5 blocks: four sequences fit while they need 1 block each, not when each needs 2.
-  absl::StatusOr<Model> tiny = OpenModel(5);
-  ASSERT_TRUE(tiny.ok()) << tiny.status();
-  int64_t tiny_preemptions = -1;
-  const Completions got = run(tiny->backend.get(), &tiny_preemptions);
-  EXPECT_GT(tiny_preemptions, 0);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::string id = std::to_string(i);
-    EXPECT_EQ(got.at(id).tokens.size(), static_cast<size_t>(max_tokens)) << prompts[i];
-    EXPECT_EQ(got.at(id).tokens, expected.at(id).tokens) << prompts[i];
-    EXPECT_EQ(got.at(id).text, expected.at(id).text) << prompts[i];
-  }
-}
-
-TEST_F(EngineTest, StopStringTruncatesTheText) {
-  const std::string prompt = "The capital of France is";
-  const Completion full = RunOne(prompt, Greedy(16));
-  ASSERT_EQ(full.finish, FinishReason::kLength);
-  ASSERT_GE(full.text.size(), 8u) << full.text;
-  // A stop string from the middle of the unconstrained text: the run stops at its first match.
-  const std::string stop = full.text.substr(full.text.size() / 2, 4);
-  const size_t at = full.text.find(stop);
-  SamplingParams p = Greedy(16);
-  p.stop = {stop};
-  const Completion c = RunOne(prompt, p);
-  EXPECT_EQ(c.finish, FinishReason::kStop);
-  EXPECT_EQ(c.text, full.text.substr(0, at)) << "stop string '" << stop << "'";
-  EXPECT_LT(c.tokens.size(), full.tokens.size());
-  EXPECT_TRUE(std::equal(c.tokens.begin(), c.tokens.end(), full.tokens.begin()));
-
-  p.include_stop_str_in_output = true;
-  EXPECT_EQ(RunOne(prompt, p).text, full.text.substr(0, at + stop.size()));
-}
-
-TEST_F(EngineTest, MaxTokensFinishesWithLength) {
-  std::unique_ptr<Engine> e = NewEngine();
-  ASSERT_NE(e, nullptr);
-  ASSERT_TRUE(e->AddRequest("r", Ids("Count: one, two,"), Greedy(5)).ok());
-  Completions c;
+  const std::vector<int32_t> prompt = Prompt(5, 6);
+  ASSERT_TRUE(e->AddRequest("r", prompt, Greedy(12)).ok());
+  std::string text;
   std::vector<SequenceOutput> outs;
-  int steps_with_tokens = 0;
   while (e->HasUnfinished()) {
     outs.clear();
     ASSERT_TRUE(e->Step(&outs).ok());
-    for (const SequenceOutput& o : outs) {
-      ++steps_with_tokens;
-      EXPECT_EQ(o.new_token_ids.size(), 1u);
-      EXPECT_EQ(o.finished(), steps_with_tokens == 5);
-    }
-    Collect(outs, &c);
+    for (const SequenceOutput& o : outs) text += o.text;
   }
-  EXPECT_EQ(c["r"].tokens.size(), 5u);
-  EXPECT_EQ(c["r"].finish, FinishReason::kLength);
-  EXPECT_EQ(e->stats().generated_tokens, 5);
+  EXPECT_EQ(text, tokenizer_->Decode(backend_->Continue(prompt, 12), /*skip_special=*/true));
 }
 
-TEST_F(EngineTest, LogprobsComeOnePerTokenWithTheRequestedTopN) {
-  for (int32_t n : {0, 5}) {
-    SCOPED_TRACE(n);
-    SamplingParams p = Greedy(4);
-    p.logprobs = n;
-    const Completion c = RunOne("The capital of France is", p);
-    ASSERT_EQ(c.tokens.size(), 4u);
-    ASSERT_EQ(c.logprobs.size(), c.tokens.size());
-    for (size_t i = 0; i < c.tokens.size(); ++i) {
-      const SampleResult& r = c.logprobs[i];
-      EXPECT_EQ(r.token_id, c.tokens[i]);
-      EXPECT_LE(r.logprob, 0.0f);
-      EXPECT_EQ(r.rank, 1);  // greedy picks the most likely token
-      ASSERT_EQ(r.top_logprobs().size(), static_cast<size_t>(n));
-      for (size_t k = 1; k < r.top_logprobs().size(); ++k) {
-        EXPECT_GE(r.top_logprobs()[k - 1].logprob, r.top_logprobs()[k].logprob);
-      }
-      if (n > 0) {
-        EXPECT_EQ(r.top_logprobs()[0].token_id, r.token_id);
-        EXPECT_FLOAT_EQ(r.top_logprobs()[0].logprob, r.logprob);
-      }
+TEST_F(EngineTest, ChunkedPrefillAndPreemptionLeaveTheTokensAlone) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 8; ++i) prompts.push_back(Prompt(31 * i, 10 + i));
+  for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
+    SCOPED_TRACE(mode == PreemptionMode::kSwap ? "swap" : "recompute");
+    // 24 blocks of 4 slots for 8 sequences that reach 27..34 tokens: preemption is certain.
+    MakeBackend({.block_size = 4, .num_kv_blocks = 24, .num_swap_blocks = 64});
+    EngineOptions o;
+    o.preemption_mode = mode;
+    o.max_num_batched_tokens = 16;  // prompts prefill in chunks
+    o.enable_prefix_caching = false;
+    o.watermark = 0.0;
+    std::unique_ptr<Engine> e = NewEngine(o);
+    for (int i = 0; i < 8; ++i) {
+      ASSERT_TRUE(e->AddRequest(std::to_string(i), prompts[i], Greedy(17)).ok());
+    }
+    const RunResult run = Drain(e.get());
+    ASSERT_TRUE(run.step_errors.empty()) << run.step_errors.front();
+    EXPECT_GT(e->stats().preemptions(), 0);
+    if (mode == PreemptionMode::kSwap) {
+      EXPECT_GT(e->stats().swapped_out_blocks, 0);
+    }
+    EXPECT_LE(backend_->max_tokens_in_a_step(), 16);
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(run.tokens.at({std::to_string(i), 0}), backend_->Continue(prompts[i], 17))
+          << "request " << i;
     }
   }
-  // Without the request, no logprobs come back.
-  EXPECT_TRUE(RunOne("The capital of France is", Greedy(2)).logprobs.empty());
+}
+
+TEST_F(EngineTest, PrefixCacheHitsReadTheSharedBlocks) {
+  MakeBackend();
+  std::unique_ptr<Engine> e = NewEngine();
+  std::vector<int32_t> a = Prompt(3, 16), b = a;
+  b.push_back(77);
+  ASSERT_TRUE(e->AddRequest("a", a, Greedy(3)).ok());
+  RunResult first = Drain(e.get());
+  ASSERT_TRUE(e->AddRequest("b", b, Greedy(5)).ok());
+  RunResult second = Drain(e.get());
+  EXPECT_GE(e->stats().prefix_cache_hit_tokens, 12);
+  EXPECT_EQ(second.tokens.at({"b", 0}), backend_->Continue(b, 5));
+}
+
+// A rule with a few likely tokens, so that seeded sampling has real choices.
+void SpreadRule(std::span<const int32_t> context, std::span<float> row) {
+  std::fill(row.begin(), row.end(), -30.0f);
+  const int32_t base = static_cast<int32_t>(context.size() * 7 % 200);
+  for (int32_t k = 0; k < 5; ++k) row[base + k] = 1.0f - 0.1f * k;
+}
+
+TEST_F(EngineTest, ParallelSamplesShareThePromptAndDrawTheirOwnStreams) {
+  MakeBackend();
+  backend_->SetRule(SpreadRule);
+  SamplingParams p = Greedy(10);
+  p.temperature = 1.0f;
+  p.seed = 1234;
+  const std::vector<int32_t> prompt = Prompt(9, 11);
+  std::unique_ptr<Engine> single = NewEngine();
+  ASSERT_TRUE(single->AddRequest("r", prompt, p).ok());
+  const RunResult one = Drain(single.get());
+
+  p.n = 4;
+  std::unique_ptr<Engine> e = NewEngine();
+  ASSERT_TRUE(e->AddRequest("r", prompt, p).ok());
+  std::vector<SequenceOutput> outs;
+  ASSERT_TRUE(e->Step(&outs).ok());  // prefill, then four first tokens
+  EXPECT_EQ(outs.size(), 4u);
+  // The four samples hold the prompt's 3 blocks once, plus a block each for their first token
+  // once they diverge; before that the prompt's blocks are shared.
+  EXPECT_LE(e->num_used_blocks(), 3 + 4);
+  const RunResult four = Drain(e.get());
+  // Sample 0 draws the request's own stream: the n = 1 run's tokens.
+  std::vector<int32_t> first = {outs[0].new_token_ids[0]};
+  const std::vector<int32_t>& rest = four.tokens.at({"r", 0});
+  first.insert(first.end(), rest.begin(), rest.end());
+  EXPECT_EQ(first, one.tokens.at({"r", 0}));
+  int distinct = 0;
+  for (int32_t i = 1; i < 4; ++i) {
+    std::vector<int32_t> s = {outs[i].new_token_ids[0]};
+    s.insert(s.end(), four.tokens.at({"r", i}).begin(), four.tokens.at({"r", i}).end());
+    EXPECT_EQ(s.size(), 10u);
+    distinct += s != first;
+  }
+  EXPECT_GT(distinct, 0);
+}
+
+TEST_F(EngineTest, EosStopsASequenceOnceMinTokensAllow) {
+  MakeBackend();
+  // EOS is the most likely token from the 4th output on.
+  const int64_t prompt_len = 5;
+  backend_->SetRule([](std::span<const int32_t> context, std::span<float> row) {
+    std::fill(row.begin(), row.end(), 0.0f);
+    row[context.size() >= prompt_len + 3 ? kEos : 65] = 10.0f;
+    row[66] = 9.0f;
+  });
+  SamplingParams p = Greedy(20);
+  p.ignore_eos = false;
+  std::unique_ptr<Engine> e = NewEngine();
+  ASSERT_TRUE(e->AddRequest("plain", Prompt(1, prompt_len), p).ok());
+  p.min_tokens = 6;
+  ASSERT_TRUE(e->AddRequest("min6", Prompt(1, prompt_len), p).ok());
+  const RunResult run = Drain(e.get());
+  EXPECT_EQ(run.tokens.at({"plain", 0}), (std::vector<int32_t>{65, 65, 65, kEos}));
+  EXPECT_EQ(run.finish.at({"plain", 0}), FinishReason::kStop);
+  // EOS is suppressed while fewer than 6 tokens exist; the runner-up (66) is taken instead.
+  EXPECT_EQ(run.tokens.at({"min6", 0}), (std::vector<int32_t>{65, 65, 65, 66, 66, 66, kEos}));
+}
+
+TEST_F(EngineTest, BeamSearchKeepsTheBestHypothesesFirst) {
+  MakeBackend();
+  // Two strong candidates per step: NextToken (logit 5) and NextToken + 1 (logit 4).
+  backend_->SetRule([this](std::span<const int32_t> context, std::span<float> row) {
+    std::fill(row.begin(), row.end(), 0.0f);
+    const int32_t next = backend_->NextToken(context);
+    row[next] = 5.0f;
+    row[(next + 1) % 256] = 4.0f;
+  });
+  SamplingParams p = Greedy(6);
+  p.beam_width = 3;
+  std::unique_ptr<Engine> e = NewEngine();
+  const std::vector<int32_t> prompt = Prompt(40, 7);
+  ASSERT_TRUE(e->AddRequest("b", prompt, p).ok());
+  const RunResult run = Drain(e.get());
+  ASSERT_EQ(run.tokens.size(), 3u);
+  // Beam 0 follows the top candidate each step; its score is six times that logprob.
+  EXPECT_EQ(run.tokens.at({"b", 0}), backend_->Continue(prompt, 6));
+  const double z = std::log(std::exp(5.0) + std::exp(4.0) + 255.0);  // 255 others at 0
+  EXPECT_NEAR(run.cumulative_logprob.at({"b", 0}), 6 * (5.0 - z), 1e-4);
+  EXPECT_GE(run.cumulative_logprob.at({"b", 0}), run.cumulative_logprob.at({"b", 1}));
+  EXPECT_GE(run.cumulative_logprob.at({"b", 1}), run.cumulative_logprob.at({"b", 2}));
+  EXPECT_NE(run.tokens.at({"b", 1}), run.tokens.at({"b", 0}));
+}
+
+TEST_F(EngineTest, AFailedStepAbortsItsRequestsAndTheEngineGoesOn) {
+  MakeBackend();
+  std::unique_ptr<Engine> e = NewEngine();
+  ASSERT_TRUE(e->AddRequest("a", Prompt(1, 5), Greedy(4)).ok());
+  ASSERT_TRUE(e->AddRequest("b", Prompt(2, 5), Greedy(4)).ok());
+  backend_->FailNextForward(absl::InternalError("device lost"));
+  std::vector<SequenceOutput> outs;
+  const absl::Status st = e->Step(&outs);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
+  ASSERT_EQ(outs.size(), 2u);
+  for (const SequenceOutput& o : outs) EXPECT_EQ(o.finish_reason, FinishReason::kAbort);
+  EXPECT_FALSE(e->HasUnfinished());
+  EXPECT_EQ(e->num_used_blocks(), 0);
+  ASSERT_TRUE(e->AddRequest("c", Prompt(3, 5), Greedy(4)).ok());
+  EXPECT_EQ(Drain(e.get()).tokens.at({"c", 0}), backend_->Continue(Prompt(3, 5), 4));
+}
+
+TEST_F(EngineTest, AFailedKvCopyFailsTheGroupsItTouched) {
+  MakeBackend({.block_size = 4, .num_kv_blocks = 12, .num_swap_blocks = 64});
+  EngineOptions o;
+  o.preemption_mode = PreemptionMode::kSwap;
+  o.watermark = 0.0;
+  o.enable_prefix_caching = false;
+  std::unique_ptr<Engine> e = NewEngine(o);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(e->AddRequest(std::to_string(i), Prompt(i, 6), Greedy(12)).ok());
+  }
+  // No request forks, so the first copies are the first swap-out: make them fail.
+  backend_->FailNextCopy(absl::DataLossError("copy failed"));
+  std::vector<SequenceOutput> outs;
+  absl::Status failed;
+  for (int i = 0; i < 200 && e->HasUnfinished() && failed.ok(); ++i) {
+    outs.clear();
+    failed = e->Step(&outs);
+  }
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss);
+  ASSERT_FALSE(outs.empty());
+  for (const SequenceOutput& o : outs) EXPECT_EQ(o.finish_reason, FinishReason::kAbort);
+  EXPECT_EQ(e->num_swapped(), 0);
+  Drain(e.get());  // whatever is left runs to the end; nothing leaks
+}
+
+TEST_F(EngineTest, ARowThatCannotBeSampledAbortsOnlyItsRequest) {
+  MakeBackend();
+  backend_->SetRule([this](std::span<const int32_t> context, std::span<float> row) {
+    std::fill(row.begin(), row.end(), 0.0f);
+    row[backend_->NextToken(context)] = 20.0f;
+    if (context[0] == 99) row[3] = std::nanf("");  // the "poisoned" request's logits
+  });
+  std::unique_ptr<Engine> e = NewEngine();
+  std::vector<int32_t> poisoned = Prompt(1, 5);
+  poisoned[0] = 99;
+  ASSERT_TRUE(e->AddRequest("bad", poisoned, Greedy(4)).ok());
+  ASSERT_TRUE(e->AddRequest("good", Prompt(7, 5), Greedy(4)).ok());
+  const RunResult run = Drain(e.get());
+  EXPECT_EQ(run.finish.at({"bad", 0}), FinishReason::kAbort);
+  EXPECT_TRUE(run.tokens.at({"bad", 0}).empty());
+  EXPECT_EQ(run.tokens.at({"good", 0}), backend_->Continue(Prompt(7, 5), 4));
+}
+
+TEST_F(EngineTest, RejectsWhatCannotRun) {
+  MakeBackend({.block_size = 4, .num_kv_blocks = 8, .max_model_len = 64});
+  std::unique_ptr<Engine> e = NewEngine();
+  EXPECT_EQ(e->AddRequest("x", {}, Greedy(4)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->AddRequest("x", {257}, Greedy(4)).code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status too_long = e->AddRequest("x", Prompt(1, 10), Greedy(60));
+  EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_long.message()), HasSubstr("64"));
+  // 40 tokens need 10 blocks of 4; the pool has 8.
+  EXPECT_EQ(e->AddRequest("x", Prompt(1, 10), Greedy(30)).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_FALSE(e->HasUnfinished());
 }
 
 }  // namespace

@@ -55,8 +55,8 @@ std::vector<int64_t>& Scheduler::SeqIds(const SequenceGroup* group) {
   return ids_scratch_;
 }
 
-void Scheduler::AddCopies(const std::vector<BlockCopy>& copies, KvCopy::Kind kind) {
-  for (const BlockCopy& c : copies) out_.copies.push_back({kind, c.src, c.dst});
+void Scheduler::AddCopies(const std::vector<KvCopy>& copies) {
+  out_.copies.insert(out_.copies.end(), copies.begin(), copies.end());
 }
 
 void Scheduler::Add(SequenceGroup* group) {
@@ -94,20 +94,11 @@ void Scheduler::FinishSequence(SequenceGroup* group, Sequence* seq, bool keep) {
   if (keep) group->done.push_back(std::move(owned));
 }
 
-absl::Status Scheduler::Fork(SequenceGroup* group, Sequence* parent,
-                             std::unique_ptr<Sequence> child) {
-  if (absl::Status s = bm_->Fork(parent->seq_id, child->seq_id); !s.ok()) return s;
-  group->seqs.push_back(std::move(child));
-  return absl::OkStatus();
-}
-
 bool Scheduler::AppendPendingSlots(SequenceGroup* group) {
   for (auto& seq : group->seqs) {
     int64_t have = bm_->NumTokens(seq->seq_id);
     while (have < static_cast<int64_t>(seq->tokens.size())) {
-      copy_scratch_.clear();
-      if (!bm_->AppendSlot(seq->seq_id, seq->tokens[have], &copy_scratch_).ok()) return false;
-      AddCopies(copy_scratch_, KvCopy::Kind::kDeviceToDevice);
+      if (!bm_->AppendSlot(seq->seq_id, seq->tokens[have], &out_.copies).ok()) return false;
       ++have;
     }
   }
@@ -123,10 +114,10 @@ void Scheduler::PreemptByRecompute(SequenceGroup* group) {
 bool Scheduler::TrySwapOut(SequenceGroup* group) {
   const std::vector<int64_t>& ids = SeqIds(group);
   if (!bm_->CanSwapOut(ids)) return false;
-  absl::StatusOr<std::vector<BlockCopy>> copies = bm_->SwapOut(ids);
+  absl::StatusOr<std::vector<KvCopy>> copies = bm_->SwapOut(ids);
   PAGELLM_CHECK(copies.ok(), "swap-out failed after a capacity check: {}",
                 copies.status().ToString());
-  AddCopies(*copies, KvCopy::Kind::kDeviceToHost);
+  AddCopies(*copies);
   stats_.swapped_out_blocks += static_cast<int64_t>(copies->size());
   ++stats_.preemptions_swap;
   group->state = GroupState::kSwapped;
@@ -139,9 +130,15 @@ SequenceGroup* Scheduler::PreemptLatest() {
   running_.pop_back();
   bool swap = false;
   switch (options_.preemption_mode) {
-    case PreemptionMode::kRecompute: swap = false; break;
-    case PreemptionMode::kSwap: swap = true; break;
-    case PreemptionMode::kAuto: swap = victim->seqs.size() > 1; break;
+    case PreemptionMode::kRecompute:
+      swap = false;
+      break;
+    case PreemptionMode::kSwap:
+      swap = true;
+      break;
+    case PreemptionMode::kAuto:
+      swap = victim->seqs.size() > 1;
+      break;
   }
   if (swap && TrySwapOut(victim)) return victim;
   if (swap) ++stats_.swap_fallbacks;
@@ -170,10 +167,10 @@ bool Scheduler::TrySwapIn(SequenceGroup* group, int64_t* budget, int64_t* num_se
   if (*num_seqs + SeqsOf(group) > options_.max_num_seqs) return false;
   const std::vector<int64_t>& ids = SeqIds(group);
   if (!bm_->CanSwapIn(ids)) return false;
-  absl::StatusOr<std::vector<BlockCopy>> copies = bm_->SwapIn(ids);
+  absl::StatusOr<std::vector<KvCopy>> copies = bm_->SwapIn(ids);
   PAGELLM_CHECK(copies.ok(), "swap-in failed after a capacity check: {}",
                 copies.status().ToString());
-  AddCopies(*copies, KvCopy::Kind::kHostToDevice);
+  AddCopies(*copies);
   stats_.swapped_in_blocks += static_cast<int64_t>(copies->size());
   Erase(swapped_, group);
   group->state = GroupState::kRunning;
@@ -194,7 +191,8 @@ bool Scheduler::TryAdmit(SequenceGroup* group, int64_t* budget, int64_t* num_seq
   if (*num_seqs + SeqsOf(group) > options_.max_num_seqs) return false;
   const int64_t bs = bm_->block_size();
   int64_t blocks = 0;
-  for (const auto& seq : group->seqs) blocks += CeilDiv(static_cast<int64_t>(seq->tokens.size()), bs);
+  for (const auto& seq : group->seqs)
+    blocks += CeilDiv(static_cast<int64_t>(seq->tokens.size()), bs);
   if (!bm_->CanAllocateBlocks(blocks)) return false;
   for (auto& seq : group->seqs) {
     absl::StatusOr<int64_t> hit = bm_->Allocate(seq->seq_id, seq->tokens);
@@ -243,6 +241,32 @@ const SchedulerOutput& Scheduler::Schedule() {
   }
   if (!out_.seqs.empty()) ++stats_.steps;
   return out_;
+}
+
+void Scheduler::Update(const SchedulerOutput& scheduled, StepResult* result,
+                       std::vector<SequenceGroup*>* finished) {
+  for (const ScheduledSeq& s : scheduled.seqs) {
+    OnComputed(s);
+    if (s.sample) s.group->forked = true;  // its first token is sampled
+  }
+  for (StepResult::Fork& f : result->forks) {
+    f.child->num_computed = f.parent->num_computed;
+    const absl::Status st = bm_->Fork(f.parent->seq_id, f.child->seq_id);
+    PAGELLM_CHECK(st.ok(), "fork of sequence {} in request {} failed: {}", f.parent->seq_id,
+                  f.group->request_id, st.ToString());
+    f.group->seqs.push_back(std::move(f.child));
+  }
+  for (const StepResult::Append& a : result->appends) a.seq->tokens.push_back(a.token);
+  for (const StepResult::Finish& f : result->finishes) FinishSequence(f.group, f.seq, f.keep);
+  for (const StepResult::Finish& f : result->finishes) {
+    SequenceGroup* g = f.group;
+    if (!g->seqs.empty() || std::find(finished->begin(), finished->end(), g) != finished->end()) {
+      continue;
+    }
+    Remove(g);
+    finished->push_back(g);
+  }
+  result->Clear();
 }
 
 void Scheduler::OnComputed(const ScheduledSeq& s) {

@@ -7,20 +7,22 @@
 //      then its share of the step: one token for a decode, a chunk of the remaining prompt for a
 //      prefill, within the token budget (--max-num-batched-tokens). When the pool runs out, the
 //      latest-arrived running group is preempted, by recompute (free its blocks, back to the front
-//      of the waiting queue), by swap (blocks to the CPU pool), or automatically (recompute for a
-//      single sequence, swap for a group sharing blocks). A swap that does not fit the CPU pool
+//      of the waiting queue), by swap (blocks to the swap pool), or automatically (recompute for a
+//      single sequence, swap for a group sharing blocks). A swap that does not fit the swap pool
 //      falls back to recompute.
 //   2. When nothing was preempted this step, swapped groups come back in arrival order.
-//   3. When nothing was preempted and no group is swapped out, waiting groups are admitted in arrival order while their
+//   3. When nothing was preempted and no group is swapped out, waiting groups are admitted in
+//   arrival order while their
 //      blocks fit above the watermark and the sequence cap (--max-num-seqs) allows. Admission
 //      allocates blocks for every known token (so a prompt admitted in chunks is not preempted
 //      midway); prefix-cache hits start the sequence with those tokens already computed.
 //
-// The caller runs the step (executing `copies` in order first), then reports every scheduled
-// sequence with OnComputed(), and only then samples: appends sampled tokens to
-// Sequence::tokens, forks, and finishes sequences and groups (FinishSequence / Remove invalidate
-// the output's pointers to them). Not thread-safe: owned by the engine thread. Groups and sequences are
-// borrowed: the caller owns them and must Remove() a group before destroying it.
+// The caller runs the step (executing `copies` in order first), decides what each sampled
+// sequence does -- a new token, a fork, a finish -- and hands that to Update(), which applies it
+// (cf. vLLM v1's schedule() / update_from_output()). The engine, the simulator and the tests all
+// drive the scheduler this way; none of them touches the block manager. Not thread-safe: owned
+// by the engine thread. Groups and sequences are borrowed: the caller owns them and must
+// Remove() a group (or see it leave through Update) before destroying it.
 #ifndef PAGELLM_WORKER_ENGINE_SCHEDULER_H_
 #define PAGELLM_WORKER_ENGINE_SCHEDULER_H_
 
@@ -61,14 +63,47 @@ struct SchedulerOutput {
   std::vector<KvCopy> copies;      // executed in this order before the forward pass
 };
 
+// What one step did to the sequences it scheduled, as the caller decided it after sampling.
+// Update() applies it in this order: every scheduled chunk is computed; forks; appends;
+// finishes; groups left without a live sequence leave the scheduler. Pointers name live
+// sequences of the step's groups (a fork's child may be appended to and finished in the same
+// step).
+struct StepResult {
+  struct Fork {
+    SequenceGroup* group = nullptr;
+    Sequence* parent = nullptr;
+    // Its tokens start as a copy of the parent's before this step's appends; it shares the
+    // parent's blocks (copy-on-write later) and starts with the parent's computed tokens.
+    std::unique_ptr<Sequence> child;
+  };
+  struct Append {
+    Sequence* seq = nullptr;
+    int32_t token = -1;
+  };
+  struct Finish {
+    SequenceGroup* group = nullptr;
+    Sequence* seq = nullptr;
+    bool keep = false;  // move it to group->done (beam hypotheses) or destroy it
+  };
+  std::vector<Fork> forks;
+  std::vector<Append> appends;
+  std::vector<Finish> finishes;
+
+  void Clear() {
+    forks.clear();
+    appends.clear();
+    finishes.clear();
+  }
+};
+
 struct SchedulerStats {
   int64_t steps = 0;  // Schedule() calls that scheduled something
   int64_t preemptions_recompute = 0;
   int64_t preemptions_swap = 0;
-  int64_t swap_fallbacks = 0;  // swap preemptions that fell back to recompute (CPU pool short)
+  int64_t swap_fallbacks = 0;  // swap preemptions that fell back to recompute (swap pool short)
   int64_t swapped_out_blocks = 0;
   int64_t swapped_in_blocks = 0;
-  int64_t computed_prompt_tokens = 0;  // prompt tokens computed (recomputation counts again)
+  int64_t computed_prompt_tokens = 0;   // prompt tokens computed (recomputation counts again)
   int64_t prefix_cache_hit_tokens = 0;  // prompt tokens admitted as already computed
 };
 
@@ -85,20 +120,15 @@ class Scheduler {
   // Removes the group from whichever queue holds it and frees every block of its live
   // sequences. Safe in any state. The group's sequences keep their tokens.
   void Remove(SequenceGroup* group);
-  // Frees the blocks of one live sequence of a running group and moves it from group->seqs to
-  // group->done (finished sample, dropped or finished beam). REQUIRES: seq is in group->seqs.
-  void FinishSequence(SequenceGroup* group, Sequence* seq, bool keep);
-  // Adds `child` to a running group, sharing every block of `parent` (copy-on-write later).
-  // REQUIRES: parent is a live, device-resident sequence of the group whose KV slots match its
-  // tokens except for tokens the caller has not yet appended; child->tokens starts as a copy of
-  // parent->tokens at the time of the fork.
-  absl::Status Fork(SequenceGroup* group, Sequence* parent, std::unique_ptr<Sequence> child);
-
   // Decides this step's work. The output is valid until the next call.
   const SchedulerOutput& Schedule();
-  // Records that a scheduled chunk was computed: advances num_computed and lets the prefix cache
-  // take the blocks that became full.
-  void OnComputed(const ScheduledSeq& s);
+  // Applies the results of the step `scheduled` (the last Schedule()'s output) described by
+  // `result` (whose forks are moved from; cleared on return). Appends to `finished` the groups
+  // that have no live sequence left; they are no longer in the scheduler, and the caller may
+  // destroy them. REQUIRES: every pointer in `result` names a live sequence of a scheduled group
+  // (or a fork's child); a fork's parent is device-resident.
+  void Update(const SchedulerOutput& scheduled, StepResult* result,
+              std::vector<SequenceGroup*>* finished);
 
   [[nodiscard]] int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   [[nodiscard]] int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
@@ -110,6 +140,12 @@ class Scheduler {
   // Appends the slots of tokens sampled since the last step. False if the pool ran out (slots
   // already appended stay; copies emitted so far are harmless).
   bool AppendPendingSlots(SequenceGroup* group);
+  // Records that a scheduled chunk was computed: advances num_computed and lets the prefix cache
+  // take the blocks that became full.
+  void OnComputed(const ScheduledSeq& s);
+  // Frees the blocks of one live sequence of a running group and moves it from group->seqs to
+  // group->done when `keep` (destroys it otherwise). REQUIRES: seq is in group->seqs.
+  void FinishSequence(SequenceGroup* group, Sequence* seq, bool keep);
   // Preempts the latest-arrived running group. Returns it.
   SequenceGroup* PreemptLatest();
   void PreemptByRecompute(SequenceGroup* group);
@@ -120,7 +156,7 @@ class Scheduler {
   void ScheduleGroup(SequenceGroup* group, int64_t* budget);
   void FreeBlocks(SequenceGroup* group);
   std::vector<int64_t>& SeqIds(const SequenceGroup* group);
-  void AddCopies(const std::vector<BlockCopy>& copies, KvCopy::Kind kind);
+  void AddCopies(const std::vector<KvCopy>& copies);
 
   SchedulerOptions options_;
   BlockManager* bm_;
@@ -130,7 +166,6 @@ class Scheduler {
   SchedulerOutput out_;
   SchedulerStats stats_;
   std::vector<int64_t> ids_scratch_;
-  std::vector<BlockCopy> copy_scratch_;
 };
 
 }  // namespace pagellm

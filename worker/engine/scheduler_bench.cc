@@ -1,5 +1,5 @@
 // Scheduler + block manager cost per engine step, without a model: N running sequences decode
-// one token each step (Schedule, OnComputed, append the sampled token), as the engine drives
+// one token each step (Schedule, then Update with the sampled tokens), as the engine drives
 // them. Target: well under 100 us at 256 sequences, small beside a GPU decode step (~10-30 ms).
 //
 //   build/bin/scheduler_bench [--benchmark_filter=...]
@@ -44,12 +44,14 @@ void BM_DecodeStep(benchmark::State& state) {
     scheduler.Add(g.get());
     groups.push_back(std::move(g));
   }
-  auto step = [&scheduler]() {
+  StepResult result;
+  std::vector<SequenceGroup*> finished;
+  auto step = [&]() {
     const SchedulerOutput& out = scheduler.Schedule();
-    for (const ScheduledSeq& s : out.seqs) scheduler.OnComputed(s);
     for (const ScheduledSeq& s : out.seqs) {
-      if (s.sample) s.seq->tokens.push_back(s.seq->tokens.back() + 1);
+      if (s.sample) result.appends.push_back({s.seq, s.seq->tokens.back() + 1});
     }
+    scheduler.Update(out, &result, &finished);
     return out.seqs.size();
   };
   step();  // all prefills

@@ -21,7 +21,7 @@ class SchedulerTest : public ::testing::Test {
  protected:
   struct Config {
     int32_t device_blocks = 64;
-    int32_t cpu_blocks = 0;
+    int32_t swap_blocks = 0;
     int32_t block_size = 4;
     int64_t budget = 2048;
     int64_t max_seqs = 256;
@@ -36,7 +36,7 @@ class SchedulerTest : public ::testing::Test {
     output_len_.clear();
     BlockManager::Options bo;
     bo.num_device_blocks = c.device_blocks;
-    bo.num_cpu_blocks = c.cpu_blocks;
+    bo.num_swap_blocks = c.swap_blocks;
     bo.block_size = c.block_size;
     bo.watermark = c.watermark;
     bo.enable_prefix_caching = c.prefix_caching;
@@ -73,16 +73,20 @@ class SchedulerTest : public ::testing::Test {
 
   void Remove(SequenceGroup* g) {
     scheduler_->Remove(g);
+    Forget(g);
+  }
+  // Drops a group the scheduler no longer holds.
+  void Forget(SequenceGroup* g) {
     output_len_.erase(g);
-    groups_.erase(std::find_if(groups_.begin(), groups_.end(),
-                               [g](const auto& p) { return p.get() == g; }));
+    groups_.erase(
+        std::find_if(groups_.begin(), groups_.end(), [g](const auto& p) { return p.get() == g; }));
   }
 
-  // One engine step. Returns a copy of what was scheduled.
+  // One engine step, decided as the engine decides it and applied by Scheduler::Update. Returns
+  // a copy of what was scheduled.
   SchedulerOutput Step() {
     SchedulerOutput out = scheduler_->Schedule();
-    for (const ScheduledSeq& s : out.seqs) scheduler_->OnComputed(s);
-    std::vector<SequenceGroup*> finished;
+    StepResult result;
     for (const ScheduledSeq& s : out.seqs) {
       if (!s.sample) continue;
       SequenceGroup* g = s.group;
@@ -94,19 +98,18 @@ class SchedulerTest : public ::testing::Test {
           child->sample_index = i;
           child->prompt_len = s.seq->prompt_len;
           child->tokens = s.seq->tokens;
-          child->num_computed = s.seq->num_computed;
           family.push_back(child.get());
-          EXPECT_TRUE(scheduler_->Fork(g, s.seq, std::move(child)).ok());
+          result.forks.push_back({g, s.seq, std::move(child)});
         }
       }
-      g->forked = true;
       for (Sequence* seq : family) {
-        seq->tokens.push_back(7 + seq->sample_index);  // samples diverge: copy-on-write
-        if (seq->num_output() >= output_len_[g]) scheduler_->FinishSequence(g, seq, false);
+        result.appends.push_back({seq, 7 + seq->sample_index});  // samples diverge: copy-on-write
+        if (seq->num_output() + 1 >= output_len_[g]) result.finishes.push_back({g, seq, false});
       }
-      if (g->seqs.empty()) finished.push_back(g);
     }
-    for (SequenceGroup* g : finished) Remove(g);
+    std::vector<SequenceGroup*> finished;
+    scheduler_->Update(out, &result, &finished);
+    for (SequenceGroup* g : finished) Forget(g);
     return out;
   }
 
@@ -128,7 +131,7 @@ class SchedulerTest : public ::testing::Test {
 
   // Queue membership matches block residency, block accounting matches the tables.
   void CheckInvariants() const {
-    std::set<int32_t> device, cpu;
+    std::set<int32_t> device, swap;
     int64_t waiting = 0, running = 0, swapped = 0;
     for (const auto& g : groups_) {
       for (const auto& seq : g->seqs) {
@@ -145,7 +148,7 @@ class SchedulerTest : public ::testing::Test {
         const auto& table = bm_->BlockTable(seq->seq_id);
         ASSERT_EQ(static_cast<int64_t>(table.size()),
                   (bm_->NumTokens(seq->seq_id) + config_.block_size - 1) / config_.block_size);
-        for (int32_t b : table) (g->state == GroupState::kSwapped ? cpu : device).insert(b);
+        for (int32_t b : table) (g->state == GroupState::kSwapped ? swap : device).insert(b);
       }
       waiting += g->state == GroupState::kWaiting;
       running += g->state == GroupState::kRunning;
@@ -156,7 +159,7 @@ class SchedulerTest : public ::testing::Test {
     ASSERT_EQ(swapped, scheduler_->num_swapped());
     const BlockManager::Stats s = bm_->GetStats();
     ASSERT_EQ(s.device_used, static_cast<int32_t>(device.size()));
-    ASSERT_EQ(s.cpu_used, static_cast<int32_t>(cpu.size()));
+    ASSERT_EQ(s.swap_used, static_cast<int32_t>(swap.size()));
     ASSERT_EQ(s.device_used + s.device_free, config_.device_blocks);
   }
 
@@ -210,9 +213,9 @@ TEST_F(SchedulerTest, ChunkedPrefillDoesNotStarveDecodes) {
 
 TEST_F(SchedulerTest, AWaitingGroupDoesNotJumpAnEarlierOneThatDoesNotFit) {
   Init({.device_blocks = 8, .block_size = 4});
-  Add(20, 4);                           // 5 blocks
-  SequenceGroup* big = Add(16, 4);      // 4 blocks: does not fit beside the first
-  SequenceGroup* small = Add(2, 2);     // 1 block: would fit, but arrived later
+  Add(20, 4);                        // 5 blocks
+  SequenceGroup* big = Add(16, 4);   // 4 blocks: does not fit beside the first
+  SequenceGroup* small = Add(2, 2);  // 1 block: would fit, but arrived later
   Step();
   EXPECT_EQ(big->state, GroupState::kWaiting);
   EXPECT_EQ(small->state, GroupState::kWaiting);
@@ -227,7 +230,7 @@ TEST_F(SchedulerTest, RecomputePreemptsTheLatestArrivalAndRequeuesItFirst) {
   Step();  // both append into a second block: 4 blocks used
   ASSERT_EQ(bm_->GetStats().device_used, 4);
   for (int i = 0; i < 3; ++i) Step();  // fill the second blocks
-  const SchedulerOutput out = Step();   // both need a third block: b is preempted
+  const SchedulerOutput out = Step();  // both need a third block: b is preempted
   EXPECT_EQ(scheduler_->stats().preemptions_recompute, 1);
   EXPECT_EQ(b->state, GroupState::kWaiting);
   EXPECT_EQ(b->seqs.front()->num_computed, 0);
@@ -239,7 +242,7 @@ TEST_F(SchedulerTest, RecomputePreemptsTheLatestArrivalAndRequeuesItFirst) {
 }
 
 TEST_F(SchedulerTest, SwapPreemptionMovesTheGroupOutAndBackBeforeNewAdmissions) {
-  Init({.device_blocks = 4, .cpu_blocks = 8, .block_size = 4, .mode = PreemptionMode::kSwap});
+  Init({.device_blocks = 4, .swap_blocks = 8, .block_size = 4, .mode = PreemptionMode::kSwap});
   Add(4, 8);
   SequenceGroup* b = Add(4, 8);
   for (int i = 0; i < 6 && b->state != GroupState::kSwapped; ++i) Step();
@@ -261,14 +264,14 @@ TEST_F(SchedulerTest, SwapPreemptionMovesTheGroupOutAndBackBeforeNewAdmissions) 
 }
 
 TEST_F(SchedulerTest, AutoSwapsSharingGroupsAndRecomputesSingleSequences) {
-  Init({.device_blocks = 10, .cpu_blocks = 32, .block_size = 4, .mode = PreemptionMode::kAuto});
-  Add(4, 12);          // single sequence, earliest: never the victim
+  Init({.device_blocks = 10, .swap_blocks = 32, .block_size = 4, .mode = PreemptionMode::kAuto});
+  Add(4, 12);           // single sequence, earliest: never the victim
   Add(4, 12, /*n=*/3);  // forks into 3: swapped when preempted
   EXPECT_TRUE(RunToCompletion());
   EXPECT_GE(scheduler_->stats().preemptions_swap, 1);
   EXPECT_EQ(scheduler_->stats().preemptions_recompute, 0);
 
-  Init({.device_blocks = 6, .cpu_blocks = 32, .block_size = 4, .mode = PreemptionMode::kAuto});
+  Init({.device_blocks = 6, .swap_blocks = 32, .block_size = 4, .mode = PreemptionMode::kAuto});
   Add(4, 12);
   Add(4, 12);  // single sequence: recomputed when preempted
   EXPECT_TRUE(RunToCompletion());
@@ -278,12 +281,12 @@ TEST_F(SchedulerTest, AutoSwapsSharingGroupsAndRecomputesSingleSequences) {
 
 TEST_F(SchedulerTest, ASwapThatDoesNotFitFallsBackToRecompute) {
   // Together they need 4 + (1 + 3 * 3) blocks; recomputed, the group alone needs 3 * 4.
-  Init({.device_blocks = 12, .cpu_blocks = 1, .block_size = 4, .mode = PreemptionMode::kSwap});
+  Init({.device_blocks = 12, .swap_blocks = 1, .block_size = 4, .mode = PreemptionMode::kSwap});
   Add(4, 12);
   Add(4, 12, 3);
   EXPECT_TRUE(RunToCompletion());
   EXPECT_GE(scheduler_->stats().swap_fallbacks, 1);
-  EXPECT_EQ(bm_->GetStats().cpu_used, 0);
+  EXPECT_EQ(bm_->GetStats().swap_used, 0);
 }
 
 TEST_F(SchedulerTest, ParallelSamplesShareThePromptBlocks) {
@@ -330,7 +333,7 @@ TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
     Config c;
     c.block_size = 1 + static_cast<int32_t>(rng() % 8);
     c.device_blocks = 24 + static_cast<int32_t>(rng() % 40);
-    c.cpu_blocks = static_cast<int32_t>(rng() % 40);
+    c.swap_blocks = static_cast<int32_t>(rng() % 40);
     c.budget = 4 + static_cast<int64_t>(rng() % 64);
     c.max_seqs = 4 + static_cast<int64_t>(rng() % 12);
     c.mode = modes[round % 3];
@@ -360,7 +363,7 @@ TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
     }
     ASSERT_TRUE(RunToCompletion()) << "round " << round;
     EXPECT_EQ(bm_->GetStats().device_used, 0);
-    EXPECT_EQ(bm_->GetStats().cpu_used, 0);
+    EXPECT_EQ(bm_->GetStats().swap_used, 0);
     preemptions += scheduler_->stats().preemptions_recompute + scheduler_->stats().preemptions_swap;
   }
   EXPECT_GT(preemptions, 100);

@@ -7,9 +7,9 @@
 //
 // Sequence field validity:
 //   seq_id         unique within the engine; the block manager's key. Stable for life.
-//   tokens         prompt followed by every generated token (what the KV cache must hold). The
-//                  last token may not be in the block manager yet: the scheduler appends its slot
-//                  at the start of the next step.
+//   tokens         prompt followed by every generated token (what the KV cache must hold);
+//                  appended to by Scheduler::Update. The last token may not be in the block
+//                  manager yet: the scheduler appends its slot at the start of the next step.
 //   num_computed   tokens whose K/V are in the cache; reset to 0 by a recompute preemption. The
 //                  next step computes tokens [num_computed, ...).
 //   finished       no more tokens; its blocks are freed (it holds none).
@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "common/tokenizer/streaming_detokenizer.h"
-#include "worker/engine/sampler.h"
 #include "common/sampling/sampling_params.h"
+#include "common/tokenizer/streaming_detokenizer.h"
+#include "worker/backend/sampling_rng.h"
 #include "worker/engine/stop_checker.h"
 
 namespace pagellm {
@@ -60,7 +60,8 @@ struct SequenceGroup {
   // Sequences that will run once the group has forked (n, or the beam width); used against
   // --max-num-seqs at admission.
   int64_t max_seqs = 1;
-  bool forked = false;  // the first token has been sampled and the group has its max_seqs
+  // The first token has been sampled (and the group has its max_seqs); set by Scheduler::Update.
+  bool forked = false;
   // Live sequences (not finished), in sample order. The scheduler schedules them together.
   std::vector<std::unique_ptr<Sequence>> seqs;
   // Finished sequences, kept for the final output (beam hypotheses, finished samples).

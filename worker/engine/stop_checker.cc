@@ -29,7 +29,6 @@ std::vector<int32_t> PrefixFunction(const std::string& s) {
 
 }  // namespace
 
-
 StopChecker::StopChecker(const SamplingParams& params, absl::Span<const int32_t> eos_token_ids)
     : max_tokens_(params.max_tokens),
       min_tokens_(params.min_tokens),

@@ -13,7 +13,6 @@
 
 namespace pagellm {
 
-
 // The outcome of one generated token.
 struct StopDecision {
   FinishReason finish_reason = FinishReason::kNone;

@@ -2,7 +2,7 @@
 //
 // Reference counts. A device block's count is the number of sequence tables that list it (a
 // table listing it twice counts twice; that does not happen today) plus one if the prefix cache
-// holds it. A CPU block's count is the number of tables that list it. So a block is free exactly
+// holds it. A swap block's count is the number of tables that list it. So a block is free exactly
 // when no table and not the cache refers to it (BlockAllocator's own invariant).
 //
 // Prefix cache. Only full blocks are cached, keyed by a hash chained over (parent block's hash,
@@ -48,10 +48,10 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BlockManager>> BlockManager::Create(const Options& options) {
-  if (options.num_device_blocks <= 0 || options.num_cpu_blocks < 0 || options.block_size <= 0) {
+  if (options.num_device_blocks <= 0 || options.num_swap_blocks < 0 || options.block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "BlockManager needs num_device_blocks > 0, num_cpu_blocks >= 0, block_size > 0; got ",
-        options.num_device_blocks, ", ", options.num_cpu_blocks, ", ", options.block_size));
+        "BlockManager needs num_device_blocks > 0, num_swap_blocks >= 0, block_size > 0; got ",
+        options.num_device_blocks, ", ", options.num_swap_blocks, ", ", options.block_size));
   }
   if (!(options.watermark >= 0.0 && options.watermark < 1.0)) {
     return absl::InvalidArgumentError(
@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<BlockManager>> BlockManager::Create(const Options
 }
 
 BlockManager::BlockManager(const Options& options)
-    : options_(options), device_(options.num_device_blocks), cpu_(options.num_cpu_blocks) {}
+    : options_(options), device_(options.num_device_blocks), swap_(options.num_swap_blocks) {}
 
 // ---- Queries ----
 
@@ -124,7 +124,7 @@ std::vector<int32_t> BlockManager::DistinctBlocks(std::span<const int64_t> group
 
 bool BlockManager::CanSwapOut(std::span<const int64_t> group) const {
   if (!CheckGroup(group, /*want_swapped=*/false).ok()) return false;
-  return static_cast<int64_t>(DistinctBlocks(group).size()) <= cpu_.num_free();
+  return static_cast<int64_t>(DistinctBlocks(group).size()) <= swap_.num_free();
 }
 
 bool BlockManager::CanSwapIn(std::span<const int64_t> group) const {
@@ -157,8 +157,8 @@ BlockManager::Stats BlockManager::GetStats() const {
   s.device_used = device_.num_blocks() - s.device_free;
   s.device_cached = static_cast<int32_t>(cached_block_hash_.size());
   s.device_cached_evictable = static_cast<int32_t>(evictable_.size());
-  s.cpu_free = cpu_.num_free();
-  s.cpu_used = cpu_.num_blocks() - s.cpu_free;
+  s.swap_free = swap_.num_free();
+  s.swap_used = swap_.num_blocks() - s.swap_free;
   s.prefix_cache_hit_tokens = hit_tokens_;
   s.prefix_cache_queried_tokens = queried_tokens_;
   return s;
@@ -223,8 +223,8 @@ void BlockManager::CacheBlock(uint64_t hash, uint64_t parent_hash, std::span<con
   // Same content already cached (or a collision): keep the older entry, this block stays private.
   if (cache_.contains(hash) || cached_block_hash_.contains(block)) return;
   device_.AddRef(block);  // the cache's reference
-  cache_.emplace(hash, CacheEntry{block, parent_hash,
-                                  std::vector<int32_t>(tokens.begin(), tokens.end())});
+  cache_.emplace(
+      hash, CacheEntry{block, parent_hash, std::vector<int32_t>(tokens.begin(), tokens.end())});
   cached_block_hash_.emplace(block, hash);
 }
 
@@ -320,8 +320,7 @@ absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const i
   return num_hits * bs;
 }
 
-absl::Status BlockManager::AppendSlot(int64_t seq_id, int32_t token,
-                                      std::vector<BlockCopy>* copies) {
+absl::Status BlockManager::AppendSlot(int64_t seq_id, int32_t token, std::vector<KvCopy>* copies) {
   PAGELLM_CHECK(copies != nullptr, "AppendSlot needs a copy list (sequence {})", seq_id);
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", seq_id));
@@ -344,7 +343,7 @@ absl::Status BlockManager::AppendSlot(int64_t seq_id, int32_t token,
       const int32_t old = seq.blocks.back();
       PAGELLM_CHECK(!cached_block_hash_.contains(old), "partial block {} is in the prefix cache",
                     old);
-      copies->push_back({old, fresh});
+      copies->push_back({KvCopy::Kind::kDeviceToDevice, old, fresh});
       ReleaseDeviceRef(old);
       seq.blocks.back() = fresh;
     }
@@ -387,7 +386,7 @@ absl::Status BlockManager::Free(int64_t seq_id) {
   // Release from the tail so that a prompt's later blocks are evicted before its prefix.
   for (auto b = seq.blocks.rbegin(); b != seq.blocks.rend(); ++b) {
     if (seq.swapped) {
-      cpu_.Release(*b);
+      swap_.Release(*b);
     } else {
       ReleaseDeviceRef(*b);
     }
@@ -396,61 +395,60 @@ absl::Status BlockManager::Free(int64_t seq_id) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<BlockCopy>> BlockManager::SwapOut(std::span<const int64_t> group) {
+absl::StatusOr<std::vector<KvCopy>> BlockManager::SwapOut(std::span<const int64_t> group) {
   if (absl::Status s = CheckGroup(group, /*want_swapped=*/false); !s.ok()) return s;
   const std::vector<int32_t> distinct = DistinctBlocks(group);
-  if (static_cast<int64_t>(distinct.size()) > cpu_.num_free()) {
+  if (static_cast<int64_t>(distinct.size()) > swap_.num_free()) {
     return absl::ResourceExhaustedError(absl::StrCat("swap-out needs ", distinct.size(),
-                                                     " CPU blocks, ", cpu_.num_free(), " free"));
+                                                     " swap blocks, ", swap_.num_free(), " free"));
   }
-  std::vector<BlockCopy> copies;
-  std::unordered_map<int32_t, int32_t> to_cpu;
+  std::vector<KvCopy> copies;
+  std::unordered_map<int32_t, int32_t> to_swap;
   for (int32_t d : distinct) {
-    absl::StatusOr<int32_t> c = cpu_.Allocate();
-    PAGELLM_CHECK(c.ok(), "CPU allocation failed after capacity check: {}", c.status().ToString());
-    to_cpu.emplace(d, *c);
-    copies.push_back({d, *c});
+    absl::StatusOr<int32_t> c = swap_.Allocate();
+    PAGELLM_CHECK(c.ok(), "swap allocation failed after capacity check: {}", c.status().ToString());
+    to_swap.emplace(d, *c);
+    copies.push_back({KvCopy::Kind::kDeviceToSwap, d, *c});
   }
   for (int64_t id : group) {
     Sequence& seq = seqs_.at(id);
     for (int32_t& b : seq.blocks) {
-      const int32_t c = to_cpu.at(b);
-      cpu_.AddRef(c);
+      const int32_t c = to_swap.at(b);
+      swap_.AddRef(c);
       ReleaseDeviceRef(b);
       b = c;
     }
     seq.swapped = true;
   }
-  for (const BlockCopy& copy : copies) cpu_.Release(copy.dst);  // drop the allocation's ref
+  for (const KvCopy& copy : copies) swap_.Release(copy.dst);  // drop the allocation's ref
   return copies;
 }
 
-absl::StatusOr<std::vector<BlockCopy>> BlockManager::SwapIn(std::span<const int64_t> group) {
+absl::StatusOr<std::vector<KvCopy>> BlockManager::SwapIn(std::span<const int64_t> group) {
   if (absl::Status s = CheckGroup(group, /*want_swapped=*/true); !s.ok()) return s;
   const std::vector<int32_t> distinct = DistinctBlocks(group);
   if (static_cast<int64_t>(distinct.size()) > NumFreeDeviceBlocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat("swap-in needs ", distinct.size(),
-                                                     " device blocks, ", NumFreeDeviceBlocks(),
-                                                     " free"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "swap-in needs ", distinct.size(), " device blocks, ", NumFreeDeviceBlocks(), " free"));
   }
-  std::vector<BlockCopy> copies;
+  std::vector<KvCopy> copies;
   std::unordered_map<int32_t, int32_t> to_device;
   for (int32_t c : distinct) {
     const int32_t d = AllocateDeviceBlock();
     to_device.emplace(c, d);
-    copies.push_back({c, d});
+    copies.push_back({KvCopy::Kind::kSwapToDevice, c, d});
   }
   for (int64_t id : group) {
     Sequence& seq = seqs_.at(id);
     for (int32_t& b : seq.blocks) {
       const int32_t d = to_device.at(b);
       AddDeviceRef(d);
-      cpu_.Release(b);
+      swap_.Release(b);
       b = d;
     }
     seq.swapped = false;
   }
-  for (const BlockCopy& copy : copies) device_.Release(copy.dst);  // drop the allocation's ref
+  for (const KvCopy& copy : copies) device_.Release(copy.dst);  // drop the allocation's ref
   // The blocks' KV is back: let the prefix cache have content it lost while they were out.
   if (options_.enable_prefix_caching) {
     const int64_t bs = options_.block_size;
@@ -458,8 +456,8 @@ absl::StatusOr<std::vector<BlockCopy>> BlockManager::SwapIn(std::span<const int6
       const Sequence& seq = seqs_.at(id);
       for (size_t i = 0; i < seq.hashes.size(); ++i) {
         const uint64_t parent = i == 0 ? kRootHash : seq.hashes[i - 1];
-        CacheBlock(seq.hashes[i], parent,
-                   std::span<const int32_t>(seq.tokens.data() + i * bs, bs), seq.blocks[i]);
+        CacheBlock(seq.hashes[i], parent, std::span<const int32_t>(seq.tokens.data() + i * bs, bs),
+                   seq.blocks[i]);
       }
     }
   }

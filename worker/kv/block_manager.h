@@ -1,9 +1,11 @@
 // BlockManager: the KV memory manager of the vLLM paper. It maps each sequence to a block table
-// (physical block ids) in one of two pools, the device pool and the CPU swap pool, and implements
+// (physical block ids) in one of two pools, the device pool and the swap pool (host memory for
+// preempted sequences), and implements
 // sharing (fork), copy-on-write, swapping of a sequence group and automatic prefix caching.
 //
-// It only does the bookkeeping: every operation that needs data moved returns the (src, dst)
-// block copies for the caller to execute before the next forward pass.
+// It only does the bookkeeping: every operation that needs data moved returns the KvCopy
+// operations for the caller to execute, in order, before the next forward pass. It links no
+// kernel or device library.
 //
 // Queries are const and never change state; a mutation that fails returns a non-OK status and
 // leaves the manager unchanged. Not thread-safe: owned by the single engine thread.
@@ -20,22 +22,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/kv/block_allocator.h"
+#include "worker/kv/kv_copy.h"
 
 namespace pagellm {
-
-// One block copy for the caller to execute. The pools of `src` and `dst` depend on the
-// operation: device->device for copy-on-write, device->CPU for SwapOut, CPU->device for SwapIn.
-struct BlockCopy {
-  int32_t src = -1;
-  int32_t dst = -1;
-  friend bool operator==(const BlockCopy&, const BlockCopy&) = default;
-};
 
 class BlockManager {
  public:
   struct Options {
     int32_t num_device_blocks = 0;  // must be > 0
-    int32_t num_cpu_blocks = 0;     // swap space; 0 disables swapping
+    int32_t num_swap_blocks = 0;    // swap pool; 0 disables swapping
     int32_t block_size = 16;        // tokens per block, > 0
     // Fraction of the device pool that CanAllocate keeps free so that running sequences can
     // still append (avoids preempting right after admitting). In [0, 1).
@@ -49,8 +44,8 @@ class BlockManager {
     int32_t device_free = 0;              // unreferenced + evictable cached; used + free = pool
     int32_t device_cached = 0;            // blocks held by the prefix cache
     int32_t device_cached_evictable = 0;  // ... of which no sequence uses
-    int32_t cpu_used = 0;
-    int32_t cpu_free = 0;
+    int32_t swap_used = 0;
+    int32_t swap_free = 0;
     int64_t prefix_cache_hit_tokens = 0;      // prompt tokens whose KV was reused
     int64_t prefix_cache_queried_tokens = 0;  // prompt tokens looked up (all allocated prompts)
   };
@@ -73,10 +68,10 @@ class BlockManager {
   [[nodiscard]] bool CanAppendSlots(std::span<const int64_t> seq_ids) const;
   // Device blocks an allocation can take now: unreferenced plus evictable cached blocks.
   [[nodiscard]] int32_t NumFreeDeviceBlocks() const;
-  [[nodiscard]] int32_t NumFreeCpuBlocks() const { return cpu_.num_free(); }
-  // True when the group's distinct device blocks fit in the CPU pool.
+  [[nodiscard]] int32_t NumFreeSwapBlocks() const { return swap_.num_free(); }
+  // True when the group's distinct device blocks fit in the swap pool.
   [[nodiscard]] bool CanSwapOut(std::span<const int64_t> group) const;
-  // True when the group's distinct CPU blocks fit in the device pool above the watermark.
+  // True when the group's distinct swap blocks fit in the device pool above the watermark.
   [[nodiscard]] bool CanSwapIn(std::span<const int64_t> group) const;
 
   [[nodiscard]] bool HasSequence(int64_t seq_id) const { return seqs_.contains(seq_id); }
@@ -84,7 +79,7 @@ class BlockManager {
   [[nodiscard]] const std::vector<int32_t>& BlockTable(int64_t seq_id) const;
   // REQUIRES: HasSequence(seq_id).
   [[nodiscard]] int64_t NumTokens(int64_t seq_id) const;
-  // REQUIRES: HasSequence(seq_id). True when the table holds CPU block ids.
+  // REQUIRES: HasSequence(seq_id). True when the table holds swap block ids.
   [[nodiscard]] bool IsSwapped(int64_t seq_id) const;
   [[nodiscard]] int32_t block_size() const { return options_.block_size; }
   [[nodiscard]] Stats GetStats() const;
@@ -103,9 +98,9 @@ class BlockManager {
   absl::StatusOr<int64_t> Allocate(int64_t seq_id, std::span<const int32_t> prompt);
   // Reserves the slot for one more token of a device-resident sequence. Takes a new block when
   // the last one is full; copies the last block first when it is shared, appending that
-  // (src, dst) device copy to `copies`. NotFound / FailedPrecondition (swapped) /
+  // kDeviceToDevice copy to `copies`. NotFound / FailedPrecondition (swapped) /
   // ResourceExhausted (unchanged on error).
-  absl::Status AppendSlot(int64_t seq_id, int32_t token, std::vector<BlockCopy>* copies);
+  absl::Status AppendSlot(int64_t seq_id, int32_t token, std::vector<KvCopy>* copies);
   // Tells the manager that the first `num_computed` tokens of the sequence have their KV in the
   // pool: full blocks among them join the prefix cache (unless the same content is already
   // cached). NotFound when unknown; a swapped sequence is ignored.
@@ -115,18 +110,18 @@ class BlockManager {
   // Releases the sequence's blocks (either pool). Cached device blocks stay reusable until an
   // allocation needs them, least recently released first. NotFound when unknown.
   absl::Status Free(int64_t seq_id);
-  // Moves the group's blocks device->CPU; a block shared within the group is copied once.
-  // Returns the (device, CPU) copies. NotFound / FailedPrecondition (already swapped) /
-  // ResourceExhausted (CPU pool short).
-  absl::StatusOr<std::vector<BlockCopy>> SwapOut(std::span<const int64_t> group);
-  // The reverse of SwapOut; returns the (CPU, device) copies. Errors as SwapOut (device pool).
-  absl::StatusOr<std::vector<BlockCopy>> SwapIn(std::span<const int64_t> group);
+  // Moves the group's blocks device->swap; a block shared within the group is copied once.
+  // Returns the kDeviceToSwap copies. NotFound / FailedPrecondition (already swapped) /
+  // ResourceExhausted (swap pool short).
+  absl::StatusOr<std::vector<KvCopy>> SwapOut(std::span<const int64_t> group);
+  // The reverse of SwapOut; returns the kSwapToDevice copies. Errors as SwapOut (device pool).
+  absl::StatusOr<std::vector<KvCopy>> SwapIn(std::span<const int64_t> group);
 
   // ---- Test hooks ----
   [[nodiscard]] int32_t TEST_DeviceRefCount(int32_t block) const {
     return device_.ref_count(block);
   }
-  [[nodiscard]] int32_t TEST_CpuRefCount(int32_t block) const { return cpu_.ref_count(block); }
+  [[nodiscard]] int32_t TEST_SwapRefCount(int32_t block) const { return swap_.ref_count(block); }
   [[nodiscard]] int32_t TEST_NumUnreferencedDeviceBlocks() const { return device_.num_free(); }
   // Device blocks the prefix cache holds a reference on.
   [[nodiscard]] std::vector<int32_t> TEST_CachedBlocks() const;
@@ -169,7 +164,7 @@ class BlockManager {
 
   Options options_;
   BlockAllocator device_;
-  BlockAllocator cpu_;
+  BlockAllocator swap_;
   std::unordered_map<int64_t, Sequence> seqs_;
 
   // Prefix cache: hash -> entry, and block -> hash for blocks it holds a reference on.

@@ -23,7 +23,7 @@ class BlockManagerTest : public ::testing::Test {
             bool prefix_caching = false) {
     BlockManager::Options o;
     o.num_device_blocks = device;
-    o.num_cpu_blocks = cpu;
+    o.num_swap_blocks = cpu;
     o.block_size = block_size;
     o.watermark = watermark;
     o.enable_prefix_caching = prefix_caching;
@@ -41,8 +41,8 @@ class BlockManagerTest : public ::testing::Test {
     EXPECT_TRUE(m_->MarkComputed(id, static_cast<int64_t>(prompt.size())).ok());
     return hit.ok() ? *hit : -1;
   }
-  std::vector<BlockCopy> Append(int64_t id, int32_t token = 7) {
-    std::vector<BlockCopy> copies;
+  std::vector<KvCopy> Append(int64_t id, int32_t token = 7) {
+    std::vector<KvCopy> copies;
     EXPECT_TRUE(m_->AppendSlot(id, token, &copies).ok());
     return copies;
   }
@@ -82,7 +82,7 @@ class BlockManagerTest : public ::testing::Test {
       dev_zero += dev[b] == 0;
     }
     for (int32_t b = 0; b < num_cpu_; ++b) {
-      ASSERT_EQ(m_->TEST_CpuRefCount(b), cpu[b]) << "cpu block " << b;
+      ASSERT_EQ(m_->TEST_SwapRefCount(b), cpu[b]) << "cpu block " << b;
       cpu_zero += cpu[b] == 0;
     }
     ASSERT_EQ(m_->TEST_NumUnreferencedDeviceBlocks(), dev_zero);
@@ -91,8 +91,8 @@ class BlockManagerTest : public ::testing::Test {
     ASSERT_EQ(s.device_used + s.device_free, num_device_);
     ASSERT_EQ(s.device_cached, static_cast<int32_t>(cached.size()));
     ASSERT_EQ(s.device_cached_evictable, evictable);
-    ASSERT_EQ(s.cpu_free, cpu_zero);
-    ASSERT_EQ(s.cpu_used + s.cpu_free, num_cpu_);
+    ASSERT_EQ(s.swap_free, cpu_zero);
+    ASSERT_EQ(s.swap_used + s.swap_free, num_cpu_);
   }
 
   std::unique_ptr<BlockManager> m_;
@@ -162,7 +162,7 @@ TEST_F(BlockManagerTest, AppendTakesNewBlockOnlyWhenLastIsFull) {
   CheckInvariants();
   while (m_->NumTokens(1) < 16) Append(1);  // fills the pool's last block
   EXPECT_EQ(FreeDevice(), 0);
-  std::vector<BlockCopy> copies;
+  std::vector<KvCopy> copies;
   EXPECT_EQ(m_->AppendSlot(1, 7, &copies).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(m_->NumTokens(1), 16);
   CheckInvariants();
@@ -179,7 +179,7 @@ TEST_F(BlockManagerTest, ForkSharesBlocksAndCopyOnWriteEmitsOneCopy) {
   EXPECT_EQ(FreeDevice(), 6);
   CheckInvariants();
   const int32_t shared_last = m_->BlockTable(1)[1];
-  const std::vector<BlockCopy> copies = Append(2);
+  const std::vector<KvCopy> copies = Append(2);
   ASSERT_EQ(copies.size(), 1u);
   EXPECT_EQ(copies[0].src, shared_last);
   EXPECT_EQ(copies[0].dst, m_->BlockTable(2)[1]);
@@ -214,17 +214,17 @@ TEST_F(BlockManagerTest, SwapOutAndInCopySharedBlocksOnceAndRestoreTables) {
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 3u);
   std::map<int32_t, int32_t> dev_to_cpu;
-  for (const BlockCopy& c : *out) EXPECT_TRUE(dev_to_cpu.emplace(c.src, c.dst).second);
+  for (const KvCopy& c : *out) EXPECT_TRUE(dev_to_cpu.emplace(c.src, c.dst).second);
   EXPECT_TRUE(m_->IsSwapped(1) && m_->IsSwapped(2));
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(m_->BlockTable(1)[i], dev_to_cpu.at(before1[i]));
     EXPECT_EQ(m_->BlockTable(2)[i], dev_to_cpu.at(before2[i]));
   }
-  EXPECT_EQ(m_->TEST_CpuRefCount(m_->BlockTable(1)[0]), 2);
+  EXPECT_EQ(m_->TEST_SwapRefCount(m_->BlockTable(1)[0]), 2);
   EXPECT_EQ(FreeDevice(), 8);
-  EXPECT_EQ(m_->NumFreeCpuBlocks(), 5);
+  EXPECT_EQ(m_->NumFreeSwapBlocks(), 5);
   CheckInvariants();
-  std::vector<BlockCopy> ignored;
+  std::vector<KvCopy> ignored;
   EXPECT_EQ(m_->AppendSlot(1, 7, &ignored).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(m_->SwapOut(group).status().code(), absl::StatusCode::kFailedPrecondition);
 
@@ -233,7 +233,7 @@ TEST_F(BlockManagerTest, SwapOutAndInCopySharedBlocksOnceAndRestoreTables) {
   ASSERT_TRUE(in.ok()) << in.status();
   ASSERT_EQ(in->size(), 3u);
   std::map<int32_t, int32_t> cpu_to_dev;
-  for (const BlockCopy& c : *in) EXPECT_TRUE(cpu_to_dev.emplace(c.src, c.dst).second);
+  for (const KvCopy& c : *in) EXPECT_TRUE(cpu_to_dev.emplace(c.src, c.dst).second);
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(m_->BlockTable(1)[i], cpu_to_dev.at(cpu1[i]));
     EXPECT_EQ(m_->BlockTable(2)[i], cpu_to_dev.at(cpu2[i]));
@@ -241,7 +241,7 @@ TEST_F(BlockManagerTest, SwapOutAndInCopySharedBlocksOnceAndRestoreTables) {
   EXPECT_EQ(m_->BlockTable(1)[0], m_->BlockTable(2)[0]);
   EXPECT_EQ(Ref(1, 0), 2);
   EXPECT_EQ(m_->NumTokens(2), 7);
-  EXPECT_EQ(m_->NumFreeCpuBlocks(), 8);
+  EXPECT_EQ(m_->NumFreeSwapBlocks(), 8);
   CheckInvariants();
 }
 
@@ -323,7 +323,7 @@ TEST_F(BlockManagerTest, FreedCachedBlocksAreEvictedLeastRecentlyReleasedFirst) 
   const std::vector<int32_t> p = Tokens(9), q = Tokens(9, 500);
   Alloc(1, p);  // blocks p0 p1 (cached) + partial
   const int32_t p0 = m_->BlockTable(1)[0];
-  Free(1);      // released tail first: p1 becomes evictable before p0
+  Free(1);  // released tail first: p1 becomes evictable before p0
   EXPECT_EQ(FreeDevice(), 4);
   EXPECT_EQ(m_->GetStats().device_cached_evictable, 2);
   CheckInvariants();
@@ -390,7 +390,7 @@ TEST_F(BlockManagerTest, RandomOperationsKeepInvariantsAndContents) {
       } else if (op == 2) {
         const int64_t id = pick(false);
         if (id < 0) continue;
-        std::vector<BlockCopy> copies;
+        std::vector<KvCopy> copies;
         const int32_t tok = rng() % 5;
         absl::Status s = m_->AppendSlot(id, tok, &copies);
         if (!s.ok()) {
@@ -399,7 +399,7 @@ TEST_F(BlockManagerTest, RandomOperationsKeepInvariantsAndContents) {
         }
         ASSERT_LE(copies.size(), 1u);
         cow_copies += static_cast<int>(copies.size());
-        for (const BlockCopy& c : copies) dev_mem[c.dst] = dev_mem[c.src];
+        for (const KvCopy& c : copies) dev_mem[c.dst] = dev_mem[c.src];
         write(id, tokens[id].size(), tok);
         tokens[id].push_back(tok);
         ASSERT_TRUE(m_->MarkComputed(id, static_cast<int64_t>(tokens[id].size())).ok());
@@ -438,7 +438,7 @@ TEST_F(BlockManagerTest, RandomOperationsKeepInvariantsAndContents) {
         }
         ASSERT_EQ(copies->size(), distinct.size());
         ++swaps;
-        for (const BlockCopy& c : *copies) {
+        for (const KvCopy& c : *copies) {
           if (in) {
             dev_mem[c.dst] = cpu_mem[c.src];
           } else {
@@ -465,7 +465,7 @@ TEST_F(BlockManagerTest, RandomOperationsKeepInvariantsAndContents) {
     for (int64_t id : std::set<int64_t>(live_)) Free(id);
     CheckInvariants();
     EXPECT_EQ(FreeDevice(), 24);
-    EXPECT_EQ(m_->NumFreeCpuBlocks(), 16);
+    EXPECT_EQ(m_->NumFreeSwapBlocks(), 16);
   }
 }
 

@@ -11,7 +11,6 @@
 // number of bytes that remain. Errors name the key or tensor and the byte offset.
 #include "worker/model/gguf_file.h"
 
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -353,7 +352,8 @@ const std::vector<GgufValue>* GgufValue::AsArray() const {
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path,
                                                          const Limits& limits) {
   ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> bytes, MappedFile::Open(path, "GGUF"));
-  if (bytes->size() == 0) return absl::InvalidArgumentError(absl::StrCat("GGUF: ", path, " is empty"));
+  if (bytes->size() == 0)
+    return absl::InvalidArgumentError(absl::StrCat("GGUF: ", path, " is empty"));
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->bytes_ = std::move(bytes);
   file->base_ = file->bytes_->data();

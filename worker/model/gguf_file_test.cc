@@ -1,5 +1,4 @@
 #include "worker/model/gguf_file.h"
-#include "worker/model/gguf_test_bytes.h"
 
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/model/gguf_test_bytes.h"
 
 namespace pagellm {
 namespace {

@@ -19,7 +19,8 @@ absl::Status ModelConfig::Validate() const {
   if (head_dim <= 0 || head_dim % 2 != 0 || head_dim > 1024) return bad("head_dim", head_dim);
   if (max_position_embeddings <= 0 || max_position_embeddings > (1 << 24))
     return bad("max_position_embeddings", max_position_embeddings);
-  if (!(rms_norm_eps > 0 && rms_norm_eps < 1)) return absl::InvalidArgumentError("bad rms_norm_eps");
+  if (!(rms_norm_eps > 0 && rms_norm_eps < 1))
+    return absl::InvalidArgumentError("bad rms_norm_eps");
   if (!(rope_theta > 0)) return absl::InvalidArgumentError("bad rope_theta");
   if (rope_scaling.type != RopeScaling::Type::kNone && !(rope_scaling.factor > 0))
     return absl::InvalidArgumentError("bad rope_scaling.factor");

@@ -14,8 +14,8 @@ struct RopeScaling {
   enum class Type { kNone, kLlama3, kLinear };
   Type type = Type::kNone;
   float factor = 1.0f;
-  float low_freq_factor = 1.0f;               // llama3
-  float high_freq_factor = 4.0f;              // llama3
+  float low_freq_factor = 1.0f;                     // llama3
+  float high_freq_factor = 4.0f;                    // llama3
   int64_t original_max_position_embeddings = 8192;  // llama3
 };
 
@@ -33,7 +33,7 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;          // Qwen2: q/k/v projections carry a bias
+  bool attention_bias = false;  // Qwen2: q/k/v projections carry a bias
 
   // OK when every field is positive and consistent (heads divide, head_dim even, caps on
   // sizes so that products cannot overflow). InvalidArgument naming the field otherwise.

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "worker/model/gguf_file.h"
 #include "worker/model/gguf_vocab.h"
 #include "worker/model/hf_checkpoint.h"
@@ -72,6 +72,8 @@ absl::StatusOr<GgmlType> ParseDummyType(const std::string& t) {
   if (t == "q4_0") return GgmlType::kQ4_0;
   if (t == "q4_1") return GgmlType::kQ4_1;
   if (t == "q8_0") return GgmlType::kQ8_0;
+  if (t == "f16") return GgmlType::kF16;
+  if (t == "bf16") return GgmlType::kBF16;
   if (t == "f32") return GgmlType::kF32;
   return absl::InvalidArgumentError(absl::StrCat("unknown dummy weight type '", t, "'"));
 }
@@ -90,7 +92,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
       ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::Create(std::move(spec)));
       m.chat_template = GgufChatTemplate(*gguf);
     }
-    ASSIGN_OR_RETURN(m.weights, LoadLlamaFromGguf(gguf));
+    ASSIGN_OR_RETURN(m.checkpoint, ReadGgufCheckpoint(gguf));
   } else if (format == "hf") {
     ASSIGN_OR_RETURN(std::unique_ptr<HfCheckpoint> ckpt, HfCheckpoint::Open(o.path));
     std::shared_ptr<HfCheckpoint> shared(std::move(ckpt));
@@ -99,14 +101,15 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
       ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::FromHfTokenizerJson(json));
       m.chat_template = HfChatTemplate(o.path);
     }
-    ASSIGN_OR_RETURN(m.weights, LoadLlamaFromHf(shared));
+    ASSIGN_OR_RETURN(m.checkpoint, ReadHfCheckpoint(shared));
   } else if (format == "dummy") {
     ASSIGN_OR_RETURN(ModelConfig config, DummyModelPreset(o.dummy_preset));
     ASSIGN_OR_RETURN(GgmlType type, ParseDummyType(o.dummy_type));
-    ASSIGN_OR_RETURN(m.weights, MakeDummyLlama(config, type, o.dummy_seed));
+    ASSIGN_OR_RETURN(m.checkpoint, MakeDummyCheckpoint(config, type, o.dummy_seed));
     const std::string tok = !o.tokenizer_path.empty() ? o.tokenizer_path : o.path;
     if (tok.empty())
-      return absl::InvalidArgumentError("--load-format dummy needs --tokenizer (or --model) for text");
+      return absl::InvalidArgumentError(
+          "--load-format dummy needs --tokenizer (or --model) for text");
     ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(tok));
     m.chat_template = ChatTemplateFor(tok);
     return m;

@@ -1,10 +1,12 @@
-// LoadModel: opens a model in any supported form and returns its weights and tokenizer.
+// LoadModel: opens a model in any supported form and returns its checkpoint (the tensors as the
+// file holds them, for a backend to pack or upload) and its tokenizer.
 //
 //   format "auto":  a directory is a Hugging Face checkpoint, a file is GGUF.
 //   format "gguf" / "hf": as named.
 //   format "dummy": random weights of the shape `dummy_preset` (see DummyModelPreset) in
 //                   `dummy_type`; the tokenizer comes from `tokenizer_path` (GGUF or
 //                   tokenizer.json), or from `path` when it names a GGUF file.
+// ("mock", a model-free byte tokenizer, is not a file format: see worker/backend/mock.)
 //
 // Errors: NotFound / InvalidArgument / Unimplemented with the file and the reason.
 #ifndef PAGELLM_WORKER_MODEL_MODEL_LOADER_H_
@@ -15,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/tokenizer/tokenizer.h"
-#include "worker/model/llama_weights.h"
+#include "worker/model/model_checkpoint.h"
 
 namespace pagellm {
 
@@ -24,12 +26,12 @@ struct LoadModelOptions {
   std::string format = "auto";  // auto | gguf | hf | dummy
   std::string tokenizer_path;   // optional override
   std::string dummy_preset = "smollm2-135m";
-  std::string dummy_type = "q4_1";  // q4_0 | q4_1 | q8_0 | f32
+  std::string dummy_type = "q4_1";  // q4_0 | q4_1 | q8_0 | f16 | bf16 | f32
   uint64_t dummy_seed = 0;
 };
 
 struct LoadedModel {
-  std::unique_ptr<LlamaWeights> weights;
+  std::shared_ptr<const ModelCheckpoint> checkpoint;
   std::unique_ptr<Tokenizer> tokenizer;
   // Jinja2 chat template: GGUF tokenizer.chat_template, or tokenizer_config.json's chat_template
   // next to an HF checkpoint or tokenizer.json. Empty when the model has none.

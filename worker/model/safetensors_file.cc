@@ -4,7 +4,6 @@
 // are `data` pointers handed out, so every accessor reads bytes known to be in the file.
 #include "worker/model/safetensors_file.h"
 
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -49,7 +48,6 @@ std::optional<SafetensorsDtype> ParseDtype(std::string_view name) {
   }
   return std::nullopt;
 }
-
 
 // Reads a non-negative JSON integer; nullopt for anything else (negative, float, bool, ...).
 std::optional<uint64_t> AsUnsigned(const Json& v) {

@@ -14,24 +14,24 @@
 namespace pagellm {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
 
-std::unique_ptr<EngineLoop> EngineLoop::Start(std::unique_ptr<Engine> engine, int64_t block_size,
-                                              WorkerMetrics* metrics) {
-  std::unique_ptr<EngineLoop> loop(new EngineLoop(std::move(engine), block_size, metrics));
+std::unique_ptr<EngineLoop> EngineLoop::Start(std::unique_ptr<Engine> engine, Options options) {
+  std::unique_ptr<EngineLoop> loop(new EngineLoop(std::move(engine), std::move(options)));
   loop->PublishLoad();
   loop->thread_ = std::thread([l = loop.get()] { l->Run(); });
   return loop;
 }
 
-EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, int64_t block_size,
-                       WorkerMetrics* metrics)
-    : engine_(std::move(engine)), block_size_(block_size), metrics_(metrics) {}
+EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, Options options)
+    : engine_(std::move(engine)),
+      block_size_(options.block_size),
+      metrics_(options.metrics),
+      clock_(options.clock ? std::move(options.clock) : std::function<double()>(SteadySeconds)) {}
 
 EngineLoop::~EngineLoop() { Stop(); }
 
@@ -39,8 +39,8 @@ absl::Status EngineLoop::Submit(std::string id, std::vector<int32_t> prompt_ids,
                                 SamplingParams params, std::shared_ptr<RequestSink> sink) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_ || draining_) return absl::UnavailableError("the worker is shutting down");
-  inbox_.push_back({std::move(id), std::move(prompt_ids), std::move(params), std::move(sink),
-                    Now()});
+  inbox_.push_back(
+      {std::move(id), std::move(prompt_ids), std::move(params), std::move(sink), clock_()});
   ++load_.waiting;
   ++load_.active;
   cv_.notify_one();
@@ -57,6 +57,12 @@ void EngineLoop::SetDraining() {
   std::lock_guard<std::mutex> lock(mu_);
   draining_ = true;
   load_.draining = true;
+}
+
+bool EngineLoop::WaitUntilIdle(double timeout_seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
+                           [this] { return load_.active == 0; });
 }
 
 void EngineLoop::Stop() {
@@ -139,7 +145,7 @@ void EngineLoop::ApplyCancels(std::vector<std::string>* cancels) {
 void EngineLoop::StepOnce() {
   outputs_.clear();
   const absl::Status step = engine_->Step(&outputs_);
-  const double now = Now();
+  const double now = clock_();
   if (!step.ok()) PLOG_ERROR("engine step failed: {}", step.ToString());
   // Outputs of one request are adjacent; hand each request its span.
   for (size_t i = 0; i < outputs_.size();) {
@@ -149,7 +155,8 @@ void EngineLoop::StepOnce() {
     if (it != active_.end()) {
       Active& a = it->second;
       int64_t tokens = 0;
-      for (size_t k = i; k < j; ++k) tokens += static_cast<int64_t>(outputs_[k].new_token_ids.size());
+      for (size_t k = i; k < j; ++k)
+        tokens += static_cast<int64_t>(outputs_[k].new_token_ids.size());
       a.completion_tokens += tokens;
       if (metrics_ != nullptr && tokens > 0) {
         if (a.last_output_time == 0) {
@@ -164,8 +171,10 @@ void EngineLoop::StepOnce() {
         // The engine let go of it: finished normally, or failed with the step.
         FinishReason reason = FinishReason::kStop;
         for (size_t k = i; k < j; ++k) {
-          if (outputs_[k].finish_reason == FinishReason::kAbort) reason = FinishReason::kAbort;
-          else if (outputs_[k].finish_reason == FinishReason::kLength && reason != FinishReason::kAbort)
+          if (outputs_[k].finish_reason == FinishReason::kAbort)
+            reason = FinishReason::kAbort;
+          else if (outputs_[k].finish_reason == FinishReason::kLength &&
+                   reason != FinishReason::kAbort)
             reason = FinishReason::kLength;
         }
         const absl::Status st =
@@ -205,7 +214,7 @@ void EngineLoop::Finish(const std::string& id, const absl::Status& status, Finis
     } else {
       metrics_->finished_stop->Increment();
     }
-    if (status.ok()) metrics_->e2e_request_latency->Observe(Now() - a.submit_time);
+    if (status.ok()) metrics_->e2e_request_latency->Observe(clock_() - a.submit_time);
   }
   a.sink->OnDone(status, a.prompt_tokens, a.completion_tokens);
 }
@@ -215,13 +224,13 @@ void EngineLoop::PublishLoad() {
   const EngineStats stats = engine_->stats();
   if (metrics_ != nullptr) {
     const double dev_total = std::max<int64_t>(1, bm.device_used + bm.device_free);
-    const double cpu_total = bm.cpu_used + bm.cpu_free;
+    const double swap_total = bm.swap_used + bm.swap_free;
     metrics_->device.blocks_used->Set(bm.device_used);
     metrics_->device.blocks_capacity->Set(bm.device_used + bm.device_free);
     metrics_->device.usage_ratio->Set(bm.device_used / dev_total);
-    metrics_->cpu.blocks_used->Set(bm.cpu_used);
-    metrics_->cpu.blocks_capacity->Set(cpu_total);
-    metrics_->cpu.usage_ratio->Set(cpu_total > 0 ? bm.cpu_used / cpu_total : 0.0);
+    metrics_->swap.blocks_used->Set(bm.swap_used);
+    metrics_->swap.blocks_capacity->Set(swap_total);
+    metrics_->swap.usage_ratio->Set(swap_total > 0 ? bm.swap_used / swap_total : 0.0);
     metrics_->requests_running->Set(engine_->num_running());
     metrics_->requests_swapped->Set(engine_->num_swapped());
     metrics_->preemptions_swap->Increment(stats.preemptions_swap - last_stats_.preemptions_swap);
@@ -243,14 +252,15 @@ void EngineLoop::PublishLoad() {
   last_stats_ = stats;
   load_.kv_blocks_total = bm.device_used + bm.device_free;
   load_.kv_blocks_free = bm.device_free;
-  load_.swap_blocks_total = bm.cpu_used + bm.cpu_free;
-  load_.swap_blocks_free = bm.cpu_free;
+  load_.swap_blocks_total = bm.swap_used + bm.swap_free;
+  load_.swap_blocks_free = bm.swap_free;
   load_.block_size = block_size_;
   load_.running = engine_->num_running();
   load_.waiting = engine_->num_waiting() + static_cast<int64_t>(inbox_.size());
   load_.swapped = engine_->num_swapped();
   load_.active = static_cast<int64_t>(active_.size() + inbox_.size());
   load_.draining = draining_;
+  if (load_.active == 0) idle_cv_.notify_all();
 }
 
 }  // namespace pagellm

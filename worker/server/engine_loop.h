@@ -2,16 +2,22 @@
 // threads). Callers Submit() requests with a RequestSink and may Cancel() them; the engine
 // thread adds them, steps the engine, and hands each request's outputs to its sink.
 //
-// Threading: Submit, Cancel, SetDraining, load() and Stop() are thread-safe. Sinks are called on
-// the engine thread only and must not block (queue and return). Each submitted request gets
-// exactly one OnDone(): OK after its last output, CANCELLED after Cancel(), or the error that
-// rejected or failed it. Nothing is logged about a request's content.
+// Time comes from Options::clock (steady time by default; tests inject a fake one), and feeds
+// the latency histograms: time to first token and end-to-end latency from Submit(), the gap
+// between a request's consecutive outputs, and queue time until the first step that schedules
+// it -- each read at the end of the step that produced the event.
+//
+// Threading: Submit, Cancel, SetDraining, WaitUntilIdle, load() and Stop() are thread-safe. Sinks
+// are called on the engine thread only and must not block (queue and return). Each submitted
+// request gets exactly one OnDone(): OK after its last output, CANCELLED after Cancel(), or the
+// error that rejected or failed it. Nothing is logged about a request's content.
 #ifndef PAGELLM_WORKER_SERVER_ENGINE_LOOP_H_
 #define PAGELLM_WORKER_SERVER_ENGINE_LOOP_H_
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -46,16 +52,21 @@ struct EngineLoad {
   int64_t running = 0;
   int64_t waiting = 0;  // in the engine's queue or just submitted
   int64_t swapped = 0;
-  int64_t active = 0;   // submitted and not yet done
+  int64_t active = 0;  // submitted and not yet done
   bool draining = false;
 };
 
 class EngineLoop {
  public:
-  // Starts the engine thread. `engine` is owned; `metrics` is borrowed (may be null) and must
-  // outlive the loop.
-  static std::unique_ptr<EngineLoop> Start(std::unique_ptr<Engine> engine, int64_t block_size,
-                                           WorkerMetrics* metrics);
+  struct Options {
+    int64_t block_size = 16;           // reported in load()
+    WorkerMetrics* metrics = nullptr;  // borrowed, may be null; must outlive the loop
+    // Seconds on a monotonic clock; called from the engine thread and from Submit's callers.
+    std::function<double()> clock;  // empty: std::chrono::steady_clock
+  };
+
+  // Starts the engine thread. `engine` is owned.
+  static std::unique_ptr<EngineLoop> Start(std::unique_ptr<Engine> engine, Options options);
   ~EngineLoop();  // Stop()s
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
@@ -70,6 +81,9 @@ class EngineLoop {
   void Cancel(const std::string& id);
   // Refuses new requests from now on; running ones continue.
   void SetDraining();
+  // Blocks until no request is active (submitted and not done) or `timeout_seconds` of real time
+  // pass; returns whether it is idle. Waits on a condition, not by polling.
+  bool WaitUntilIdle(double timeout_seconds);
   // Aborts everything still active (CANCELLED) and joins the engine thread. Idempotent.
   void Stop();
 
@@ -92,7 +106,7 @@ class EngineLoop {
     bool queued = true;           // not yet scheduled (for the queue-time histogram)
   };
 
-  EngineLoop(std::unique_ptr<Engine> engine, int64_t block_size, WorkerMetrics* metrics);
+  EngineLoop(std::unique_ptr<Engine> engine, Options options);
   void Run();
   void AdmitPending(std::vector<Pending>* pending);
   void ApplyCancels(std::vector<std::string>* cancels);
@@ -103,10 +117,12 @@ class EngineLoop {
   std::unique_ptr<Engine> engine_;
   const int64_t block_size_;
   WorkerMetrics* metrics_;
+  const std::function<double()> clock_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Pending> inbox_;       // guarded by mu_
+  std::condition_variable cv_;        // the engine thread waits for work
+  std::condition_variable idle_cv_;   // WaitUntilIdle waits for load_.active == 0
+  std::vector<Pending> inbox_;        // guarded by mu_
   std::vector<std::string> cancels_;  // guarded by mu_
   bool stop_ = false;                 // guarded by mu_
   bool draining_ = false;             // guarded by mu_

@@ -8,7 +8,7 @@ namespace {
 using prometheus::Histogram;
 
 Histogram::BucketBoundaries LatencyBuckets() {
-  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.25, 0.5,
           0.75,  1.0,    2.5,   5.0,  7.5,   10.0, 20.0,  40.0, 80.0, 160.0};
 }
 
@@ -28,7 +28,7 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                        .Name("pagellm_kv_cache_blocks_capacity")
                        .Help("KV cache blocks in the pool")
                        .Register(r);
-  for (auto [pool, name] : {std::pair<Pool*, const char*>{&device, "device"}, {&cpu, "cpu"}}) {
+  for (auto [pool, name] : {std::pair<Pool*, const char*>{&device, "device"}, {&swap, "swap"}}) {
     pool->usage_ratio = &usage.Add({{"pool", name}});
     pool->blocks_used = &used.Add({{"pool", name}});
     pool->blocks_capacity = &capacity.Add({{"pool", name}});
@@ -45,7 +45,7 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                           .Add({});
   requests_swapped = &prometheus::BuildGauge()
                           .Name("pagellm_requests_swapped")
-                          .Help("Requests swapped out to CPU memory")
+                          .Help("Requests swapped out to the swap pool")
                           .Register(r)
                           .Add({});
   auto& preemptions = prometheus::BuildCounter()

@@ -27,7 +27,7 @@ class WorkerMetrics {
     prometheus::Gauge* blocks_used;
     prometheus::Gauge* blocks_capacity;
   };
-  Pool device, cpu;
+  Pool device, swap;  // the pool="device" and pool="swap" series
   prometheus::Gauge* requests_running;
   prometheus::Gauge* requests_waiting;
   prometheus::Gauge* requests_swapped;

@@ -38,9 +38,9 @@ class FakeStreamServer {
 
   // What the server has seen, as one snapshot.
   struct Stats {
-    int64_t router_calls = 0;  // Generation/Generate
-    int64_t worker_calls = 0;  // Worker/Generate
-    int64_t failed_calls = 0;  // failed on purpose (fail_every)
+    int64_t router_calls = 0;            // Generation/Generate
+    int64_t worker_calls = 0;            // Worker/Generate
+    int64_t failed_calls = 0;            // failed on purpose (fail_every)
     int64_t max_concurrent_streams = 0;  // most streams open at once
     int64_t tokens_sent = 0;
   };

@@ -1,0 +1,126 @@
+// Forward() = LlamaModel::Forward into a host logits buffer + the reference sampler over it: on
+// the CPU the logits are already where the sampler is.
+#include "worker/backend/cpu/cpu_backend.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "kernels/cpu/f32_matmul.h"
+#include "kernels/cpu/thread_pool.h"
+#include "worker/backend/cpu/host_sampler.h"
+#include "worker/backend/cpu/kv_cache.h"
+#include "worker/backend/cpu/llama_model.h"
+
+namespace pagellm {
+namespace {
+
+class CpuBackend : public Backend {
+ public:
+  CpuBackend(std::unique_ptr<kernels::ThreadPool> pool, std::unique_ptr<LlamaModel> model,
+             std::unique_ptr<KvCache> cache, std::unique_ptr<KvCache> swap,
+             const CpuBackendOptions& options)
+      : pool_(std::move(pool)),
+        model_(std::move(model)),
+        cache_(std::move(cache)),
+        swap_(std::move(swap)),
+        options_(options) {}
+
+  const ModelConfig& config() const override { return model_->config(); }
+  std::string name() const override { return "cpu"; }
+  int64_t block_size() const override { return cache_->options().block_size; }
+  int64_t max_batch_tokens() const override { return options_.max_batch_tokens; }
+  int64_t num_kv_blocks() const override { return cache_->options().num_blocks; }
+  int64_t num_swap_blocks() const override {
+    return swap_ == nullptr ? 0 : swap_->options().num_blocks;
+  }
+
+  absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,
+                       SamplerOutput* out) override {
+    RETURN_IF_ERROR(ForwardLogits(batch, sampler_.Logits(batch.num_logits)));
+    return sampler_.Sample(batch.num_logits, sampling, out);
+  }
+
+  absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) override {
+    if (options_.validate_batches) {
+      RETURN_IF_ERROR(
+          ValidateForwardBatch(batch, {options_.max_batch_tokens, num_kv_blocks(), block_size(),
+                                       config().vocab_size, config().max_position_embeddings}));
+    }
+    return model_->Forward(batch, cache_.get(), logits);
+  }
+
+  absl::Status CopyKv(std::span<const KvCopy> copies) override {
+    for (const KvCopy& c : copies) {
+      const KvCache* from = c.kind == KvCopy::Kind::kSwapToDevice ? swap_.get() : cache_.get();
+      KvCache* to = c.kind == KvCopy::Kind::kDeviceToSwap ? swap_.get() : cache_.get();
+      if (from == nullptr || to == nullptr || c.src < 0 || c.src >= from->options().num_blocks ||
+          c.dst < 0 || c.dst >= to->options().num_blocks) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("KV copy ", c.src, " -> ", c.dst, " outside the pools (", num_kv_blocks(),
+                         " device, ", num_swap_blocks(), " swap blocks)"));
+      }
+      KvCache::CopyBlock(*from, c.src, to, c.dst);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<KvCache> swap_;  // null without swap space
+  const CpuBackendOptions options_;
+  HostSampler sampler_{model_->config().vocab_size};
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
+    std::shared_ptr<const ModelCheckpoint> checkpoint, const CpuBackendOptions& o) {
+  if (o.block_size < 1 || o.block_size > 1024)
+    return absl::InvalidArgumentError(absl::StrCat("block size ", o.block_size, " not in 1..1024"));
+  if (o.swap_space_bytes < 0) return absl::InvalidArgumentError("swap space must be >= 0");
+  if (o.kv_cache_dtype != "auto" && o.kv_cache_dtype != "f32" && o.kv_cache_dtype != "f16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown KV cache dtype '", o.kv_cache_dtype, "' (auto, f32, f16)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaWeights> weights, PackLlamaWeights(std::move(checkpoint)));
+  const ModelConfig c = weights->config;
+  kernels::KvDtype dtype = kernels::KvDtype::kF16;
+  if (o.kv_cache_dtype == "f32" ||
+      (o.kv_cache_dtype == "auto" &&
+       (weights->layers.empty() || weights->layers[0].wq.type == GgmlType::kF32))) {
+    dtype = kernels::KvDtype::kF32;
+  }
+  KvCacheOptions kv;
+  kv.num_layers = c.num_layers;
+  kv.num_kv_heads = c.num_kv_heads;
+  kv.head_dim = c.head_dim;
+  kv.block_size = o.block_size;
+  kv.dtype = dtype;
+  kv.num_blocks = o.num_kv_blocks;
+  if (kv.num_blocks <= 0) kv.num_blocks = o.kv_cache_bytes / KvCache::BytesPerBlock(kv);
+  if (kv.num_blocks <= 0) return absl::InvalidArgumentError("the KV memory budget holds no block");
+  const int threads =
+      o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  kernels::SetBlasThreads(threads);
+  auto pool = std::make_unique<kernels::ThreadPool>(threads);
+  ASSIGN_OR_RETURN(auto cache, KvCache::Create(kv));
+  std::unique_ptr<KvCache> swap;
+  KvCacheOptions swap_options = kv;
+  swap_options.num_blocks = o.swap_space_bytes / KvCache::BytesPerBlock(kv);
+  if (swap_options.num_blocks > 0) {
+    ASSIGN_OR_RETURN(swap, KvCache::Create(swap_options));
+  }
+  ASSIGN_OR_RETURN(auto model,
+                   LlamaModel::Create(std::move(weights), o.max_batch_tokens, pool.get()));
+  PLOG_INFO("cpu backend: {} threads, {} KV blocks of {} tokens ({} MiB, {}), {} swap blocks",
+            threads, kv.num_blocks, kv.block_size, kv.num_blocks * KvCache::BytesPerBlock(kv) >> 20,
+            dtype == kernels::KvDtype::kF32 ? "f32" : "f16", swap_options.num_blocks);
+  return std::unique_ptr<Backend>(
+      new CpuBackend(std::move(pool), std::move(model), std::move(cache), std::move(swap), o));
+}
+
+}  // namespace pagellm

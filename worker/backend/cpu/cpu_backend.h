@@ -1,0 +1,39 @@
+// The CPU backend: a checkpoint packed for the CPU kernels (LlamaWeights), the forward pass
+// (LlamaModel), a paged KV pool and a swap pool in host memory (KvCache), a thread pool, and the
+// reference sampler. The default backend, and what CI tests.
+#ifndef PAGELLM_WORKER_BACKEND_CPU_CPU_BACKEND_H_
+#define PAGELLM_WORKER_BACKEND_CPU_CPU_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/backend/backend.h"
+#include "worker/backend/forward_batch.h"
+#include "worker/model/model_checkpoint.h"
+
+namespace pagellm {
+
+struct CpuBackendOptions {
+  int threads = 0;  // 0: all hardware threads
+  int64_t block_size = 16;
+  int64_t num_kv_blocks = 0;           // 0: derived from kv_cache_bytes
+  int64_t kv_cache_bytes = 1ll << 30;  // KV memory budget when num_kv_blocks is 0
+  int64_t swap_space_bytes = 0;        // swap pool for preempted sequences; 0: none
+  int64_t max_batch_tokens = 2048;
+  // "auto": fp32 when the matrices run in fp32 (exact comparisons with references), else fp16.
+  std::string kv_cache_dtype = "auto";  // auto | f32 | f16
+  // Check every batch against forward_batch.h's contract before running it.
+  bool validate_batches = ValidateBatchesByDefault();
+};
+
+// Packs the checkpoint (which the backend keeps alive) and allocates the pools. InvalidArgument
+// for bad options (block size outside 1..1024, unknown dtype, a pool that holds no block) or a
+// tensor the CPU cannot use; ResourceExhausted if a pool cannot be allocated.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
+    std::shared_ptr<const ModelCheckpoint> checkpoint, const CpuBackendOptions& options);
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_BACKEND_CPU_CPU_BACKEND_H_

@@ -1,0 +1,61 @@
+// LlamaModel: the forward pass of a Llama-family decoder on the CPU over a paged KV cache.
+//
+// One Forward() call runs a flat batch (prefill chunks and decode tokens of many sequences),
+// writes each token's K/V into its slot, attends through the block tables and returns logits
+// for the requested tokens. Scratch buffers are sized for `max_batch_tokens` at creation and
+// reused, so a step allocates nothing.
+//
+// Not thread-safe: one engine thread calls Forward(); kernels fan out on the thread pool.
+#ifndef PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_
+#define PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/thread_pool.h"
+#include "worker/backend/cpu/kv_cache.h"
+#include "worker/backend/cpu/llama_weights.h"
+#include "worker/backend/forward_batch.h"
+
+namespace pagellm {
+
+class LlamaModel {
+ public:
+  // `pool` is borrowed and must outlive the model.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(std::unique_ptr<LlamaWeights> weights,
+                                                            int64_t max_batch_tokens,
+                                                            kernels::ThreadPool* pool);
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
+
+  const ModelConfig& config() const { return weights_->config; }
+
+  // Runs the batch; writes batch.num_logits rows of vocab_size floats to `logits`.
+  // InvalidArgument for a batch larger than max_batch_tokens, token ids outside the vocabulary
+  // or positions beyond the context length. REQUIRES: slots and block tables refer to blocks
+  // of `cache`, which was created with this model's layer/head shape.
+  absl::Status Forward(const ForwardBatch& batch, KvCache* cache, float* logits);
+
+ private:
+  LlamaModel() = default;
+  // y = x W^T (+ bias) for `rows` rows; x row stride ldx, y row stride ldy.
+  void Linear(const Matrix& w, const float* x, int64_t rows, int64_t ldx, float* y, int64_t ldy,
+              bool x_already_quantized);
+  void BuildRopeTable();
+
+  std::unique_ptr<LlamaWeights> weights_;
+  kernels::ThreadPool* pool_ = nullptr;
+  int64_t max_tokens_ = 0;
+  std::vector<float> rope_;  // [max_position][head_dim]: (cos, sin) pairs
+  // Scratch, sized for max_tokens_.
+  std::vector<float> x_, h_, qkv_, attn_, gate_up_, act_, tmp_;
+  kernels::QuantizedActivations qx_;
+  kernels::AttentionWorkspace attn_ws_;
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_

@@ -1,0 +1,117 @@
+// Packing a checkpoint for the CPU kernels: the only place where weights change type on the
+// host. The checkpoint's readers have checked names, shapes and that every type is known;
+// what is checked here is what the CPU kernels in particular need.
+#include "worker/backend/cpu/llama_weights.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/quant_matmul.h"
+
+namespace pagellm {
+namespace {
+
+absl::StatusOr<const TensorView*> Contiguous(const ModelCheckpoint& c, const std::string& name) {
+  ASSIGN_OR_RETURN(const TensorView* t, c.tensors.Get(name));
+  if (!t->contiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " is a strided view"));
+  }
+  return t;
+}
+
+absl::StatusOr<std::vector<float>> ToF32(const TensorView& t, const std::string& name) {
+  if (!GetGgmlTypeTraits(t.dtype).dequantizable) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": unsupported type"));
+  }
+  std::vector<float> out(t.num_elements());
+  RETURN_IF_ERROR(kernels::DequantizeRow(t.dtype, t.data, out.data(), t.num_elements()));
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> Vector(const ModelCheckpoint& c, const std::string& name) {
+  ASSIGN_OR_RETURN(const TensorView* t, Contiguous(c, name));
+  return ToF32(*t, name);
+}
+
+// Quantized blocks the integer kernels multiply stay blocks (repacked); anything else is fp32.
+absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& name, bool bias) {
+  ASSIGN_OR_RETURN(const TensorView* t, Contiguous(c, name + ".weight"));
+  Matrix m;
+  m.n_out = t->shape[0];
+  m.n_in = t->shape[1];
+  if (kernels::IsQuantMatmulType(t->dtype)) {
+    if (m.n_in % 32 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": unusable matrix type"));
+    }
+    m.type = t->dtype;
+    m.blocks = t->data;
+    ASSIGN_OR_RETURN(m.packed, kernels::PackQuantMatrix(m.type, m.blocks, m.n_out, m.n_in));
+  } else {
+    m.type = GgmlType::kF32;
+    ASSIGN_OR_RETURN(m.f32, ToF32(*t, name + ".weight"));
+  }
+  if (bias) {
+    ASSIGN_OR_RETURN(m.bias, Vector(c, name + ".bias"));
+  }
+  return m;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
+    std::shared_ptr<const ModelCheckpoint> checkpoint) {
+  const ModelCheckpoint& c = *checkpoint;
+  RETURN_IF_ERROR(CheckLlamaTensors(c));
+  auto w = std::make_unique<LlamaWeights>();
+  w->config = c.config;
+  w->rope_neox = c.rope_neox;
+  const ModelConfig& cfg = w->config;
+
+  ASSIGN_OR_RETURN(const TensorView* embd, Contiguous(c, "model.embed_tokens.weight"));
+  Embedding& e = w->token_embedding;
+  e.type = embd->dtype;
+  e.rows = embd->shape[0];
+  e.dim = embd->shape[1];
+  e.data = embd->data;
+  e.row_bytes = embd->row_bytes();
+
+  if (c.tensors.Find("rope_freqs.weight") != nullptr) {
+    ASSIGN_OR_RETURN(w->rope_freq_factors, Vector(c, "rope_freqs.weight"));
+  }
+  const bool b = cfg.attention_bias;
+  w->layers.resize(cfg.num_layers);
+  for (int64_t i = 0; i < cfg.num_layers; ++i) {
+    LlamaLayerWeights& l = w->layers[i];
+    auto name = [i](absl::string_view suffix) { return LlamaTensorName(i, suffix); };
+    ASSIGN_OR_RETURN(l.attn_norm, Vector(c, name("input_layernorm.weight")));
+    ASSIGN_OR_RETURN(l.ffn_norm, Vector(c, name("post_attention_layernorm.weight")));
+    ASSIGN_OR_RETURN(l.wq, LoadMatrix(c, name("self_attn.q_proj"), b));
+    ASSIGN_OR_RETURN(l.wk, LoadMatrix(c, name("self_attn.k_proj"), b));
+    ASSIGN_OR_RETURN(l.wv, LoadMatrix(c, name("self_attn.v_proj"), b));
+    ASSIGN_OR_RETURN(l.wo, LoadMatrix(c, name("self_attn.o_proj"), false));
+    ASSIGN_OR_RETURN(l.w_gate, LoadMatrix(c, name("mlp.gate_proj"), false));
+    ASSIGN_OR_RETURN(l.w_up, LoadMatrix(c, name("mlp.up_proj"), false));
+    ASSIGN_OR_RETURN(l.w_down, LoadMatrix(c, name("mlp.down_proj"), false));
+  }
+  ASSIGN_OR_RETURN(w->output_norm, Vector(c, "model.norm.weight"));
+  if (c.tensors.Find("lm_head.weight") != nullptr) {
+    ASSIGN_OR_RETURN(w->lm_head, LoadMatrix(c, "lm_head", false));
+  } else {
+    // Tied: the output projection reads the embedding table, packed or widened.
+    Matrix& m = w->lm_head;
+    m.n_out = e.rows;
+    m.n_in = e.dim;
+    if (kernels::IsQuantMatmulType(e.type) && e.dim % 32 == 0) {
+      m.type = e.type;
+      m.blocks = e.data;
+      ASSIGN_OR_RETURN(m.packed, kernels::PackQuantMatrix(m.type, m.blocks, m.n_out, m.n_in));
+    } else {
+      m.type = GgmlType::kF32;
+      ASSIGN_OR_RETURN(m.f32, ToF32(*embd, "model.embed_tokens.weight"));
+    }
+  }
+  w->source = std::move(checkpoint);
+  return w;
+}
+
+}  // namespace pagellm

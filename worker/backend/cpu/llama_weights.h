@@ -1,0 +1,73 @@
+// LlamaWeights: the tensors of a Llama-family decoder in the layout the CPU kernels consume,
+// packed from a backend-neutral ModelCheckpoint.
+//
+// Matrices in Q4_0 / Q4_1 / Q8_0 keep their GGML blocks (read in place from the checkpoint) and
+// are repacked for the integer kernels; every other type (F16, BF16, other GGML blocks) is
+// widened to fp32 here and runs through BLAS. Norms and biases become fp32. The embedding keeps
+// its rows as stored and is dequantized one looked-up row at a time.
+//
+// Immutable after packing; thread-safe for concurrent reads.
+#ifndef PAGELLM_WORKER_BACKEND_CPU_LLAMA_WEIGHTS_H_
+#define PAGELLM_WORKER_BACKEND_CPU_LLAMA_WEIGHTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/ggml_type.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "worker/model/model_checkpoint.h"
+
+namespace pagellm {
+
+// W[n_out][n_in]: either GGML blocks (`type` in Q4_0/Q4_1/Q8_0, `blocks` points to n_out rows
+// in the checkpoint, `packed` is their kernel layout) or fp32 (`type` == kF32, `f32` holds
+// n_out * n_in values).
+struct Matrix {
+  GgmlType type = GgmlType::kF32;
+  int64_t n_out = 0;
+  int64_t n_in = 0;
+  const uint8_t* blocks = nullptr;
+  kernels::PackedQuantMatrix packed;
+  std::vector<float> f32;
+  std::vector<float> bias;  // empty, or n_out values
+};
+
+// Token embeddings: rows of any dequantizable GGML type (looked up one row at a time).
+struct Embedding {
+  GgmlType type = GgmlType::kF32;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  const uint8_t* data = nullptr;  // into the checkpoint
+  int64_t row_bytes = 0;
+};
+
+struct LlamaLayerWeights {
+  std::vector<float> attn_norm;
+  std::vector<float> ffn_norm;
+  Matrix wq, wk, wv, wo;
+  Matrix w_gate, w_up, w_down;
+};
+
+struct LlamaWeights {
+  ModelConfig config;
+  bool rope_neox = true;                 // see ModelCheckpoint::rope_neox
+  std::vector<float> rope_freq_factors;  // empty, or head_dim/2 divisors (GGUF rope_freqs)
+  Embedding token_embedding;
+  std::vector<LlamaLayerWeights> layers;
+  std::vector<float> output_norm;
+  Matrix lm_head;  // the embedding's blocks or an fp32 copy of it when tied
+  // Keeps the checkpoint (and the files it maps) alive while views into it exist.
+  std::shared_ptr<const ModelCheckpoint> source;
+};
+
+// Packs `checkpoint` for the CPU kernels. InvalidArgument naming the tensor when one has a type
+// the CPU cannot use (a quantized matrix whose rows are not whole 32-element blocks, a
+// non-dequantizable type).
+absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
+    std::shared_ptr<const ModelCheckpoint> checkpoint);
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_BACKEND_CPU_LLAMA_WEIGHTS_H_

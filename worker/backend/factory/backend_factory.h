@@ -1,0 +1,37 @@
+// CreateBackend: the backend a worker or a tool asks for by name.
+//
+//   "cpu"   the CPU backend over a checkpoint (the default);
+//   "mock"  no model and no arithmetic, a byte vocabulary: for measuring the serving layers;
+//   "cuda"  refused with Unimplemented until the CUDA backend exists (the options and the
+//           checkpoint's upload plan are validated first).
+#ifndef PAGELLM_WORKER_BACKEND_FACTORY_BACKEND_FACTORY_H_
+#define PAGELLM_WORKER_BACKEND_FACTORY_BACKEND_FACTORY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/backend/backend.h"
+#include "worker/backend/cpu/cpu_backend.h"
+#include "worker/backend/cuda/cuda_backend.h"
+#include "worker/backend/mock/mock_backend.h"
+#include "worker/model/model_checkpoint.h"
+
+namespace pagellm {
+
+struct BackendOptions {
+  std::string device = "cpu";  // cpu | cuda | mock
+  CpuBackendOptions cpu;
+  CudaBackendOptions cuda;
+  MockBackendOptions mock;
+};
+
+// The backend `options.device` names. `checkpoint` is required for cpu and cuda and ignored for
+// mock. InvalidArgument for an unknown device or a missing checkpoint; otherwise the errors of
+// the backend's own Create (Unimplemented for cuda).
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
+    const BackendOptions& options, std::shared_ptr<const ModelCheckpoint> checkpoint);
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_BACKEND_FACTORY_BACKEND_FACTORY_H_

@@ -1,0 +1,79 @@
+#include "worker/flags/engine_flags.h"
+
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "worker/flags/model_flags.h"
+
+ABSL_FLAG(std::string, device, "cpu", "cpu | cuda (the CUDA backend is not built yet)");
+ABSL_FLAG(std::string, dtype, "auto",
+          "weight and activation type: auto | float32 (the CPU backend computes in fp32) | "
+          "bfloat16 | float16 (--device cuda); the KV cache's is --kv-cache-dtype");
+ABSL_FLAG(int64_t, block_size, 16, "KV cache block size in tokens");
+ABSL_FLAG(int64_t, num_kv_blocks, 0, "KV pool size in blocks (0: from --kv-cache-memory)");
+ABSL_FLAG(double, kv_cache_memory, 1.0, "KV pool budget in GiB when --num-kv-blocks is 0");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto", "auto | f32 | f16");
+ABSL_FLAG(int64_t, max_num_seqs, 256, "most sequences per step");
+ABSL_FLAG(int64_t, max_num_batched_tokens, 2048, "most tokens per step");
+ABSL_FLAG(int64_t, max_model_len, 0, "context limit (0: the model's)");
+ABSL_FLAG(double, swap_space, 4.0, "swap pool for preempted sequences, GiB of host memory");
+ABSL_FLAG(std::string, preemption_mode, "auto",
+          "auto (recompute single sequences, swap groups) | recompute | swap");
+ABSL_FLAG(bool, enable_prefix_caching, true,
+          "reuse the KV blocks of identical prompt prefixes (--no-enable-prefix-caching: off)");
+ABSL_FLAG(int64_t, mock_step_delay_us, 0,
+          "--load-format mock: sleep this long per engine step to imitate compute");
+
+namespace pagellm::cli {
+
+absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
+  BackendOptions o;
+  o.device = IsMockModelFromFlags() ? "mock" : absl::GetFlag(FLAGS_device);
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  const int64_t swap_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_swap_space) * (1ll << 30));
+
+  CpuBackendOptions& c = o.cpu;
+  c.threads = ThreadsFromFlags();
+  c.block_size = absl::GetFlag(FLAGS_block_size);
+  c.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
+  c.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_memory) * (1ll << 30));
+  c.kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
+  c.max_batch_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  c.swap_space_bytes = swap_bytes;
+
+  CudaBackendOptions& g = o.cuda;
+  g.dtype = dtype;
+  g.block_size = c.block_size;
+  g.num_kv_blocks = c.num_kv_blocks;
+  g.swap_space_bytes = swap_bytes;
+  g.max_batch_tokens = c.max_batch_tokens;
+
+  MockBackendOptions& m = o.mock;
+  m.block_size = c.block_size;
+  if (c.num_kv_blocks > 0) m.num_kv_blocks = c.num_kv_blocks;
+  m.max_batch_tokens = c.max_batch_tokens;
+  m.step_delay_us = absl::GetFlag(FLAGS_mock_step_delay_us);
+
+  if (o.device == "cpu" && dtype != "auto" && dtype != "float32") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dtype ", dtype,
+        ": the CPU backend computes in fp32 (--dtype auto or float32); "
+        "bfloat16 and float16 are for --device cuda. The KV cache's type is --kv-cache-dtype."));
+  }
+  return o;
+}
+
+absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
+  EngineOptions eo;
+  eo.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  eo.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  eo.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  absl::StatusOr<PreemptionMode> mode = ParsePreemptionMode(absl::GetFlag(FLAGS_preemption_mode));
+  if (!mode.ok()) return mode.status();
+  eo.preemption_mode = *mode;
+  eo.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  return eo;
+}
+
+}  // namespace pagellm::cli

@@ -1,0 +1,22 @@
+// Flags every serving tool shares for the backend, the paged KV cache and the scheduler:
+// --device, --dtype, --block-size, --num-kv-blocks, --kv-cache-memory, --kv-cache-dtype,
+// --swap-space, --max-num-seqs, --max-num-batched-tokens, --max-model-len, --preemption-mode,
+// --[no-]enable-prefix-caching, --mock-step-delay-us.
+#ifndef PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
+#define PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
+
+#include "absl/status/statusor.h"
+#include "worker/backend/factory/backend_factory.h"
+#include "worker/engine/engine.h"
+
+namespace pagellm::cli {
+
+// The backend the flags describe (--load-format mock selects the mock backend). InvalidArgument
+// for a --dtype the device does not compute in.
+absl::StatusOr<BackendOptions> BackendOptionsFromFlags();
+// The engine options the flags describe. InvalidArgument for an unknown --preemption-mode.
+absl::StatusOr<EngineOptions> EngineOptionsFromFlags();
+
+}  // namespace pagellm::cli
+
+#endif  // PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_

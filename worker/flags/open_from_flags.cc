@@ -1,0 +1,35 @@
+#include "worker/flags/open_from_flags.h"
+
+#include <filesystem>
+
+#include "common/status_macros.h"
+#include "worker/backend/factory/backend_factory.h"
+#include "worker/flags/engine_flags.h"
+#include "worker/flags/model_flags.h"
+
+namespace pagellm::cli {
+
+absl::StatusOr<OpenedModel> OpenModelFromFlags() {
+  ASSIGN_OR_RETURN(BackendOptions bo, BackendOptionsFromFlags());
+  OpenedModel m;
+  std::shared_ptr<const ModelCheckpoint> checkpoint;
+  if (bo.device == "mock") {
+    // No model: the serving layers alone (see worker/backend/mock/mock_backend.h).
+    ASSIGN_OR_RETURN(m.tokenizer, MockTokenizer());
+    m.model_name = "mock";
+  } else {
+    const LoadModelOptions lo = ModelOptionsFromFlags();
+    if (lo.path.empty() && lo.format != "dummy") {
+      return absl::InvalidArgumentError("--model is required");
+    }
+    ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(lo));
+    m.tokenizer = std::move(loaded.tokenizer);
+    m.chat_template = std::move(loaded.chat_template);
+    checkpoint = std::move(loaded.checkpoint);
+    m.model_name = lo.path.empty() ? lo.format : std::filesystem::path(lo.path).filename().string();
+  }
+  ASSIGN_OR_RETURN(m.backend, CreateBackend(bo, std::move(checkpoint)));
+  return m;
+}
+
+}  // namespace pagellm::cli

@@ -1,0 +1,29 @@
+// What the model and backend flags describe, opened: the tokenizer and a backend over the model
+// (or the mock backend for --load-format mock). Shared by pagellm-worker, pagellm generate and
+// pagellm-bench.
+#ifndef PAGELLM_WORKER_FLAGS_OPEN_FROM_FLAGS_H_
+#define PAGELLM_WORKER_FLAGS_OPEN_FROM_FLAGS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/tokenizer/tokenizer.h"
+#include "worker/backend/backend.h"
+
+namespace pagellm::cli {
+
+struct OpenedModel {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Backend> backend;
+  std::string chat_template;  // "" when the model has none
+  std::string model_name;     // the model file or directory's name ("mock", "dummy")
+};
+
+// InvalidArgument without --model (unless dummy or mock); the loader's and the backend's errors
+// otherwise (Unimplemented for --device cuda).
+absl::StatusOr<OpenedModel> OpenModelFromFlags();
+
+}  // namespace pagellm::cli
+
+#endif  // PAGELLM_WORKER_FLAGS_OPEN_FROM_FLAGS_H_

@@ -1,0 +1,176 @@
+// EngineLoop without a model: a ScriptedBackend whose every step advances an injected clock by
+// exactly 10 ms, so the latency histograms have values known in advance.
+#include "worker/server/engine_loop.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "prometheus/metric_family.h"
+#include "worker/backend/mock/mock_backend.h"
+#include "worker/backend/testing/scripted_backend.h"
+#include "worker/engine/testing/sampling.h"
+
+namespace pagellm {
+namespace {
+
+using testing::ScriptedBackend;
+
+constexpr double kStep = 0.010;  // seconds per engine step on the fake clock
+
+// Records one request's outputs and its end; Wait() blocks until OnDone.
+class Sink : public RequestSink {
+ public:
+  void OnOutputs(std::span<const SequenceOutput> outputs) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const SequenceOutput& o : outputs) {
+      tokens_.insert(tokens_.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    }
+  }
+  void OnDone(const absl::Status& status, int64_t prompt_tokens,
+              int64_t completion_tokens) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = status;
+    completion_tokens_ = completion_tokens;
+    done_ = true;
+    cv_.notify_all();
+  }
+  absl::Status Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+    return status_;
+  }
+  std::vector<int32_t> tokens() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tokens_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  absl::Status status_;
+  int64_t completion_tokens_ = 0;
+  std::vector<int32_t> tokens_;
+};
+
+// (count, sum) of a histogram in the registry.
+std::pair<uint64_t, double> Histogram(const WorkerMetrics& m, const std::string& name) {
+  for (const prometheus::MetricFamily& f : m.registry()->Collect()) {
+    if (f.name == name && !f.metric.empty()) {
+      return {f.metric[0].histogram.sample_count, f.metric[0].histogram.sample_sum};
+    }
+  }
+  ADD_FAILURE() << "no histogram " << name;
+  return {0, 0};
+}
+
+SamplingParams Greedy(int32_t max_tokens) { return testing::GreedyParams(max_tokens); }
+
+class EngineLoopTest : public ::testing::Test {
+ protected:
+  // The first step waits for `go_`, so everything submitted before Go() arrives at time 0.
+  void Start(EngineOptions eo = {}) {
+    auto tokenizer = MockTokenizer();
+    ASSERT_TRUE(tokenizer.ok());
+    tokenizer_ = std::move(*tokenizer);
+    backend_ =
+        std::make_unique<ScriptedBackend>(testing::ScriptedBackendOptions{.vocab_size = 257});
+    backend_->SetStepHook([this] {
+      go_.WaitForNotification();
+      now_.store(now_.load() + kStep);
+    });
+    auto engine = Engine::Create(backend_.get(), tokenizer_.get(), eo);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EngineLoop::Options o;
+    o.block_size = backend_->block_size();
+    o.metrics = &metrics_;
+    o.clock = [this] { return now_.load(); };
+    loop_ = EngineLoop::Start(std::move(*engine), std::move(o));
+  }
+  void Go() { go_.Notify(); }
+  void TearDown() override {
+    if (!go_.HasBeenNotified()) go_.Notify();
+    if (loop_ != nullptr) loop_->Stop();
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ScriptedBackend> backend_;
+  WorkerMetrics metrics_;
+  std::unique_ptr<EngineLoop> loop_;
+  std::atomic<double> now_{0.0};
+  absl::Notification go_;
+};
+
+TEST_F(EngineLoopTest, LatencyHistogramsFollowTheEngineSteps) {
+  EngineOptions eo;
+  eo.max_num_seqs = 1;  // b waits for a
+  Start(eo);
+  const std::vector<int32_t> pa = {40, 41, 42}, pb = {50, 51};
+  auto a = std::make_shared<Sink>(), b = std::make_shared<Sink>();
+  ASSERT_TRUE(loop_->Submit("a", pa, Greedy(4), a).ok());
+  ASSERT_TRUE(loop_->Submit("b", pb, Greedy(3), b).ok());
+  Go();
+  ASSERT_TRUE(a->Wait().ok());
+  ASSERT_TRUE(b->Wait().ok());
+  EXPECT_EQ(a->tokens(), backend_->Continue(pa, 4));
+  EXPECT_EQ(b->tokens(), backend_->Continue(pb, 3));
+
+  // a: steps 1-4 (first token after step 1). b: admitted once a finished, steps 5-7.
+  const auto ttft = Histogram(metrics_, "pagellm_time_to_first_token_seconds");
+  EXPECT_EQ(ttft.first, 2u);
+  EXPECT_NEAR(ttft.second, 1 * kStep + 5 * kStep, 1e-9);
+  const auto itl = Histogram(metrics_, "pagellm_inter_token_latency_seconds");
+  EXPECT_EQ(itl.first, 3u + 2u);
+  EXPECT_NEAR(itl.second, 5 * kStep, 1e-9);
+  const auto e2e = Histogram(metrics_, "pagellm_e2e_request_latency_seconds");
+  EXPECT_EQ(e2e.first, 2u);
+  EXPECT_NEAR(e2e.second, 4 * kStep + 7 * kStep, 1e-9);
+  const auto queue = Histogram(metrics_, "pagellm_queue_time_seconds");
+  EXPECT_EQ(queue.first, 2u);
+  EXPECT_NEAR(queue.second, 1 * kStep + 5 * kStep, 1e-9);
+}
+
+TEST_F(EngineLoopTest, CancelEndsTheRequestAndFreesItsBlocks) {
+  Start();
+  auto sink = std::make_shared<Sink>();
+  ASSERT_TRUE(loop_->Submit("long", {1, 2, 3}, Greedy(400), sink).ok());
+  loop_->Cancel("long");
+  Go();
+  EXPECT_EQ(sink->Wait().code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(loop_->WaitUntilIdle(5.0));
+  const EngineLoad load = loop_->load();
+  EXPECT_EQ(load.kv_blocks_free, load.kv_blocks_total);
+  EXPECT_EQ(load.active, 0);
+}
+
+TEST_F(EngineLoopTest, DrainingRefusesNewWorkAndLetsRunningWorkFinish) {
+  Start();
+  auto sink = std::make_shared<Sink>();
+  ASSERT_TRUE(loop_->Submit("r", {7, 8}, Greedy(5), sink).ok());
+  loop_->SetDraining();
+  EXPECT_EQ(loop_->Submit("late", {7}, Greedy(1), std::make_shared<Sink>()).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(loop_->load().draining);
+  Go();
+  EXPECT_TRUE(loop_->WaitUntilIdle(5.0));
+  EXPECT_TRUE(sink->Wait().ok());
+  EXPECT_EQ(sink->tokens().size(), 5u);
+}
+
+TEST_F(EngineLoopTest, ARejectedRequestEndsWithItsError) {
+  Start();
+  Go();
+  auto sink = std::make_shared<Sink>();
+  ASSERT_TRUE(loop_->Submit("oov", {9999}, Greedy(2), sink).ok());
+  EXPECT_EQ(sink->Wait().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(loop_->WaitUntilIdle(5.0));
+}
+
+}  // namespace
+}  // namespace pagellm

@@ -1,0 +1,75 @@
+// pagellm-worker: serves one model on one device (the CPU by default) over the internal
+// pagellm.v1.Worker gRPC service, with grpc.health.v1, server reflection and Prometheus metrics.
+// The wiring is WorkerServer's; this file turns flags into options and waits for a signal.
+//
+//   pagellm-worker --model models/SmolLM2-135M-Instruct.Q4_1.gguf [--port 50061]
+//                  [--metrics-port 9400] [engine and model flags as pagellm generate]
+//
+// SIGTERM / SIGINT: health goes NOT_SERVING, new requests are refused (UNAVAILABLE), running ones
+// may finish for --shutdown-grace seconds, then the process exits 0.
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/flags_util.h"
+#include "common/logging.h"
+#include "common/signal_wait.h"
+#include "common/status_macros.h"
+#include "worker/flags/engine_flags.h"
+#include "worker/flags/open_from_flags.h"
+#include "worker/server/worker_server.h"
+
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
+ABSL_FLAG(int32_t, port, 50061, "gRPC port (0: pick a free one and print it)");
+ABSL_FLAG(int32_t, metrics_port, 9400, "Prometheus /metrics port (0: off)");
+ABSL_FLAG(double, shutdown_grace, 30.0, "seconds running requests may finish after SIGTERM");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warn, error");
+
+namespace {
+
+// Opens what the flags name and starts serving it.
+absl::StatusOr<std::unique_ptr<pagellm::WorkerServer>> StartFromFlags() {
+  ASSIGN_OR_RETURN(pagellm::EngineOptions eo, pagellm::cli::EngineOptionsFromFlags());
+  ASSIGN_OR_RETURN(pagellm::cli::OpenedModel model, pagellm::cli::OpenModelFromFlags());
+  pagellm::WorkerServer::Options so;
+  so.engine = eo;
+  so.model_name = model.model_name;
+  so.chat_template = model.chat_template;
+  so.listen_address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
+  if (absl::GetFlag(FLAGS_metrics_port) > 0) {
+    so.metrics_address =
+        absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_metrics_port));
+  }
+  return pagellm::WorkerServer::Start(std::move(so), std::move(model.backend),
+                                      std::move(model.tokenizer));
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "pagellm-worker: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("pagellm-worker --model PATH [flags]");
+  pagellm::cli::ParseFlags(argc, argv);
+  pagellm::InitLogging(absl::GetFlag(FLAGS_log_level).c_str());
+  if (absl::Status s = pagellm::InstallTerminationSignals(); !s.ok()) return Fail(s);
+
+  absl::StatusOr<std::unique_ptr<pagellm::WorkerServer>> server = StartFromFlags();
+  if (!server.ok()) return Fail(server.status());
+  std::printf("pagellm-worker listening on %s:%d (metrics :%d)\n",
+              absl::GetFlag(FLAGS_host).c_str(), (*server)->port(), (*server)->metrics_port());
+  std::fflush(stdout);
+
+  const int sig = pagellm::WaitForTerminationSignal();
+  PLOG_INFO("{} received: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace)));
+  PLOG_INFO("stopped");
+  return 0;
+}

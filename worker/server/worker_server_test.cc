@@ -1,0 +1,179 @@
+// WorkerServer in-process, without a model: the scripted backend (or the mock one for timing)
+// behind a real gRPC server on a loopback port, called through the generated stub and the
+// health service. Covers streaming, model info, bad input, health and the drain protocol.
+#include "worker/server/worker_server.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/testing/grpc_probe.h"
+#include "gtest/gtest.h"
+#include "pagellm/v1/worker.grpc.pb.h"
+#include "worker/backend/mock/mock_backend.h"
+#include "worker/backend/testing/scripted_backend.h"
+
+namespace pagellm {
+namespace {
+
+using testing::ScriptedBackend;
+
+class WorkerServerTest : public ::testing::Test {
+ protected:
+  // Starts a server over `backend` (the scripted one when null). The metrics exposer takes 2 s to
+  // stop, so only the test that reads /metrics has one.
+  void Start(std::unique_ptr<Backend> backend = nullptr, bool metrics = false) {
+    auto tokenizer = MockTokenizer();
+    ASSERT_TRUE(tokenizer.ok());
+    if (backend == nullptr) {
+      auto scripted =
+          std::make_unique<ScriptedBackend>(testing::ScriptedBackendOptions{.vocab_size = 257});
+      scripted_ = scripted.get();
+      backend = std::move(scripted);
+    }
+    WorkerServer::Options o;
+    o.listen_address = "127.0.0.1:0";
+    if (metrics) o.metrics_address = "127.0.0.1:0";
+    o.model_name = "scripted";
+    o.chat_template = "{{ messages }}";
+    auto server = WorkerServer::Start(std::move(o), std::move(backend), *std::move(tokenizer));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Worker::NewStub(channel_);
+  }
+
+  static v1::WorkerGenerateRequest Request(const std::vector<int32_t>& prompt, int max_tokens) {
+    v1::WorkerGenerateRequest r;
+    r.set_request_id("client-id");
+    for (int32_t id : prompt) r.add_prompt_token_ids(id);
+    r.mutable_sampling()->set_temperature(0.0f);
+    r.mutable_sampling()->set_max_tokens(max_tokens);
+    r.mutable_sampling()->set_ignore_eos(true);
+    return r;
+  }
+
+  // Streams one request to its end: (status, tokens).
+  std::pair<grpc::Status, std::vector<int32_t>> Generate(const v1::WorkerGenerateRequest& r,
+                                                         grpc::ClientContext* ctx) {
+    auto reader = stub_->Generate(ctx, r);
+    v1::GenerateResponse resp;
+    std::vector<int32_t> tokens;
+    while (reader->Read(&resp)) {
+      for (const auto& d : resp.deltas()) {
+        tokens.insert(tokens.end(), d.token_ids().begin(), d.token_ids().end());
+      }
+    }
+    return {reader->Finish(), tokens};
+  }
+
+  testing::HealthStatus Health() {
+    absl::StatusOr<testing::HealthStatus> h = testing::CheckHealth(channel_, "");
+    EXPECT_TRUE(h.ok()) << h.status();
+    return h.ok() ? *h : testing::HealthStatus::kUnknown;
+  }
+
+  ScriptedBackend* scripted_ = nullptr;  // owned by the server
+  std::unique_ptr<WorkerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Worker::Stub> stub_;
+};
+
+TEST_F(WorkerServerTest, ServesTheModelItWasGiven) {
+  Start(nullptr, /*metrics=*/true);
+  EXPECT_TRUE(server_->serving());
+  ASSERT_GT(server_->metrics_port(), 0);
+  absl::StatusOr<std::string> metrics = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_NE(metrics->find("pagellm_kv_cache_blocks_capacity{pool=\"swap\"}"), std::string::npos);
+  EXPECT_EQ(Health(), testing::HealthStatus::kServing);
+
+  grpc::ClientContext info_ctx;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&info_ctx, {}, &info).ok());
+  EXPECT_EQ(info.model_name(), "scripted");
+  EXPECT_EQ(info.vocab_size(), 257);
+  EXPECT_EQ(info.block_size(), 4);
+  EXPECT_EQ(info.chat_template(), "{{ messages }}");
+
+  const std::vector<int32_t> prompt = {72, 101, 108, 108, 111};
+  grpc::ClientContext ctx;
+  const auto [status, tokens] = Generate(Request(prompt, 7), &ctx);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(tokens, scripted_->Continue(prompt, 7));
+}
+
+TEST_F(WorkerServerTest, BadRequestsGetInvalidArgument) {
+  Start();
+  grpc::ClientContext ctx;
+  EXPECT_EQ(Generate(Request({}, 4), &ctx).first.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::ClientContext ctx2;
+  EXPECT_EQ(Generate(Request({1, 900}, 4), &ctx2).first.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(server_->serving());
+}
+
+TEST_F(WorkerServerTest, ShutdownDrainsWithinTheGrace) {
+  Start();
+  // The running request's steps wait for `release`, so it is in flight while the drain begins.
+  absl::Notification in_step, release;
+  scripted_->SetStepHook([&] {
+    if (!in_step.HasBeenNotified()) in_step.Notify();
+    release.WaitForNotification();
+  });
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  grpc::Status status;
+  std::vector<int32_t> tokens;
+  std::thread client([&] {
+    grpc::ClientContext ctx;
+    std::tie(status, tokens) = Generate(Request(prompt, 6), &ctx);
+  });
+  in_step.WaitForNotification();  // the request is being computed
+  std::thread stopper([this] { server_->Shutdown(absl::Seconds(30)); });
+  // Wait (on the server's state, not a timer) until draining has begun.
+  while (server_->serving() || !server_->load().draining) std::this_thread::yield();
+  EXPECT_EQ(Health(), testing::HealthStatus::kNotServing);
+  grpc::ClientContext late;
+  EXPECT_EQ(Generate(Request(prompt, 2), &late).first.error_code(), grpc::StatusCode::UNAVAILABLE);
+  release.Notify();
+  stopper.join();
+  client.join();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(tokens, scripted_->Continue(prompt, 6));
+}
+
+TEST_F(WorkerServerTest, ShutdownCancelsWhatOutlivesTheGrace) {
+  MockBackendOptions mo;
+  mo.step_delay_us = 2000;  // 400 tokens take ~0.8 s; the grace is 0.1 s
+  auto mock = CreateMockBackend(mo);
+  ASSERT_TRUE(mock.ok());
+  Start(*std::move(mock));
+  grpc::Status status;
+  absl::Notification first_token;
+  std::thread client([&] {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, Request({65, 66}, 400));
+    v1::GenerateResponse resp;
+    bool seen = false;
+    while (reader->Read(&resp)) {
+      if (!seen && resp.deltas_size() > 0) first_token.Notify(), seen = true;
+    }
+    status = reader->Finish();
+  });
+  first_token.WaitForNotification();
+  const auto start = std::chrono::steady_clock::now();
+  server_->Shutdown(absl::Milliseconds(100));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  client.join();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
+  EXPECT_LT(took, 3.0);
+  EXPECT_EQ(server_->load().active, 0);
+}
+
+}  // namespace
+}  // namespace pagellm
