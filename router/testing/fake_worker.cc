@@ -1,12 +1,16 @@
-// One FakeStream per Generate call. Lock order: Impl::mu_ before FakeStream::mu_ (the ticker
-// holds the first while it ticks the streams); a stream never takes Impl::mu_ while holding its
-// own. Finish is called outside both locks, last: OnDone (which deletes the stream) may follow
-// at once on another thread.
+// One FakeStream per Generate call. A stream has at most one thing pending -- a write, or a
+// timer entry -- and Finish is called once, by whichever step finds it done, cancelled or broken
+// with nothing pending (OnCancel itself only when nothing is). Lock order: a stream's mu_ may be
+// held while taking Impl::timer_mu_ (to schedule itself); the timer thread releases timer_mu_
+// before stepping a stream; Impl::mu_ is never taken with a stream's mu_ held. Finish is called
+// outside the stream's lock, last: OnDone (which deletes the stream) may follow at once.
 #include "router/testing/fake_worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <thread>
 #include <utility>
@@ -14,10 +18,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/api/proto_convert.h"
 #include "common/tokenizer/byte_level.h"
+#include "pagellm/v1/generation.grpc.pb.h"
 #include "pagellm/v1/worker.grpc.pb.h"
 
 namespace pagellm::testing {
@@ -31,6 +35,12 @@ class FakeWorker::Impl {
 
   void Serve(const std::string& address);
   void Kill();
+  // A new Generate call (either service): records it and starts its stream, or fails it.
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Arrive(const v1::WorkerGenerateRequest& request);
+  // Runs stream->Step() once `at` has come, on the timer thread.
+  void RunAt(absl::Time at, FakeStream* stream);
+  void StreamClosed();
+  void StreamDone(FakeStream* stream);
 
   const Options options_;
   int port_ = 0;
@@ -42,6 +52,8 @@ class FakeWorker::Impl {
   bool stall_ ABSL_GUARDED_BY(mu_) = false;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
   int cancellations_ ABSL_GUARDED_BY(mu_) = 0;
+  int open_ ABSL_GUARDED_BY(mu_) = 0;         // registered streams not yet finishing
+  int max_streams_ ABSL_GUARDED_BY(mu_) = 0;  // the most open_ has been
   std::set<FakeStream*> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WorkerGenerateRequest> requests_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> completed_{0};
@@ -49,12 +61,20 @@ class FakeWorker::Impl {
 
   absl::Mutex server_mu_;  // serializes Kill/Restart
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(server_mu_);
-  std::unique_ptr<v1::Worker::CallbackService> service_ ABSL_GUARDED_BY(server_mu_);
-  absl::Notification stop_;
-  std::thread ticker_;
+  std::unique_ptr<v1::Worker::CallbackService> worker_ ABSL_GUARDED_BY(server_mu_);
+  std::unique_ptr<v1::Generation::CallbackService> generation_ ABSL_GUARDED_BY(server_mu_);
+
+ private:
+  void TimerLoop();
+
+  absl::Mutex timer_mu_;
+  absl::CondVar timer_cv_;
+  std::multimap<absl::Time, FakeStream*> timers_ ABSL_GUARDED_BY(timer_mu_);
+  bool stop_ ABSL_GUARDED_BY(timer_mu_) = false;
+  std::thread timer_thread_{[this] { TimerLoop(); }};
 };
 
-// Streams `total` tokens: one message per token, one delta per sample.
+// Streams `total` tokens, `tokens_per_message` per message, one delta per sample.
 class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   FakeStream(FakeWorker::Impl* w, const v1::WorkerGenerateRequest& req, bool stall)
@@ -68,16 +88,25 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
                                                 : 16;
   }
 
-  // Starts writing when tokens go as fast as the stream allows.
+  // Starts the stream (a stalled one waits for its cancellation).
   void Begin() {
     absl::MutexLock lock(&mu_);
-    if (!stall_ && w_->options_.token_interval == absl::ZeroDuration()) WriteNextLocked();
+    if (!stall_) AfterLocked(w_->options_.first_token_delay);
   }
 
-  // The ticker's step: one token if the stream is idle.
-  void Tick() {
-    absl::MutexLock lock(&mu_);
-    if (!stall_ && !writing_ && !done_) WriteNextLocked();
+  // The timer's step: the next message, or the end of a cancelled stream.
+  void Step() {
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      scheduled_ = false;
+      if (cancelled_ && !done_) {
+        finish = done_ = true;
+      } else if (!done_) {
+        WriteNextLocked();
+      }
+    }
+    if (finish) Close(grpc::Status::CANCELLED);
   }
 
   void OnWriteDone(bool ok) override {
@@ -91,18 +120,17 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
         done_ = true;
         status = grpc::Status::CANCELLED;
       } else {
-        ++sent_;
-        w_->tokens_sent_.fetch_add(1, std::memory_order_relaxed);
+        sent_ += in_flight_;
+        w_->tokens_sent_.fetch_add(in_flight_, std::memory_order_relaxed);
         if (sent_ == total_) {
-          finish = true;
-          done_ = true;
+          finish = done_ = true;
           w_->completed_.fetch_add(1);
-        } else if (w_->options_.token_interval == absl::ZeroDuration()) {
-          WriteNextLocked();
+        } else {
+          AfterLocked(w_->options_.token_interval);
         }
       }
     }
-    if (finish) Finish(status);
+    if (finish) Close(status);
   }
 
   void OnCancel() override {
@@ -114,38 +142,49 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
-      if (!writing_ && !done_) {
-        done_ = true;
-        finish = true;
-      }
+      if (!writing_ && !scheduled_ && !done_) finish = done_ = true;
     }
-    if (finish) Finish(grpc::Status::CANCELLED);
+    if (finish) Close(grpc::Status::CANCELLED);
   }
 
   void OnDone() override {
-    {
-      absl::MutexLock lock(&w_->mu_);
-      w_->streams_.erase(this);
-    }
+    w_->StreamDone(this);
     delete this;
   }
 
  private:
+  // Ends the stream; it stops counting as open first, so the server never counts more open
+  // streams than its clients do.
+  void Close(const grpc::Status& status) {
+    w_->StreamClosed();
+    Finish(status);
+  }
+
+  void AfterLocked(absl::Duration delay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (delay <= absl::ZeroDuration()) return WriteNextLocked();
+    scheduled_ = true;
+    w_->RunAt(absl::Now() + delay, this);
+  }
+
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (cancelled_ || done_) return;
-    const int i = sent_;
-    const bool last = i + 1 == total_;
-    const int32_t id = 'a' + i % 26;
+    const int count = std::min(std::max(1, w_->options_.tokens_per_message), total_ - sent_);
+    const bool last = sent_ + count == total_;
     msg_.Clear();
     msg_.set_request_id(request_id_);
     for (int s = 0; s < n_; ++s) {
       v1::SampleDelta* d = msg_.add_deltas();
       d->set_sample_index(s);
-      d->add_token_ids(id);
+      std::string text;
+      for (int i = sent_; i < sent_ + count; ++i) {
+        const int32_t id = 'a' + i % 26;
+        d->add_token_ids(id);
+        text.push_back(static_cast<char>(id));
+      }
       if (w_->options_.stamp_text) {
         d->set_text(std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
       } else {
-        d->set_text(std::string(1, static_cast<char>(id)));
+        d->set_text(std::move(text));
       }
       if (last) d->set_finish_reason(v1::FINISH_REASON_LENGTH);
     }
@@ -154,6 +193,7 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       msg_.mutable_usage()->set_prompt_tokens(prompt_len_);
       msg_.mutable_usage()->set_completion_tokens(total_ * n_);
     }
+    in_flight_ = count;
     writing_ = true;
     StartWrite(&msg_);
   }
@@ -168,12 +208,82 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   absl::Mutex mu_;
   v1::GenerateResponse msg_ ABSL_GUARDED_BY(mu_);
   int sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // tokens in the write under way
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool scheduled_ ABSL_GUARDED_BY(mu_) = false;  // a timer entry is pending
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // Finish called or decided
 };
 
+grpc::ServerWriteReactor<v1::GenerateResponse>* FakeWorker::Impl::Arrive(
+    const v1::WorkerGenerateRequest& request) {
+  grpc::Status error;
+  FakeStream* stream;
+  {
+    absl::MutexLock lock(&mu_);
+    ++calls_;
+    if (options_.record_requests) requests_.push_back(request);
+    error = generate_error_;
+    if (error.ok() && options_.fail_every > 0 && calls_ % options_.fail_every == 0) {
+      error = grpc::Status(options_.fail_code, "fake failure");
+    }
+    stream = new FakeStream(this, request, stall_);
+    if (error.ok()) {
+      streams_.insert(stream);
+      max_streams_ = std::max(max_streams_, ++open_);
+    }
+  }
+  if (!error.ok()) {
+    stream->Finish(error);  // never registered: StreamDone's erase is a no-op
+    return stream;
+  }
+  stream->Begin();
+  return stream;
+}
+
+void FakeWorker::Impl::StreamClosed() {
+  absl::MutexLock lock(&mu_);
+  --open_;
+}
+
+void FakeWorker::Impl::StreamDone(FakeStream* stream) {
+  absl::MutexLock lock(&mu_);
+  streams_.erase(stream);
+}
+
+void FakeWorker::Impl::RunAt(absl::Time at, FakeStream* stream) {
+  absl::MutexLock lock(&timer_mu_);
+  timers_.emplace(at, stream);
+  timer_cv_.Signal();
+}
+
+void FakeWorker::Impl::TimerLoop() {
+  absl::MutexLock lock(&timer_mu_);
+  while (!stop_) {
+    if (timers_.empty()) {
+      timer_cv_.Wait(&timer_mu_);
+      continue;
+    }
+    const auto first = timers_.begin();
+    if (first->first > absl::Now()) {
+      timer_cv_.WaitWithDeadline(&timer_mu_, first->first);
+      continue;
+    }
+    FakeStream* stream = first->second;
+    timers_.erase(first);
+    timer_mu_.Unlock();
+    stream->Step();
+    timer_mu_.Lock();
+  }
+}
+
 namespace {
+
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const grpc::Status& status) {
+  grpc::ServerUnaryReactor* r = context->DefaultReactor();
+  r->Finish(status);
+  return r;
+}
 
 class FakeService final : public v1::Worker::CallbackService {
  public:
@@ -181,26 +291,8 @@ class FakeService final : public v1::Worker::CallbackService {
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext*, const v1::WorkerGenerateRequest* request) override {
-    grpc::Status error;
-    bool stall;
-    FakeStream* stream;
-    {
-      absl::MutexLock lock(&w_->mu_);
-      ++w_->calls_;
-      if (w_->options_.record_requests) w_->requests_.push_back(*request);
-      error = w_->generate_error_;
-      stall = w_->stall_;
-      stream = new FakeStream(w_, *request, stall);
-      if (error.ok()) w_->streams_.insert(stream);
-    }
-    if (!error.ok()) {
-      stream->Finish(error);  // never registered: OnDone's erase is a no-op
-      return stream;
-    }
-    stream->Begin();
-    return stream;
+    return w_->Arrive(*request);
   }
-
   grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* context, const v1::GetLoadRequest*,
                                     v1::WorkerLoad* response) override {
     grpc::Status status;
@@ -212,30 +304,56 @@ class FakeService final : public v1::Worker::CallbackService {
         *response = w_->load_;
       }
     }
-    grpc::ServerUnaryReactor* r = context->DefaultReactor();
-    r->Finish(status);
-    return r;
+    return Reply(context, status);
   }
 
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest*,
                                          v1::ModelInfo* response) override {
     *response = w_->options_.info;
-    grpc::ServerUnaryReactor* r = context->DefaultReactor();
-    r->Finish(grpc::Status::OK);
-    return r;
+    return Reply(context, grpc::Status::OK);
   }
 
   grpc::ServerUnaryReactor* GetTokenizer(grpc::CallbackServerContext* context,
                                          const v1::GetTokenizerRequest*,
                                          v1::TokenizerSpec* response) override {
     VocabSpecToProto(FakeWorker::TinyVocab(), response);
-    grpc::ServerUnaryReactor* r = context->DefaultReactor();
-    r->Finish(grpc::Status::OK);
-    return r;
+    return Reply(context, grpc::Status::OK);
   }
 
  private:
+  FakeWorker::Impl* const w_;
+};
+
+// The public API, as a router in front of this worker would answer it (token-id prompts only).
+class FakeGeneration final : public v1::Generation::CallbackService {
+ public:
+  explicit FakeGeneration(FakeWorker::Impl* w) : w_(w) {}
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override {
+    if (!request->has_token_ids()) {
+      auto* r = new Refusal();
+      r->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "fake: want token_ids"));
+      return r;
+    }
+    v1::WorkerGenerateRequest w;
+    w.set_request_id(request->request_id());
+    *w.mutable_prompt_token_ids() = request->token_ids().ids();
+    *w.mutable_sampling() = request->sampling();
+    return w_->Arrive(w);
+  }
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest*,
+                                         v1::ModelInfo* response) override {
+    *response = w_->options_.info;
+    return Reply(context, grpc::Status::OK);
+  }
+
+ private:
+  struct Refusal final : grpc::ServerWriteReactor<v1::GenerateResponse> {
+    void OnDone() override { delete this; }
+  };
   FakeWorker::Impl* const w_;
 };
 
@@ -243,11 +361,15 @@ class FakeService final : public v1::Worker::CallbackService {
 
 void FakeWorker::Impl::Serve(const std::string& address) {
   absl::MutexLock lock(&server_mu_);
-  service_ = std::make_unique<FakeService>(this);
+  worker_ = std::make_unique<FakeService>(this);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(service_.get());
+  builder.RegisterService(worker_.get());
+  if (options_.serve_generation) {
+    generation_ = std::make_unique<FakeGeneration>(this);
+    builder.RegisterService(generation_.get());
+  }
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
     std::fprintf(stderr, "FakeWorker: cannot listen on %s\n", address.c_str());
@@ -259,16 +381,23 @@ void FakeWorker::Impl::Serve(const std::string& address) {
 void FakeWorker::Impl::Kill() {
   absl::MutexLock lock(&server_mu_);
   if (server_ == nullptr) return;
+  // Cancels every call and waits for every reactor; streams waiting on a timer need the timer
+  // thread until then.
   server_->Shutdown(std::chrono::system_clock::now());
   server_->Wait();
   server_.reset();
-  service_.reset();
+  worker_.reset();
+  generation_.reset();
 }
 
 FakeWorker::Impl::~Impl() {
-  stop_.Notify();
-  if (ticker_.joinable()) ticker_.join();
   Kill();
+  {
+    absl::MutexLock lock(&timer_mu_);
+    stop_ = true;
+    timer_cv_.Signal();
+  }
+  timer_thread_.join();
 }
 
 VocabSpec FakeWorker::TinyVocab() {
@@ -313,15 +442,6 @@ std::unique_ptr<FakeWorker> FakeWorker::Start(Options options) {
     impl->load_ = impl->options_.load;
   }
   impl->Serve(impl->options_.address);
-  if (impl->options_.token_interval > absl::ZeroDuration()) {
-    Impl* w = impl.get();
-    impl->ticker_ = std::thread([w] {
-      while (!w->stop_.WaitForNotificationWithTimeout(w->options_.token_interval)) {
-        absl::MutexLock lock(&w->mu_);
-        for (FakeStream* s : w->streams_) s->Tick();
-      }
-    });
-  }
   return std::unique_ptr<FakeWorker>(new FakeWorker(std::move(impl)));
 }
 
@@ -329,6 +449,10 @@ FakeWorker::FakeWorker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FakeWorker::~FakeWorker() = default;
 
 std::string FakeWorker::address() const { return absl::StrCat("127.0.0.1:", impl_->port_); }
+
+std::shared_ptr<grpc::Channel> FakeWorker::NewChannel() const {
+  return grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+}
 
 void FakeWorker::SetLoad(const v1::WorkerLoad& load) {
   absl::MutexLock lock(&impl_->mu_);
@@ -369,6 +493,11 @@ int FakeWorker::completed() const { return impl_->completed_.load(); }
 int FakeWorker::active_streams() const {
   absl::MutexLock lock(&impl_->mu_);
   return static_cast<int>(impl_->streams_.size());
+}
+
+int FakeWorker::max_concurrent_streams() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->max_streams_;
 }
 
 int64_t FakeWorker::tokens_sent() const { return impl_->tokens_sent_.load(); }

@@ -1,9 +1,17 @@
-// FakeWorker: an in-process pagellm.v1.Worker gRPC server for router tests and benchmarks.
-// It needs no model: Generate streams canned tokens (byte-level ids of "a".."z", one token per
-// message per sample) at a configurable rate, GetLoad reports a configurable load, and
-// GetTokenizer serves a tiny hand-built vocabulary (TinyVocab). Faults on demand: fail calls
-// with a status, stall streams, fail GetLoad, die (Kill) and come back on the same port
-// (Restart). It records what it saw: requests, cancellations, completed streams.
+// FakeWorker: an in-process pagellm.v1.Worker gRPC server -- the one fake worker of the router
+// tests, the router benchmark and the serving benchmark's tests. It needs no model: Generate
+// streams canned tokens (byte-level ids of "a".."z", `tokens_per_message` per message per
+// sample), GetLoad reports a configurable load, and GetTokenizer serves a tiny hand-built
+// vocabulary (TinyVocab). With `serve_generation` it also answers the public
+// pagellm.v1.Generation API (token-id prompts) on the same port, as a router would.
+//
+// Pace: the first message goes out `first_token_delay` after the call arrives, each later one
+// `token_interval` after the previous write completed (back to back when zero). One timer thread
+// keeps the delays, so many concurrent streams need no thread each.
+//
+// Faults on demand: fail calls with a status (SetGenerateError, or every `fail_every`-th call),
+// stall streams, fail GetLoad, die (Kill) and come back on the same port (Restart). It records
+// what it saw: requests, cancellations, completed streams, the most streams open at once.
 //
 // Thread-safe: knobs and observations may be used from any thread while it serves.
 #ifndef PAGELLM_ROUTER_TESTING_FAKE_WORKER_H_
@@ -27,8 +35,17 @@ class FakeWorker {
     std::string address = "127.0.0.1:0";
     // Tokens per stream; 0: the request's max_tokens (16 when unset).
     int tokens_per_request = 0;
-    // Time between tokens; zero: each token is written as soon as the previous one is.
+    // Tokens per message (the last message may carry fewer).
+    int tokens_per_message = 1;
+    // Delay before the first message, and between one message's completed write and the next.
+    absl::Duration first_token_delay = absl::ZeroDuration();
     absl::Duration token_interval = absl::ZeroDuration();
+    // Calls number k, 2k, 3k, ... (counting from 1, both services together) fail at once with
+    // `fail_code` ("fake failure"). 0: none fail.
+    int fail_every = 0;
+    grpc::StatusCode fail_code = grpc::StatusCode::UNAVAILABLE;
+    // Also serve pagellm.v1.Generation (Generate with token-id prompts, GetModelInfo).
+    bool serve_generation = false;
     // Each delta's text is the steady-clock time it was sent, in ns (for latency benchmarks)
     // instead of the token's text.
     bool stamp_text = false;
@@ -54,6 +71,8 @@ class FakeWorker {
 
   // "127.0.0.1:port", stable across Kill/Restart.
   [[nodiscard]] std::string address() const;
+  // A new channel to address().
+  [[nodiscard]] std::shared_ptr<grpc::Channel> NewChannel() const;
 
   void SetLoad(const v1::WorkerLoad& load);
   void SetGetLoadFails(bool fails);
@@ -70,6 +89,7 @@ class FakeWorker {
   [[nodiscard]] int cancellations() const;  // streams that saw OnCancel (Kill's included)
   [[nodiscard]] int completed() const;      // streams finished OK
   [[nodiscard]] int active_streams() const;
+  [[nodiscard]] int max_concurrent_streams() const;  // the most streams open at once
   [[nodiscard]] int64_t tokens_sent() const;
   [[nodiscard]] std::vector<v1::WorkerGenerateRequest> requests() const;
   // Wait for a condition; false on timeout.

@@ -1,4 +1,5 @@
-// RunServingBench against the in-process FakeStreamServer, for both endpoints. Timing checks
+// RunServingBench against the in-process FakeWorker (router/testing/fake_worker.h, serving the
+// public API too), for both endpoints. Timing checks
 // leave room for a loaded machine: they bound what the fake server's pace makes impossible
 // (a gap shorter than the pace) tightly and the slack above it loosely.
 #include "tools/bench/serving_bench.h"
@@ -9,22 +10,28 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tools/bench/testing/fake_stream_server.h"
+#include "router/testing/fake_worker.h"
 
 namespace pagellm::bench {
 namespace {
 
-using testing::FakeStreamServer;
+using ::pagellm::testing::FakeWorker;
 
 constexpr double kSlackMs = 15.0;  // scheduling noise on a busy 2-core machine
 
 class ServingBenchTest : public ::testing::TestWithParam<Endpoint> {
  protected:
+  // The fake's options for a model of 1000 tokens and a 4096-token context, both APIs served.
+  static FakeWorker::Options Fake() {
+    FakeWorker::Options o;
+    o.serve_generation = true;
+    o.info.set_vocab_size(1000);
+    o.info.set_max_model_len(4096);
+    return o;
+  }
   // Starts the fake server and a target for the endpoint under test.
-  void Serve(FakeStreamServer::Options o) {
-    auto server = FakeStreamServer::Start(o);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+  void Serve(const FakeWorker::Options& o) {
+    server_ = FakeWorker::Start(o);
     target_ = std::make_unique<BenchTarget>(server_->NewChannel(), GetParam());
   }
 
@@ -49,17 +56,15 @@ class ServingBenchTest : public ::testing::TestWithParam<Endpoint> {
     return r.ok() ? *std::move(r) : ServingBenchResult{};
   }
 
-  [[nodiscard]] int64_t Calls() const {
-    const FakeStreamServer::Stats s = server_->stats();
-    return GetParam() == Endpoint::kRouter ? s.router_calls : s.worker_calls;
-  }
+  // Generate calls the fake saw (each test uses one endpoint).
+  [[nodiscard]] int64_t Calls() const { return server_->generate_calls(); }
 
-  std::unique_ptr<FakeStreamServer> server_;
+  std::unique_ptr<FakeWorker> server_;
   std::unique_ptr<BenchTarget> target_;
 };
 
 TEST_P(ServingBenchTest, CountsRequestsAndTokens) {
-  Serve({});
+  Serve(Fake());
   const ServingBenchResult r = Run(Requests(16, 32, 8));
   EXPECT_EQ(r.metrics.completed, 16);
   EXPECT_EQ(r.metrics.failed, 0);
@@ -71,7 +76,7 @@ TEST_P(ServingBenchTest, CountsRequestsAndTokens) {
 }
 
 TEST_P(ServingBenchTest, SendsTokenIdsWithIgnoreEosGreedyAndMaxTokens) {
-  Serve({});
+  Serve(Fake());
   Run(Requests(4, 20, 6));
   const std::vector<v1::WorkerGenerateRequest> seen = server_->requests();
   ASSERT_EQ(seen.size(), 5u);
@@ -88,7 +93,7 @@ TEST_P(ServingBenchTest, SendsTokenIdsWithIgnoreEosGreedyAndMaxTokens) {
 }
 
 TEST_P(ServingBenchTest, TtftAndItlFollowTheServersPace) {
-  FakeStreamServer::Options o;
+  FakeWorker::Options o = Fake();
   o.first_token_delay = absl::Milliseconds(40);
   o.token_interval = absl::Milliseconds(10);
   Serve(o);
@@ -107,7 +112,7 @@ TEST_P(ServingBenchTest, TtftAndItlFollowTheServersPace) {
 }
 
 TEST_P(ServingBenchTest, TokensOfOneMessageArriveTogether) {
-  FakeStreamServer::Options o;
+  FakeWorker::Options o = Fake();
   o.tokens_per_message = 4;
   o.token_interval = absl::Milliseconds(20);
   Serve(o);
@@ -124,30 +129,30 @@ TEST_P(ServingBenchTest, TokensOfOneMessageArriveTogether) {
 }
 
 TEST_P(ServingBenchTest, MaxConcurrencyBoundsStreamsInFlight) {
-  FakeStreamServer::Options o;
+  FakeWorker::Options o = Fake();
   o.token_interval = absl::Milliseconds(5);
   Serve(o);
   ServingBenchOptions limited;
   limited.max_concurrency = 3;
   const ServingBenchResult r = Run(Requests(12, 8, 6), limited);
   EXPECT_EQ(r.metrics.completed, 12);
-  EXPECT_LE(server_->stats().max_concurrent_streams, 3);
-  EXPECT_GE(server_->stats().max_concurrent_streams, 2);
+  EXPECT_LE(server_->max_concurrent_streams(), 3);
+  EXPECT_GE(server_->max_concurrent_streams(), 2);
   EXPECT_LE(r.metrics.peak_concurrency, 3);
 }
 
 TEST_P(ServingBenchTest, WithoutALimitEverythingIsInFlightAtOnce) {
-  FakeStreamServer::Options o;
+  FakeWorker::Options o = Fake();
   o.first_token_delay = absl::Milliseconds(100);  // every call is still open when the last starts
   Serve(o);
   const ServingBenchResult r = Run(Requests(12, 8, 2));
   EXPECT_EQ(r.metrics.completed, 12);
-  EXPECT_EQ(server_->stats().max_concurrent_streams, 12);
+  EXPECT_EQ(server_->max_concurrent_streams(), 12);
   EXPECT_EQ(r.metrics.peak_concurrency, 12);
 }
 
 TEST_P(ServingBenchTest, FiniteRateSpreadsRequests) {
-  Serve({});
+  Serve(Fake());
   ServingBenchOptions o;
   o.request_rate = 40;  // one request every 25 ms ...
   o.burstiness = 400;   // ... almost exactly (gamma shape 400: CV 5%)
@@ -162,7 +167,7 @@ TEST_P(ServingBenchTest, FiniteRateSpreadsRequests) {
 }
 
 TEST_P(ServingBenchTest, FailedRequestsAreCounted) {
-  FakeStreamServer::Options o;
+  FakeWorker::Options o = Fake();
   o.fail_every = 4;
   Serve(o);
   ServingBenchOptions no_test_run;
@@ -177,7 +182,7 @@ TEST_P(ServingBenchTest, FailedRequestsAreCounted) {
 }
 
 TEST_P(ServingBenchTest, FailingInitialTestRunFailsTheRun) {
-  FakeStreamServer::Options o;
+  FakeWorker::Options o = Fake();
   o.fail_every = 1;
   o.fail_code = grpc::StatusCode::RESOURCE_EXHAUSTED;
   Serve(o);
@@ -188,7 +193,7 @@ TEST_P(ServingBenchTest, FailingInitialTestRunFailsTheRun) {
 }
 
 TEST_P(ServingBenchTest, RequestTimeoutFailsSlowRequests) {
-  FakeStreamServer::Options o;
+  FakeWorker::Options o = Fake();
   o.first_token_delay = absl::Milliseconds(300);
   Serve(o);
   ServingBenchOptions opts;
@@ -200,7 +205,7 @@ TEST_P(ServingBenchTest, RequestTimeoutFailsSlowRequests) {
 }
 
 TEST_P(ServingBenchTest, ManyTokensBackToBack) {
-  Serve({});
+  Serve(Fake());
   const ServingBenchResult r = Run(Requests(32, 8, 1000));
   EXPECT_EQ(r.metrics.completed, 32);
   EXPECT_EQ(r.metrics.total_output_tokens, 32 * 1000);

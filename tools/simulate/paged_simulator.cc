@@ -45,7 +45,7 @@ class PagedRun {
 
  private:
   void AddArrivals();
-  // The pool split during the step just scheduled (before OnComputed).
+  // The pool split during the step just scheduled (before Update marks it computed).
   absl::StatusOr<MemorySplit> Split(int64_t scheduled_tokens) const;
   // The step's synthetic tokens and finishes, applied by Scheduler::Update, and retirement of
   // finished requests.

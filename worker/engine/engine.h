@@ -57,7 +57,7 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t preemptions_recompute = 0;
   int64_t preemptions_swap = 0;
-  int64_t swap_fallbacks = 0;  // swap preemptions done by recompute: the CPU pool was short
+  int64_t swap_fallbacks = 0;  // swap preemptions done by recompute: the swap pool was short
   int64_t swapped_out_blocks = 0;
   int64_t swapped_in_blocks = 0;
   int64_t peak_used_blocks = 0;

@@ -63,6 +63,10 @@ class WorkerServer {
   [[nodiscard]] int metrics_port() const;
   [[nodiscard]] bool serving() const;
   [[nodiscard]] EngineLoad load() const { return loop_->load(); }
+  // Blocks until no request is active or `timeout` passes; returns whether it is idle.
+  bool WaitUntilIdle(absl::Duration timeout) {
+    return loop_->WaitUntilIdle(absl::ToDoubleSeconds(timeout));
+  }
   [[nodiscard]] const WorkerMetrics& metrics() const { return *metrics_; }
   [[nodiscard]] const Tokenizer& tokenizer() const { return *tokenizer_; }
   // The longest prompt + max_tokens a request may have.

@@ -175,5 +175,36 @@ TEST_F(WorkerServerTest, ShutdownCancelsWhatOutlivesTheGrace) {
   EXPECT_EQ(server_->load().active, 0);
 }
 
+TEST_F(WorkerServerTest, CancelAndDeadlineEndTheStreamAndFreeTheBlocks) {
+  MockBackendOptions mo;
+  mo.step_delay_us = 1000;  // 4000 tokens would take 4 s
+  auto mock = CreateMockBackend(mo);
+  ASSERT_TRUE(mock.ok());
+  Start(*std::move(mock));
+  {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, Request({65, 66, 67}, 4000));
+    v1::GenerateResponse resp;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(reader->Read(&resp));
+    const EngineLoad busy = server_->load();
+    EXPECT_GT(busy.kv_blocks_total - busy.kv_blocks_free, 0);
+    ctx.TryCancel();
+    while (reader->Read(&resp)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    EXPECT_EQ(Generate(Request({65, 66, 67}, 4000), &ctx).first.error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  // Both requests are gone from the engine, and their blocks with them.
+  EXPECT_TRUE(server_->WaitUntilIdle(absl::Seconds(5)));
+  const EngineLoad load = server_->load();
+  EXPECT_EQ(load.active, 0);
+  EXPECT_EQ(load.kv_blocks_free, load.kv_blocks_total);
+}
+
 }  // namespace
 }  // namespace pagellm
