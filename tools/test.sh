@@ -12,4 +12,6 @@ echo "clang-format: ok"
 tools/build.sh
 tools/prepare_models.sh
 export PAGELLM_REQUIRE_MODELS=1
+# Backends check every batch against forward_batch.h's contract (ValidateForwardBatch).
+export PAGELLM_VALIDATE_BATCHES=1
 ctest --test-dir build --output-on-failure --timeout 1200
