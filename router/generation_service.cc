@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/api/proto_convert.h"
+#include "common/api/wire_request.h"
 #include "router/request_bytes.h"
 #include "router/request_validator.h"
 
@@ -23,6 +24,69 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+absl::Status SerializeResponse(const google::protobuf::Message& m, grpc::ByteBuffer* out) {
+  bool own = false;
+  const grpc::Status s =
+      grpc::SerializationTraits<google::protobuf::Message>::Serialize(m, out, &own);
+  return FromGrpcStatus(s);
+}
+
+absl::Status DoTokenize(const ModelContext& m, const v1::TokenizeRequest& request,
+                        v1::TokenizeResponse* response) {
+  absl::StatusOr<EncodedPrompt> p;
+  switch (request.input_case()) {
+    case v1::TokenizeRequest::kText:
+      p = EncodeText(m, request.text(),
+                     request.has_add_special_tokens() ? request.add_special_tokens() : true,
+                     "text");
+      break;
+    case v1::TokenizeRequest::kChat:
+      p = EncodeChat(m, request.chat(), "chat");
+      break;
+    case v1::TokenizeRequest::INPUT_NOT_SET:
+      p = absl::InvalidArgumentError("input is not set: give text or chat");
+      break;
+  }
+  if (!p.ok()) return p.status();
+  response->mutable_token_ids()->Add(p->ids.begin(), p->ids.end());
+  response->set_rendered_prompt(std::move(p->rendered));
+  return absl::OkStatus();
+}
+
+absl::Status DoDetokenize(const ModelContext& m, const v1::DetokenizeRequest& request,
+                          v1::DetokenizeResponse* response) {
+  const auto& ids = request.token_ids();
+  if (ids.size() > m.max_model_len()) {
+    return absl::InvalidArgumentError(absl::StrCat("token_ids has ", ids.size(),
+                                                   " entries; the limit is the model length, ",
+                                                   m.max_model_len()));
+  }
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= m.vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token_ids[", i, "] = ", ids[i], " is outside the vocabulary [0, ", m.vocab_size(), ")"));
+    }
+  }
+  const bool skip = request.has_skip_special_tokens() ? request.skip_special_tokens() : true;
+  response->set_text(m.tokenizer().Decode(absl::MakeConstSpan(ids.data(), ids.size()), skip));
+  return absl::OkStatus();
+}
+
+// A raw unary method: parse (INVALID_ARGUMENT naming the problem), run `body`, serialize.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* ServeRaw(grpc::CallbackServerContext* context, const ModelContext* m,
+                                   const grpc::ByteBuffer& wire, grpc::ByteBuffer* out,
+                                   absl::Status (*body)(const ModelContext&, const Request&,
+                                                        Response*)) {
+  if (m == nullptr) return FinishUnary(context, FromGrpcStatus(NotReady()));
+  Request request;
+  Response response;
+  absl::Status s = ParseRequestWire(wire, &request);
+  if (s.ok()) s = body(*m, request, &response);
+  if (s.ok()) s = SerializeResponse(response, out);
+  return FinishUnary(context, s);
+}
+
 }  // namespace
 
 GenerationService::GenerationService(AdmissionQueue* queue, WorkerPool* pool,
@@ -35,11 +99,14 @@ GenerationService::GenerationService(AdmissionQueue* queue, WorkerPool* pool,
   deps_.on_done = [this] { StreamDone(); };
 }
 
-void GenerationService::SetModel(std::unique_ptr<ModelContext> model) {
-  absl::MutexLock lock(&streams_mu_);
-  if (owned_model_ != nullptr) return;
-  owned_model_ = std::move(model);
-  model_.store(owned_model_.get(), std::memory_order_release);
+void GenerationService::SetModel(std::shared_ptr<ModelContext> model) {
+  absl::MutexLock lock(&model_mu_);
+  model_ = std::move(model);
+}
+
+std::shared_ptr<ModelContext> GenerationService::model() const {
+  absl::MutexLock lock(&model_mu_);
+  return model_;
 }
 
 bool GenerationService::WaitForStreams(absl::Time deadline) {
@@ -61,7 +128,7 @@ void GenerationService::StreamDone() {
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire) {
-  const ModelContext* m = model();
+  const std::shared_ptr<const ModelContext> m = model();
   if (m == nullptr) return new RejectedGenerateReactor(metrics_, NotReady());
   if (draining_.load(std::memory_order_acquire)) {
     return new RejectedGenerateReactor(
@@ -77,55 +144,23 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
-                                                      const v1::TokenizeRequest* request,
-                                                      v1::TokenizeResponse* response) {
-  const ModelContext* m = model();
-  if (m == nullptr) return FinishUnary(context, FromGrpcStatus(NotReady()));
-  absl::StatusOr<EncodedPrompt> p;
-  switch (request->input_case()) {
-    case v1::TokenizeRequest::kText:
-      p = EncodeText(*m, request->text(),
-                     request->has_add_special_tokens() ? request->add_special_tokens() : true,
-                     "text");
-      break;
-    case v1::TokenizeRequest::kChat:
-      p = EncodeChat(*m, request->chat(), "chat");
-      break;
-    case v1::TokenizeRequest::INPUT_NOT_SET:
-      p = absl::InvalidArgumentError("input is not set: give text or chat");
-      break;
-  }
-  if (p.ok()) {
-    response->mutable_token_ids()->Add(p->ids.begin(), p->ids.end());
-    response->set_rendered_prompt(std::move(p->rendered));
-  }
-  return FinishUnary(context, p.status());
+                                                      const grpc::ByteBuffer* wire,
+                                                      grpc::ByteBuffer* out) {
+  return ServeRaw(context, model().get(), *wire, out, &DoTokenize);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* context,
-                                                        const v1::DetokenizeRequest* request,
-                                                        v1::DetokenizeResponse* response) {
-  const ModelContext* m = model();
-  if (m == nullptr) return FinishUnary(context, FromGrpcStatus(NotReady()));
-  const auto& ids = request->token_ids();
-  for (int i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= m->vocab_size()) {
-      return FinishUnary(context, absl::InvalidArgumentError(absl::StrCat(
-                                      "token_ids[", i, "] = ", ids[i],
-                                      " is outside the vocabulary [0, ", m->vocab_size(), ")")));
-    }
-  }
-  const bool skip = request->has_skip_special_tokens() ? request->skip_special_tokens() : true;
-  response->set_text(m->tokenizer().Decode(absl::MakeConstSpan(ids.data(), ids.size()), skip));
-  return FinishUnary(context, absl::OkStatus());
+                                                        const grpc::ByteBuffer* wire,
+                                                        grpc::ByteBuffer* out) {
+  return ServeRaw(context, model().get(), *wire, out, &DoDetokenize);
 }
 
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
                                                           const v1::GetModelInfoRequest*,
                                                           v1::ModelInfo* response) {
-  const ModelContext* m = model();
+  const std::shared_ptr<const ModelContext> m = model();
   if (m == nullptr) return FinishUnary(context, FromGrpcStatus(NotReady()));
-  *response = m->info();
+  *response = m->CurrentInfo();
   return FinishUnary(context, absl::OkStatus());
 }
 

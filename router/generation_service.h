@@ -24,10 +24,13 @@
 
 namespace pagellm {
 
-// Generate is a raw (bytes) method so that request text that is not UTF-8 gets a clear
-// INVALID_ARGUMENT (see request_bytes.h); the other methods are typed.
+// Generate, Tokenize and Detokenize are raw (bytes) methods so that a request protobuf cannot
+// parse (text that is not UTF-8, garbage) gets a clear INVALID_ARGUMENT naming the problem
+// (common/api/wire_request.h); GetModelInfo is typed.
 class GenerationService final
-    : public v1::Generation::WithRawCallbackMethod_Generate<v1::Generation::CallbackService> {
+    : public v1::Generation::WithRawCallbackMethod_Generate<
+          v1::Generation::WithRawCallbackMethod_Tokenize<
+              v1::Generation::WithRawCallbackMethod_Detokenize<v1::Generation::CallbackService>>> {
  public:
   // Collaborators are borrowed and must outlive the service's gRPC server.
   GenerationService(AdmissionQueue* queue, WorkerPool* pool, RouterMetrics* metrics,
@@ -35,9 +38,11 @@ class GenerationService final
   GenerationService(const GenerationService&) = delete;
   GenerationService& operator=(const GenerationService&) = delete;
 
-  // Publishes the model description; only the first call has an effect.
-  void SetModel(std::unique_ptr<ModelContext> model);
-  [[nodiscard]] bool has_model() const { return model_.load(std::memory_order_acquire) != nullptr; }
+  // Publishes the model description, replacing any earlier one (calls in flight keep theirs).
+  void SetModel(std::shared_ptr<ModelContext> model);
+  // The current model (null before SetModel). One lock per call, not per token.
+  [[nodiscard]] std::shared_ptr<ModelContext> model() const;
+  [[nodiscard]] bool has_model() const { return model() != nullptr; }
   // New Generate calls fail with UNAVAILABLE from now on; streams already open continue.
   void StartDraining() { draining_.store(true, std::memory_order_release); }
   // Blocks until no Generate stream is open or `deadline` passes; returns true when none is.
@@ -47,23 +52,22 @@ class GenerationService final
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
-                                       const v1::DetokenizeRequest* request,
-                                       v1::DetokenizeResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;
 
  private:
-  const ModelContext* model() const { return model_.load(std::memory_order_acquire); }
   void StreamDone();
 
   GenerateReactor::Deps deps_;
   RouterMetrics* const metrics_;
-  std::unique_ptr<ModelContext> owned_model_;  // set once, under streams_mu_
-  std::atomic<const ModelContext*> model_{nullptr};
+  mutable absl::Mutex model_mu_;
+  std::shared_ptr<ModelContext> model_ ABSL_GUARDED_BY(model_mu_);
   std::atomic<bool> draining_{false};
   mutable absl::Mutex streams_mu_;
   int open_streams_ ABSL_GUARDED_BY(streams_mu_) = 0;

@@ -1,5 +1,6 @@
 #include "router/model_context.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -57,13 +58,34 @@ std::unique_ptr<ModelContext> ModelContext::TEST_Create(v1::ModelInfo info,
   ctx->vocab_size_ = info.vocab_size() > 0 ? info.vocab_size() : tokenizer->vocab_size();
   ctx->max_parallel_samples_ =
       info.max_parallel_samples() > 0 ? info.max_parallel_samples() : kMaxParallelSamples;
+  ctx->max_model_len_ = info.max_model_len();
   if (chat == nullptr) {
     ctx->chat_status_ = absl::FailedPreconditionError("the model has no chat template");
   }
+  size_t longest = 1;
+  for (int32_t id = 0; id < tokenizer->vocab_size(); ++id) {
+    longest =
+        std::max({longest, tokenizer->TokenPiece(id).size(), tokenizer->TokenText(id).size()});
+  }
+  ctx->longest_piece_bytes_ = static_cast<int64_t>(longest);
   ctx->info_ = std::move(info);
   ctx->tokenizer_ = std::move(tokenizer);
   ctx->chat_ = std::move(chat);
   return ctx;
+}
+
+void ModelContext::SetLimits(int32_t max_model_len, int32_t max_parallel_samples) {
+  if (max_model_len > 0) max_model_len_.store(max_model_len, std::memory_order_relaxed);
+  if (max_parallel_samples > 0) {
+    max_parallel_samples_.store(max_parallel_samples, std::memory_order_relaxed);
+  }
+}
+
+v1::ModelInfo ModelContext::CurrentInfo() const {
+  v1::ModelInfo out = info_;
+  out.set_max_model_len(max_model_len());
+  out.set_max_parallel_samples(max_parallel_samples());
+  return out;
 }
 
 }  // namespace pagellm

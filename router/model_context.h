@@ -1,10 +1,12 @@
 // ModelContext: what the router knows about the served model, fetched from a worker at start:
 // its ModelInfo, the tokenizer built from the worker's TokenizerSpec, and the chat template.
 //
-// Immutable after Create(); thread-safe to share by const reference.
+// Immutable after Create() except for the limits that follow the workers (max_model_len,
+// max_parallel_samples: SetLimits, atomics); thread-safe to share by const reference.
 #ifndef PAGELLM_ROUTER_MODEL_CONTEXT_H_
 #define PAGELLM_ROUTER_MODEL_CONTEXT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -44,7 +46,23 @@ class ModelContext {
   // the tokenizer's size when the info leaves it 0.
   [[nodiscard]] int32_t vocab_size() const { return vocab_size_; }
   // The most n or beam_width a request may ask for.
-  [[nodiscard]] int32_t max_parallel_samples() const { return max_parallel_samples_; }
+  [[nodiscard]] int32_t max_parallel_samples() const {
+    return max_parallel_samples_.load(std::memory_order_relaxed);
+  }
+  // prompt + max_tokens may not exceed it. info().max_model_len() until SetLimits.
+  [[nodiscard]] int32_t max_model_len() const {
+    return max_model_len_.load(std::memory_order_relaxed);
+  }
+  // The longest prompt text (or chat, all messages together) worth tokenizing: max_model_len + 1
+  // tokens of the tokenizer's longest piece. Longer text cannot fit the model, so it is refused
+  // before any tokenizing work is spent on it.
+  [[nodiscard]] int64_t max_prompt_bytes() const {
+    return (static_cast<int64_t>(max_model_len()) + 1) * longest_piece_bytes_;
+  }
+  // The limits of the workers now serving (the smallest among them); values <= 0 are ignored.
+  void SetLimits(int32_t max_model_len, int32_t max_parallel_samples);
+  // info() with the current limits.
+  [[nodiscard]] v1::ModelInfo CurrentInfo() const;
 
  private:
   ModelContext() = default;
@@ -54,7 +72,9 @@ class ModelContext {
   std::unique_ptr<ChatRenderer> chat_;
   absl::Status chat_status_;
   int32_t vocab_size_ = 0;
-  int32_t max_parallel_samples_ = 0;
+  std::atomic<int32_t> max_parallel_samples_{0};
+  std::atomic<int32_t> max_model_len_{0};
+  int64_t longest_piece_bytes_ = 1;
 };
 
 }  // namespace pagellm

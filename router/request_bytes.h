@@ -1,6 +1,6 @@
 // ParseGenerateRequest: a Generate request from its wire bytes, with the text fields checked for
 // valid UTF-8 first, so that a bad one is reported as INVALID_ARGUMENT naming the field instead
-// of failing inside protobuf. Thread-compatible (a pure function).
+// of failing inside protobuf (common/api/wire_request.h). Thread-compatible (a pure function).
 #ifndef PAGELLM_ROUTER_REQUEST_BYTES_H_
 #define PAGELLM_ROUTER_REQUEST_BYTES_H_
 

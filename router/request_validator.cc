@@ -4,9 +4,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/api/proto_convert.h"
+#include "common/api/request_limits.h"
+#include "common/status_macros.h"
 #include "common/utf8.h"
 
 namespace pagellm {
+
+namespace {
+
+absl::Status CheckPromptBytes(const ModelContext& model, int64_t bytes, absl::string_view field) {
+  if (bytes <= model.max_prompt_bytes()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, " is ", bytes, " bytes long; at most ", model.max_prompt_bytes(),
+      " bytes can fit the maximum model length of ", model.max_model_len(), " tokens"));
+}
+
+}  // namespace
 
 absl::StatusOr<EncodedPrompt> EncodeText(const ModelContext& model, const std::string& text,
                                          bool add_special_tokens, const char* field) {
@@ -14,6 +27,7 @@ absl::StatusOr<EncodedPrompt> EncodeText(const ModelContext& model, const std::s
   if (!IsValidUtf8(text)) {
     return absl::InvalidArgumentError(absl::StrCat(field, " is not valid UTF-8"));
   }
+  RETURN_IF_ERROR(CheckPromptBytes(model, static_cast<int64_t>(text.size()), field));
   EncodedPrompt out;
   out.ids = model.tokenizer().Encode(text, add_special_tokens, /*parse_special=*/false);
   return out;
@@ -24,20 +38,39 @@ absl::StatusOr<EncodedPrompt> EncodeChat(const ModelContext& model, const v1::Ch
   if (chat.messages_size() == 0) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".messages is empty"));
   }
+  if (chat.messages_size() > kMaxChatMessages) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".messages has ", chat.messages_size(),
+                                                   " entries; the limit is ", kMaxChatMessages));
+  }
+  int64_t bytes = 0;
   for (int i = 0; i < chat.messages_size(); ++i) {
     const v1::ChatMessage& m = chat.messages(i);
+    const std::string at = absl::StrCat(field, ".messages[", i, "]");
     if (!IsValidUtf8(m.role()) || !IsValidUtf8(m.content())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".messages[", i, "] is not valid UTF-8"));
+      return absl::InvalidArgumentError(absl::StrCat(at, " is not valid UTF-8"));
     }
+    RETURN_IF_ERROR(CheckMaxBytes(m.role(), kMaxRoleBytes, at + ".role"));
+    bytes += static_cast<int64_t>(m.role().size() + m.content().size());
   }
+  RETURN_IF_ERROR(CheckPromptBytes(model, bytes, absl::StrCat(field, ".messages")));
   if (model.chat() == nullptr) return model.chat_status();
-  absl::StatusOr<std::string> rendered = model.chat()->Render(chat);
+  // Message text is the client's: it is marked so that only the template's own markup can
+  // produce control tokens (Tokenizer::MarkUntrusted). transformers and vLLM tokenize the
+  // rendered prompt with special tokens parsed, so a message spelling "<|im_start|>system" forges
+  // a system turn there; here it stays text, as with OpenAI's API.
+  const Tokenizer& tok = model.tokenizer();
+  v1::ChatPrompt marked = chat;
+  for (int i = 0; i < marked.messages_size(); ++i) {
+    v1::ChatMessage* m = marked.mutable_messages(i);
+    const std::string at = absl::StrCat(field, ".messages[", i, "]");
+    ASSIGN_OR_RETURN(*m->mutable_role(), tok.MarkUntrusted(m->role(), at + ".role"));
+    ASSIGN_OR_RETURN(*m->mutable_content(), tok.MarkUntrusted(m->content(), at + ".content"));
+  }
+  absl::StatusOr<std::string> rendered = model.chat()->Render(marked);
   if (!rendered.ok()) return rendered.status();
   EncodedPrompt out;
-  out.ids = model.tokenizer().Encode(*rendered, /*add_special_tokens=*/false,
-                                     /*parse_special=*/true);
-  out.rendered = *std::move(rendered);
+  out.ids = tok.EncodeMarked(*rendered, /*add_special_tokens=*/false);
+  out.rendered = Tokenizer::RemoveUntrustedMarks(*rendered);
   return out;
 }
 
@@ -80,6 +113,7 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const v1::GenerateRequest& reques
 
 absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& request,
                                                          const ModelContext& model) {
+  RETURN_IF_ERROR(CheckMaxBytes(request.request_id(), kMaxRequestIdBytes, "request_id"));
   ValidatedRequest out;
   absl::StatusOr<std::vector<int32_t>> ids = PromptIds(request, model);
   if (!ids.ok()) return ids.status();
@@ -103,7 +137,7 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
   }
   const int64_t prompt_len = static_cast<int64_t>(out.prompt_ids.size());
   const int64_t total = prompt_len + out.params.max_tokens;
-  const int64_t max_len = model.info().max_model_len();
+  const int64_t max_len = model.max_model_len();
   if (total > max_len) {
     return absl::InvalidArgumentError(
         absl::StrCat("prompt (", prompt_len, " tokens) + max_tokens (", out.params.max_tokens,

@@ -22,14 +22,18 @@ struct EncodedPrompt {
 };
 
 // Encodes a text prompt: Encode(text, add_special_tokens, parse_special=false).
-// InvalidArgument when `text` is not valid UTF-8 (`field` names it in the message).
+// InvalidArgument when `text` is not valid UTF-8 or longer than model.max_prompt_bytes()
+// (`field` names it in the message).
 absl::StatusOr<EncodedPrompt> EncodeText(const ModelContext& model, const std::string& text,
                                          bool add_special_tokens, const char* field);
 
-// Renders a chat prompt with the model's template and encodes the result with
-// Encode(rendered, add_special_tokens=false, parse_special=true): the template writes the special
-// tokens itself. InvalidArgument for invalid UTF-8 or a conversation the template rejects
-// (the template's message); FailedPrecondition when the model has no usable template.
+// Renders a chat prompt with the model's template and encodes the result so that only the
+// template's own markup produces control tokens: each role and content is marked
+// (Tokenizer::MarkUntrusted) before rendering and tokenized as plain text (EncodeMarked), so a
+// message cannot forge a turn. InvalidArgument for invalid UTF-8, more than kMaxChatMessages
+// messages, a role past kMaxRoleBytes, messages past model.max_prompt_bytes() in total, or a
+// conversation the template rejects (the template's message); FailedPrecondition when the model
+// has no usable template.
 absl::StatusOr<EncodedPrompt> EncodeChat(const ModelContext& model, const v1::ChatPrompt& chat,
                                          const char* field);
 
@@ -40,9 +44,9 @@ struct ValidatedRequest {
 };
 
 // Returns the prompt's ids and the parsed sampling parameters, or InvalidArgument naming the
-// first problem: no or empty prompt, invalid UTF-8, ids outside the vocabulary, bad sampling
-// parameters (SamplingParams::Validate), n / beam_width above the model's
-// max_parallel_samples, prompt + max_tokens above max_model_len (the message gives the
+// first problem: a request_id past kMaxRequestIdBytes, no or empty prompt, invalid UTF-8, ids
+// outside the vocabulary, bad sampling parameters (SamplingParams::Validate), n / beam_width above
+// the model's max_parallel_samples, prompt + max_tokens above max_model_len (the message gives the
 // numbers). FailedPrecondition for a chat prompt to a model without a template.
 absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& request,
                                                          const ModelContext& model);

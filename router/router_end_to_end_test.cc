@@ -297,17 +297,105 @@ TEST_F(RouterTest, BadRequestIsRefusedWithoutReachingAWorker) {
   EXPECT_EQ(w.generate_calls(), 0);
 }
 
-// protobuf refuses to parse a proto3 string field holding invalid UTF-8, so such a request
-// fails in gRPC's deserialization (UNIMPLEMENTED with an empty message in gRPC 1.51) before the
-// router's own check (INVALID_ARGUMENT, see request_validator_test) can run. Either way it never
-// reaches a worker.
-TEST_F(RouterTest, InvalidUtf8TextNeverReachesAWorker) {
+// Issue 9: bytes protobuf cannot parse (text that is not UTF-8, garbage) get INVALID_ARGUMENT
+// naming the problem on every method that takes client text, never gRPC's empty UNIMPLEMENTED,
+// and never reach a worker.
+TEST_F(RouterTest, MalformedRequestsGetInvalidArgumentNamingTheProblem) {
   FakeWorker& w = AddWorker();
   StartRouter();
   StreamResult r = Generate(Request("bad", 5, "\xff\xfe bad"));
-  EXPECT_THAT(r.status.error_code(), ::testing::AnyOf(grpc::StatusCode::UNIMPLEMENTED,
-                                                      grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(), "text is not valid UTF-8");
   EXPECT_EQ(w.generate_calls(), 0);
+
+  struct Case {
+    std::string method, wire, message;
+  } cases[] = {
+      {"Tokenize", std::string("\x0a\x02\xff\xfe", 4), "text is not valid UTF-8"},
+      {"Tokenize", std::string("\xff\xff\xff", 3),
+       "the request is not a pagellm.v1.TokenizeRequest"},
+      {"Detokenize", std::string("\xff\xff\xff", 3),
+       "the request is not a pagellm.v1.DetokenizeRequest"},
+      {"Generate", std::string("\xff\xff\xff", 3),
+       "the request is not a pagellm.v1.GenerateRequest"},
+  };
+  for (const Case& c : cases) {
+    std::string reply;
+    const grpc::Status s =
+        testing::CallRaw(channel_, "/pagellm.v1.Generation/" + c.method, c.wire, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.method;
+    EXPECT_EQ(s.error_message(), c.message) << c.method;
+  }
+  // Tokenize is bounded like a prompt: text that cannot fit the model is refused up front.
+  grpc::ClientContext c;
+  v1::TokenizeRequest req;
+  req.set_text(std::string(1 << 20, 'x'));
+  v1::TokenizeResponse resp;
+  const grpc::Status s = stub_->Tokenize(&c, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("text is 1048576 bytes long"));
+  EXPECT_EQ(w.generate_calls(), 0);
+}
+
+// Issue 9: the router follows its workers. A worker that serves another model (here: one whose
+// polls report another fingerprint, as after a restart with another model) gets no requests
+// and is counted; a worker's new, smaller limits apply from its next poll on.
+TEST_F(RouterTest, WorkersOfAnotherModelAreNotUsedAndLimitsFollowTheWorkers) {
+  FakeWorker::Options a;
+  a.info.set_model_fingerprint("model-a");
+  a.load.set_model_fingerprint("model-a");
+  a.load.set_max_model_len(64);
+  FakeWorker& wa = AddWorker(a);
+  FakeWorker::Options b = a;
+  b.load.set_model_fingerprint("model-b");
+  FakeWorker& wb = AddWorker(b);
+  StartRouter(DefaultOptions(), /*wait_ready=*/false);
+  ASSERT_TRUE(WaitFor([&] {
+    const WorkerPool::Stats st = router_->worker_stats();
+    return router_->serving() && st.ready == 1 && st.mismatched == 1;
+  }));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(Generate(Request(absl::StrCat("r", i), 2)).status.ok());
+  }
+  EXPECT_EQ(wa.generate_calls(), 4);
+  EXPECT_EQ(wb.generate_calls(), 0);
+
+  // Worker a restarts with max_model_len 16: "hi" (3 tokens) + 20 no longer fits.
+  EXPECT_TRUE(Generate(Request("fits-before", 20)).status.ok());
+  v1::WorkerLoad smaller = a.load;
+  smaller.set_max_model_len(16);
+  wa.SetLoad(smaller);
+  ASSERT_TRUE(WaitFor([&] { return router_->worker_stats().max_model_len == 16; }));
+  StreamResult r = Generate(Request("too-long-now", 20));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("exceeds the maximum model length of 16"));
+  grpc::ClientContext c;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&c, {}, &info).ok());
+  EXPECT_EQ(info.max_model_len(), 16);
+}
+
+// Every worker restarted with another model: the router takes up the new model.
+TEST_F(RouterTest, TheRouterTakesUpANewModelWhenNoWorkerServesTheOldOne) {
+  FakeWorker::Options a;
+  a.info.set_model_fingerprint("model-a");
+  a.load.set_model_fingerprint("model-a");
+  FakeWorker& w = AddWorker(a);
+  StartRouter();
+  v1::WorkerLoad now_b = a.load;
+  now_b.set_model_fingerprint("model-b");
+  v1::ModelInfo info_b = a.info;
+  info_b.set_model_fingerprint("model-b");
+  info_b.set_model_name("fake-model-b");
+  w.SetInfo(info_b);
+  w.SetLoad(now_b);
+  ASSERT_TRUE(WaitFor([&] {
+    grpc::ClientContext c;
+    v1::ModelInfo got;
+    return stub_->GetModelInfo(&c, {}, &got).ok() && got.model_name() == "fake-model-b" &&
+           router_->serving();
+  }));
+  EXPECT_TRUE(Generate(Request("on-b", 2)).status.ok());
 }
 
 TEST_F(RouterTest, PromptThatFitsNoWorkerIsResourceExhausted) {

@@ -48,6 +48,12 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                         .Help("Workers ready to take requests")
                         .Register(r)
                         .Add({});
+  workers_other_model_ =
+      &prometheus::BuildGauge()
+           .Name("pagellm_router_workers_other_model")
+           .Help("Workers answering but serving another model than the router's (not used)")
+           .Register(r)
+           .Add({});
   auto& requests = prometheus::BuildCounter()
                        .Name("pagellm_router_requests_total")
                        .Help("Generate calls finished, by gRPC status code")

@@ -37,6 +37,7 @@ class RouterMetrics {
 
   void SetQueueLength(double n) { queue_length_->Set(n); }
   void SetWorkersReady(double n) { workers_ready_->Set(n); }
+  void SetWorkersOtherModel(double n) { workers_other_model_->Set(n); }
   void StreamOpened() { active_streams_->Increment(); }
   void StreamClosed() { active_streams_->Decrement(); }
   void CountRequest(grpc::StatusCode code);
@@ -55,6 +56,7 @@ class RouterMetrics {
   int port_ = 0;
   prometheus::Gauge* queue_length_;
   prometheus::Gauge* workers_ready_;
+  prometheus::Gauge* workers_other_model_;
   prometheus::Gauge* active_streams_;
   std::array<prometheus::Counter*, 17> requests_;  // by grpc::StatusCode
   prometheus::Histogram* ttft_;

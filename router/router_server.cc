@@ -108,6 +108,11 @@ void RouterServer::OnPoolChange() {
 void RouterServer::UpdateHealth() {
   const WorkerPool::Stats stats = pool_->GetStats();
   metrics_->SetWorkersReady(stats.ready);
+  metrics_->SetWorkersOtherModel(stats.mismatched);
+  if (const std::shared_ptr<ModelContext> model = service_->model(); model != nullptr) {
+    // Validate against what the ready workers accept now (a restarted one may accept less).
+    model->SetLimits(stats.max_model_len, stats.max_parallel_samples);
+  }
   const bool serving =
       stats.ready > 0 && service_->has_model() && !draining_.load(std::memory_order_acquire);
   absl::MutexLock lock(&health_mu_);
@@ -129,15 +134,22 @@ void RouterServer::TickerLoop() {
   } while (!stop_.WaitForNotificationWithTimeout(options_.poll_interval));
 }
 
+// Fetches the model description from the first worker that answers, then keeps watching: when
+// no worker serves that model any more and some serve another (every worker was restarted with
+// a new model), the description is fetched again from one of those.
 void RouterServer::BootstrapLoop() {
   absl::Status last;
   do {
+    const WorkerPool::Stats stats = pool_->GetStats();
+    const bool need = !service_->has_model() || (stats.ready == 0 && stats.mismatched > 0);
+    if (!need) continue;
     for (const auto& worker : pool_->Endpoints()) {
       if (stop_.HasBeenNotified()) return;
       absl::Status s = FetchModel(*worker);
       if (s.ok()) {
+        last = absl::OkStatus();
         UpdateHealth();
-        return;
+        break;
       }
       if (s.ToString() != last.ToString()) {
         PLOG_WARN("cannot fetch the model description from worker {} (retrying): {}",
@@ -170,12 +182,16 @@ absl::Status RouterServer::FetchModel(WorkerEndpoint& worker) {
   }
   absl::StatusOr<std::unique_ptr<ModelContext>> model = ModelContext::Create(info, spec);
   if (!model.ok()) return model.status();
-  PLOG_INFO("model {} from worker {}: vocabulary {}, max_model_len {}, block_size {}{}",
+  PLOG_INFO("model {} from worker {}: vocabulary {}, max_model_len {}, block_size {}{}{}",
             info.model_name(), worker.address(), (*model)->vocab_size(), info.max_model_len(),
-            info.block_size(), (*model)->chat() != nullptr ? ", chat template" : "");
+            info.block_size(), (*model)->chat() != nullptr ? ", chat template" : "",
+            service_->has_model() ? " (replacing the previous model: no worker serves it)" : "");
   if (!info.chat_template().empty() && (*model)->chat() == nullptr) {
     PLOG_WARN("chat prompts will be refused: {}", (*model)->chat_status().ToString());
   }
+  // Workers that report another fingerprint are not used from their next poll on. (Workers older
+  // than the fingerprint report none and are accepted.)
+  pool_->SetModelFingerprint(info.model_fingerprint());
   service_->SetModel(*std::move(model));
   return absl::OkStatus();
 }

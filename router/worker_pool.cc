@@ -137,7 +137,8 @@ void WorkerPool::OnPollDone(PollCall* call, const grpc::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     w.poll_in_flight_ = false;
-    const bool was_ready = w.ready_;
+    using State = WorkerEndpoint::State;
+    State state = State::kDown;
     if (status.ok()) {
       w.load_ = call->response;
       // Reservations released before this poll was sent are in its figures now.
@@ -147,18 +148,38 @@ void WorkerPool::OnPollDone(PollCall* call, const grpc::Status& status) {
       }
       w.releasing_.erase(std::remove_if(w.releasing_.begin(), w.releasing_.end(), visible),
                          w.releasing_.end());
-      w.ready_ = !w.load_.draining() && call->failures_at_send == w.failures_;
-      if (!was_ready) {
-        PLOG_INFO("worker {} is {} ({} of {} KV blocks free)", w.address(),
-                  w.ready_ ? "ready" : "draining", w.load_.kv_blocks_free(),
-                  w.load_.kv_blocks_total());
-      }
+      const bool other_model = !fingerprint_.empty() && !w.load_.model_fingerprint().empty() &&
+                               w.load_.model_fingerprint() != fingerprint_;
+      state = other_model          ? State::kModelMismatch
+              : w.load_.draining() ? State::kDraining
+                                   : State::kReady;
+      w.ready_ = state == State::kReady && call->failures_at_send == w.failures_;
     } else {
       w.ready_ = false;
-      if (was_ready) {
-        PLOG_WARN("worker {} is down: GetLoad failed: {} {}", w.address(),
-                  static_cast<int>(status.error_code()), status.error_message());
+    }
+    if (state != w.state_) {
+      switch (state) {
+        case State::kReady:
+          PLOG_INFO("worker {} is ready ({} of {} KV blocks free)", w.address(),
+                    w.load_.kv_blocks_free(), w.load_.kv_blocks_total());
+          break;
+        case State::kDraining:
+          PLOG_INFO("worker {} is draining", w.address());
+          break;
+        case State::kModelMismatch:
+          PLOG_WARN("worker {} serves another model (fingerprint {}, expected {}): not used",
+                    w.address(), w.load_.model_fingerprint().substr(0, 12),
+                    fingerprint_.substr(0, 12));
+          break;
+        case State::kDown:
+        case State::kUnknown:
+          if (w.state_ != State::kUnknown || !status.ok()) {
+            PLOG_WARN("worker {} is down: GetLoad failed: {} {}", w.address(),
+                      static_cast<int>(status.error_code()), status.error_message());
+          }
+          break;
       }
+      w.state_ = state;
     }
   }
   if (!stop_.HasBeenNotified()) on_change_();
@@ -173,6 +194,7 @@ void WorkerPool::ReportUnavailable(WorkerEndpoint* worker) {
     ++worker->failures_;
     if (!worker->ready_) return;
     worker->ready_ = false;
+    worker->state_ = WorkerEndpoint::State::kDown;
   }
   PLOG_WARN("worker {} is down: a call failed with UNAVAILABLE", worker->address());
   on_change_();
@@ -241,7 +263,11 @@ void WorkerPool::Release(const Placement& placement) {
 std::vector<std::shared_ptr<WorkerEndpoint>> WorkerPool::Endpoints() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<WorkerEndpoint>> out = workers_;
-  std::stable_partition(out.begin(), out.end(), [](const auto& w) { return w->ready_; });
+  auto rank = [](const std::shared_ptr<WorkerEndpoint>& w) {
+    return w->ready_ ? 0 : w->state_ == WorkerEndpoint::State::kModelMismatch ? 1 : 2;
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
   return out;
 }
 
@@ -249,8 +275,22 @@ WorkerPool::Stats WorkerPool::GetStats() const {
   absl::MutexLock lock(&mu_);
   Stats s;
   s.known = static_cast<int>(workers_.size());
-  for (const auto& w : workers_) s.ready += w->ready_ ? 1 : 0;
+  auto lower = [](int32_t* limit, int32_t value) {
+    if (value > 0 && (*limit == 0 || value < *limit)) *limit = value;
+  };
+  for (const auto& w : workers_) {
+    s.mismatched += w->state_ == WorkerEndpoint::State::kModelMismatch ? 1 : 0;
+    if (!w->ready_) continue;
+    ++s.ready;
+    lower(&s.max_model_len, w->load_.max_model_len());
+    lower(&s.max_parallel_samples, w->load_.max_parallel_samples());
+  }
   return s;
+}
+
+void WorkerPool::SetModelFingerprint(std::string fingerprint) {
+  absl::MutexLock lock(&mu_);
+  fingerprint_ = std::move(fingerprint);
 }
 
 void WorkerPool::ResolveNow() {

@@ -16,6 +16,15 @@
 // after the request's first response (or its end) comes back: only then does the polled
 // figure include what the worker allocated for it.
 //
+// Workers must serve the pool's model (SetModelFingerprint): each poll carries the worker's
+// model fingerprint and limits (WorkerLoad), and a worker whose fingerprint differs is not
+// ready (state kModelMismatch, logged once, counted in Stats) until it serves the model again.
+// So a worker restarted with another model is never sent requests validated for this one.
+// Stats also carries the smallest limits among ready workers, which the router validates
+// against (a worker restarted with a smaller max_model_len lowers them at its next poll).
+//
+// A worker's state changes are logged once each, not on every poll.
+//
 // Thread-safe. on_change (given to Create) runs without the pool's lock after anything that may
 // let a queued request go: a poll result, a DNS change, a released reservation.
 #ifndef PAGELLM_ROUTER_WORKER_POOL_H_
@@ -57,8 +66,11 @@ class WorkerEndpoint {
   const bool from_dns_;
   std::unique_ptr<v1::Worker::Stub> stub_;
 
+  enum class State { kUnknown, kReady, kDraining, kDown, kModelMismatch };
+
   // Guarded by WorkerPool::mu_.
-  bool ready_ = false;  // see the file comment
+  bool ready_ = false;             // see the file comment
+  State state_ = State::kUnknown;  // the last state logged
   bool poll_in_flight_ = false;
   v1::WorkerLoad load_;          // the last successful poll (all zero before one)
   int64_t reserved_blocks_ = 0;  // placed here and not yet visible in a poll
@@ -87,8 +99,12 @@ class WorkerPool final : public Placer {
   };
 
   struct Stats {
-    int known = 0;  // workers in the pool
-    int ready = 0;  // of them ready (and not draining)
+    int known = 0;       // workers in the pool
+    int ready = 0;       // of them ready (and not draining)
+    int mismatched = 0;  // answering polls, but serving another model
+    // The smallest limits among ready workers (0 when none is ready or none reports them).
+    int32_t max_model_len = 0;
+    int32_t max_parallel_samples = 0;
   };
 
   // Starts DNS discovery (a thread) when configured. InvalidArgument for a malformed
@@ -99,6 +115,10 @@ class WorkerPool final : public Placer {
   ~WorkerPool() override;
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // The fingerprint (ModelInfo.model_fingerprint) workers must report to be ready; empty (the
+  // start) accepts any. Takes effect at each worker's next poll.
+  void SetModelFingerprint(std::string fingerprint);
 
   // Starts a GetLoad on every worker that has none in flight. Returns at once.
   void PollAll();
@@ -115,7 +135,8 @@ class WorkerPool final : public Placer {
   // A call to `worker` failed with UNAVAILABLE: not used until a poll succeeds.
   void ReportUnavailable(WorkerEndpoint* worker);
 
-  // All workers, ready ones first (for fetching the model's description).
+  // All workers, ready ones first, then those serving another model (for fetching the model's
+  // description).
   [[nodiscard]] std::vector<std::shared_ptr<WorkerEndpoint>> Endpoints() const;
   [[nodiscard]] Stats GetStats() const;
 
@@ -133,6 +154,7 @@ class WorkerPool final : public Placer {
 
   mutable absl::Mutex mu_;
   std::vector<std::shared_ptr<WorkerEndpoint>> workers_ ABSL_GUARDED_BY(mu_);
+  std::string fingerprint_ ABSL_GUARDED_BY(mu_);
   int polls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Notification stop_;

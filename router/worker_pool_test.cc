@@ -2,12 +2,17 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/testing/fake_worker.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 
 namespace pagellm {
 namespace {
@@ -164,6 +169,60 @@ TEST_F(WorkerPoolTest, DrainingWorkerIsNotUsed) {
     ASSERT_EQ(Place(*pool, 4, &p), Placer::Decision::kPlace);
     EXPECT_EQ(p.worker->address(), b_->address());
   }
+}
+
+// Issue 9: a worker's state is logged when it changes, not on every poll (a draining worker
+// used to log "is draining" every 200 ms until it exited).
+TEST_F(WorkerPoolTest, ADrainingWorkerIsLoggedOnceNotOnEveryPoll) {
+  auto stream = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*stream);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  {
+    v1::WorkerLoad draining = Load(1000);
+    draining.set_draining(true);
+    a_->SetLoad(draining);
+    auto pool = MakePool();
+    ASSERT_TRUE(PollUntilReady(*pool, 1));
+    for (int i = 0; i < 20; ++i) {
+      pool->PollAll();
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    a_->SetLoad(Load(1000));
+    ASSERT_TRUE(PollUntilReady(*pool, 2));
+  }
+  spdlog::set_default_logger(previous);
+  const std::string log = stream->str();
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(a_->address() + " is draining"), 1) << log;
+  EXPECT_EQ(count(a_->address() + " is ready"), 1) << log;
+  EXPECT_EQ(count(b_->address() + " is ready"), 1) << log;
+}
+
+// Issue 9: a worker serving another model is not used, and counted.
+TEST_F(WorkerPoolTest, AWorkerOfAnotherModelIsNotUsed) {
+  v1::WorkerLoad other = Load(1000);
+  other.set_model_fingerprint("other");
+  a_->SetLoad(other);
+  v1::WorkerLoad same = Load(10);
+  same.set_model_fingerprint("ours");
+  same.set_max_model_len(48);
+  b_->SetLoad(same);
+  auto pool = MakePool();
+  pool->SetModelFingerprint("ours");
+  ASSERT_TRUE(PollUntilReady(*pool, 1));
+  EXPECT_TRUE(WaitFor([&] {
+    pool->PollAll();
+    return pool->GetStats().mismatched == 1;
+  }));
+  EXPECT_EQ(pool->GetStats().max_model_len, 48);
+  Placement p;
+  ASSERT_EQ(Place(*pool, 4, &p), Placer::Decision::kPlace);
+  EXPECT_EQ(p.worker->address(), b_->address());  // despite a's 1000 free blocks
 }
 
 TEST_F(WorkerPoolTest, DnsAddsNewWorkersAndDropsGoneOnes) {

@@ -10,7 +10,7 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config git unzip ca-certificates
   python3 python3-venv python3-pip
   libabsl-dev libpcre2-dev libopenblas-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus-cpp-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus-cpp-dev libssl-dev
   prometheus)
 
 missing=()

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/api/request_limits.h"
 
 namespace pagellm {
 
@@ -159,7 +160,8 @@ absl::StatusOr<VocabSpec> VocabSpecFromProto(const v1::TokenizerSpec& p) {
 
 grpc::Status ToGrpcStatus(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  // Messages may quote what a client sent; keep them well inside gRPC's metadata limit.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), BoundedErrorMessage(s.message()));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& s) {

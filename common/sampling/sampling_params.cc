@@ -27,8 +27,12 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
   if (!(top_p > 0.0f && top_p <= 1.0f)) return Bad("top_p", "must be in (0, 1]", top_p);
   if (top_k < -1) return Bad("top_k", "must be -1, 0 (disabled) or positive", top_k);
   if (!(min_p >= 0.0f && min_p <= 1.0f)) return Bad("min_p", "must be in [0, 1]", min_p);
-  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
-    return Bad("repetition_penalty", "must be finite and > 0", repetition_penalty);
+  if (!(repetition_penalty >= 1.0f / kMaxRepetitionPenalty &&
+        repetition_penalty <= kMaxRepetitionPenalty)) {
+    return Bad("repetition_penalty",
+               absl::StrCat("must be in [", 1.0f / kMaxRepetitionPenalty, ", ",
+                            kMaxRepetitionPenalty, "]"),
+               repetition_penalty);
   }
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
     return Bad("presence_penalty", "must be in [-2, 2]", presence_penalty);
@@ -44,10 +48,24 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
   if (logprobs.has_value() && (*logprobs < 0 || *logprobs > kMaxLogprobs)) {
     return Bad("logprobs", absl::StrCat("must be in [0, ", kMaxLogprobs, "]"), *logprobs);
   }
+  if (stop_token_ids.size() > static_cast<size_t>(kMaxStopTokenIds)) {
+    return Bad("stop_token_ids", absl::StrCat("may have at most ", kMaxStopTokenIds, " entries"),
+               static_cast<double>(stop_token_ids.size()));
+  }
   for (int32_t id : stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
       return Bad("stop_token_ids", absl::StrCat("entries must be in [0, ", vocab_size, ")"), id);
     }
+  }
+  if (stop.size() > static_cast<size_t>(kMaxStopStrings)) {
+    return Bad("stop", absl::StrCat("may have at most ", kMaxStopStrings, " strings"),
+               static_cast<double>(stop.size()));
+  }
+  size_t stop_bytes = 0;
+  for (const std::string& s : stop) stop_bytes += s.size();
+  if (stop_bytes > static_cast<size_t>(kMaxStopBytes)) {
+    return Bad("stop", absl::StrCat("may hold at most ", kMaxStopBytes, " bytes in total"),
+               static_cast<double>(stop_bytes));
   }
   for (size_t i = 0; i < stop.size(); ++i) {
     if (stop[i].empty()) {

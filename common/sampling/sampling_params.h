@@ -16,6 +16,19 @@ inline constexpr int kMaxLogprobs = 20;
 // The most parallel samples or beams one request may ask for.
 inline constexpr int kMaxParallelSamples = 256;
 
+// Stop conditions a request may carry. Each sequence matches all of its request's stop strings
+// with one shared automaton, so the per-token cost does not grow with their number; these caps
+// bound the memory and build time per request and the text held back per sequence. OpenAI's API
+// and TGI (--max-stop-sequences) allow 4 stop strings; vLLM sets no limit. 32 strings and 4 KiB
+// cover every client we know of by a wide margin.
+inline constexpr int kMaxStopStrings = 32;
+inline constexpr int kMaxStopBytes = 4096;  // all stop strings together
+inline constexpr int kMaxStopTokenIds = 64;
+// repetition_penalty is limited to [1/kMaxRepetitionPenalty, kMaxRepetitionPenalty]: dividing
+// and multiplying logits by more overflows float or removes every finite logit (no token can
+// be sampled). HF, vLLM and llama.cpp users set values around 1.0-1.5.
+inline constexpr float kMaxRepetitionPenalty = 100.0f;
+
 // Temperatures below this sample greedily (vLLM's _SAMPLING_EPS): dividing logits by a tiny
 // temperature only produces overflow, and the limit is argmax anyway.
 inline constexpr float kGreedyTemperatureEps = 1e-5f;
@@ -34,7 +47,7 @@ struct SamplingParams {
   // Drop tokens whose probability is below min_p times the most likely token's. 0 disables.
   float min_p = 0.0f;
   // HF/vLLM style, over tokens seen in prompt or output: positive logits are divided by it,
-  // negative ones multiplied. 1 disables. Must be > 0.
+  // negative ones multiplied. 1 disables. In [1/kMaxRepetitionPenalty, kMaxRepetitionPenalty].
   float repetition_penalty = 1.0f;
   // OpenAI style, over output tokens only: logit -= presence_penalty * (count > 0)
   // and logit -= frequency_penalty * count. In [-2, 2].
@@ -50,10 +63,11 @@ struct SamplingParams {
   int32_t min_tokens = 0;
   // Keep generating past the model's EOS token(s) (stop_token_ids still apply).
   bool ignore_eos = false;
-  // Extra token ids that finish the request with reason "stop".
+  // Extra token ids that finish the request with reason "stop". At most kMaxStopTokenIds.
   std::vector<int32_t> stop_token_ids = {};
   // Strings (UTF-8, non-empty) that finish the request with reason "stop". The output is cut
-  // before the string unless include_stop_str_in_output.
+  // before the string unless include_stop_str_in_output. At most kMaxStopStrings, of at most
+  // kMaxStopBytes in total.
   std::vector<std::string> stop = {};
   // Keep the matched stop string, or the text of the stop/EOS token, in the output.
   bool include_stop_str_in_output = false;

@@ -74,6 +74,18 @@ absl::StatusOr<HealthStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& c
   return HealthStatus::kUnknown;
 }
 
+grpc::Status CallRaw(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                     const std::string& request, std::string* response) {
+  grpc::internal::RpcMethod rpc(method.c_str(), grpc::internal::RpcMethod::NORMAL_RPC);
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  grpc::ByteBuffer reply;
+  grpc::Status s = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+      channel.get(), rpc, &context, ToBuffer(request), &reply);
+  if (s.ok()) *response = FromBuffer(reply);
+  return s;
+}
+
 absl::StatusOr<std::vector<std::string>> ListServices(
     const std::shared_ptr<grpc::Channel>& channel) {
   grpc::internal::RpcMethod method("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",

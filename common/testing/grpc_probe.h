@@ -25,6 +25,12 @@ absl::StatusOr<HealthStatus> CheckHealth(const std::shared_ptr<grpc::Channel>& c
 absl::StatusOr<std::vector<std::string>> ListServices(
     const std::shared_ptr<grpc::Channel>& channel);
 
+// Calls `method` ("/pkg.Service/Method") with `request` as the raw message bytes, as a unary
+// call (for a server-streaming method this sees its status when it sends no message). Returns
+// the call's status; *response gets the reply's bytes when it is OK.
+grpc::Status CallRaw(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                     const std::string& request, std::string* response);
+
 // Body of an HTTP/1.0 GET of http://127.0.0.1:port/path; Unavailable on a socket error or a
 // status other than 200.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);

@@ -66,6 +66,17 @@ SpecialTokenMatcher::SpecialTokenMatcher(const std::vector<Entry>& entries) {
   }
 }
 
+size_t SpecialTokenMatcher::LongestSpecialAt(std::string_view text, size_t pos) const {
+  size_t best = 0;
+  int32_t node = 0;
+  for (size_t i = pos; i < text.size(); ++i) {
+    node = Child(node, static_cast<uint8_t>(text[i]));
+    if (node < 0) break;
+    if (terminal_[node] >= 0 && entries_[terminal_[node]].special) best = i + 1 - pos;
+  }
+  return best;
+}
+
 void SpecialTokenMatcher::Split(std::string_view text, bool parse_special,
                                 std::vector<Fragment>* out) const {
   size_t raw_start = 0;  // start of the pending raw fragment

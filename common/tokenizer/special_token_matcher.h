@@ -41,6 +41,10 @@ class SpecialTokenMatcher {
   // REQUIRES: `text` is valid UTF-8.
   void Split(std::string_view text, bool parse_special, std::vector<Fragment>* out) const;
 
+  // Bytes of the longest special entry (one matched only when parse_special) that starts at
+  // text[pos]; 0 when none does. REQUIRES: pos < text.size().
+  [[nodiscard]] size_t LongestSpecialAt(std::string_view text, size_t pos) const;
+
   [[nodiscard]] bool empty() const { return entries_.empty(); }
 
  private:

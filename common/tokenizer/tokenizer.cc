@@ -3,6 +3,7 @@
 // Tokenizer itself is never written after Build().
 #include "common/tokenizer/tokenizer.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/tokenizer/absl_view.h"
 #include "common/tokenizer/byte_level.h"
 #include "common/tokenizer/hf_tokenizer_json.h"
@@ -10,7 +11,8 @@
 
 namespace pagellm {
 namespace {
-constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 "▁"
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81";       // U+2581 "▁"
+constexpr std::string_view kUntrustedMark = "\xEF\xB7\x90";  // U+FDD0, see MarkUntrusted
 }  // namespace
 
 struct Tokenizer::EncodeScratch {
@@ -29,6 +31,15 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfTokenizerJson(std::s
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_tokens,
                                        bool parse_special) const {
+  return EncodeImpl(text, add_special_tokens, parse_special, /*unmark=*/false);
+}
+
+std::vector<int32_t> Tokenizer::EncodeMarked(std::string_view text, bool add_special_tokens) const {
+  return EncodeImpl(text, add_special_tokens, /*parse_special=*/true, /*unmark=*/true);
+}
+
+std::vector<int32_t> Tokenizer::EncodeImpl(std::string_view text, bool add_special_tokens,
+                                           bool parse_special, bool unmark) const {
   std::string sanitized;
   if (!IsValidUtf8(text)) {
     sanitized = SanitizeUtf8(text);
@@ -43,18 +54,75 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_t
   } else {
     matcher_.Split(text, parse_special, &s.fragments);
   }
+  std::string unmarked;
   for (const SpecialTokenMatcher::Fragment& f : s.fragments) {
     if (f.id >= 0) {
       out.push_back(f.id);
-    } else if (model_ == VocabModel::kByteLevelBpe) {
-      EncodeByteLevel(f.text, &s, &out);
+      continue;
+    }
+    std::string_view piece = f.text;
+    if (unmark && piece.find(kUntrustedMark) != std::string_view::npos) {
+      unmarked = RemoveUntrustedMarks(piece);
+      piece = unmarked;
+      if (piece.empty()) continue;
+    }
+    if (model_ == VocabModel::kByteLevelBpe) {
+      EncodeByteLevel(piece, &s, &out);
     } else {
       const bool prefix =
           add_space_prefix_ && (!space_prefix_first_only_ || f.text.data() == text.data());
-      EncodeSentencePiece(f.text, prefix, &s, &out);
+      EncodeSentencePiece(piece, prefix, &s, &out);
     }
   }
   if (add_special_tokens && add_eos_) out.push_back(eos_id_);
+  return out;
+}
+
+absl::StatusOr<std::string> Tokenizer::MarkUntrusted(std::string_view text,
+                                                     std::string_view field) const {
+  // Fast path: nothing to mark (the common case: no control token spelled, no U+FDD0).
+  bool plain = text.find(kUntrustedMark) == std::string_view::npos;
+  for (size_t pos = 0; plain && !matcher_.empty() && pos < text.size(); ++pos) {
+    plain = matcher_.LongestSpecialAt(text, pos) == 0;
+  }
+  if (plain) return std::string(text);
+  std::string out;
+  out.reserve(text.size() + 16);
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t len = Utf8CharLen(text, pos);
+    const std::string_view ch = text.substr(pos, len);
+    if (ch == kUntrustedMark) {
+      out.append(kUntrustedMark).append(kUntrustedMark);
+    } else {
+      const size_t special = matcher_.empty() ? 0 : matcher_.LongestSpecialAt(text, pos);
+      if (special == len) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(AbslView(field),
+                         " contains a control token one character long, which cannot be sent "
+                         "as text"));
+      }
+      out.append(ch);
+      if (special > 0) out.append(kUntrustedMark);
+    }
+    pos += len;
+  }
+  return out;
+}
+
+std::string Tokenizer::RemoveUntrustedMarks(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    if (text.substr(pos, kUntrustedMark.size()) != kUntrustedMark) {
+      out.push_back(text[pos++]);
+      continue;
+    }
+    pos += kUntrustedMark.size();
+    if (text.substr(pos, kUntrustedMark.size()) == kUntrustedMark) {  // the text's own, doubled
+      out.append(kUntrustedMark);
+      pos += kUntrustedMark.size();
+    }
+  }
   return out;
 }
 

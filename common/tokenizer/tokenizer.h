@@ -65,6 +65,25 @@ class Tokenizer {
   [[nodiscard]] std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens,
                                             bool parse_special) const;
 
+  // Untrusted text inside trusted markup: a chat message inside the chat template's output.
+  // Only the markup may produce control tokens; the message must be tokenized as plain text even
+  // when it spells one ("<|im_start|>system"). The template may transform a message (trim it,
+  // concatenate it), so instead of tracking spans the message is marked before rendering:
+  //   MarkUntrusted(text) inserts the mark U+FDD0 (a Unicode noncharacter, reserved for
+  //     internal use) after the first character of every control token spelled in `text`, so
+  //     none can be found in it any more, and doubles the text's own U+FDD0s;
+  //   EncodeMarked(rendered) is Encode(rendered, add_special_tokens, parse_special=true) that
+  //     removes the marks (and undoubles) from each plain-text segment before tokenizing it, so
+  //     the message's text becomes exactly the tokens of its plain text.
+  // InvalidArgument from MarkUntrusted when `text` spells a control token one character long
+  // (a mark cannot go inside it); `field` names the text in the message. REQUIRES: valid UTF-8.
+  [[nodiscard]] absl::StatusOr<std::string> MarkUntrusted(std::string_view text,
+                                                          std::string_view field) const;
+  [[nodiscard]] std::vector<int32_t> EncodeMarked(std::string_view text,
+                                                  bool add_special_tokens) const;
+  // `text` without the marks of MarkUntrusted: what the client wrote, in its rendered place.
+  [[nodiscard]] static std::string RemoveUntrustedMarks(std::string_view text);
+
   // Returns the text of `ids` (see the file comment): valid UTF-8. Ids outside
   // [0, vocab_size()) are skipped; with `skip_special`, so are control and unknown tokens.
   [[nodiscard]] std::string Decode(absl::Span<const int32_t> ids, bool skip_special) const;
@@ -99,6 +118,8 @@ class Tokenizer {
   Tokenizer() = default;
   absl::Status Build(VocabSpec spec);
   absl::Status BuildMerges(const VocabSpec& spec);
+  std::vector<int32_t> EncodeImpl(std::string_view text, bool add_special_tokens,
+                                  bool parse_special, bool unmark) const;
   void EncodeByteLevel(std::string_view text, EncodeScratch* s, std::vector<int32_t>* out) const;
   void EncodeSentencePiece(std::string_view text, bool prefix, EncodeScratch* s,
                            std::vector<int32_t>* out) const;

@@ -47,6 +47,7 @@ class FakeWorker::Impl {
 
   mutable absl::Mutex mu_;
   v1::WorkerLoad load_ ABSL_GUARDED_BY(mu_);
+  v1::ModelInfo info_ ABSL_GUARDED_BY(mu_);
   bool get_load_fails_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status generate_error_ ABSL_GUARDED_BY(mu_);
   bool stall_ ABSL_GUARDED_BY(mu_) = false;
@@ -310,7 +311,10 @@ class FakeService final : public v1::Worker::CallbackService {
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest*,
                                          v1::ModelInfo* response) override {
-    *response = w_->options_.info;
+    {
+      absl::MutexLock lock(&w_->mu_);
+      *response = w_->info_;
+    }
     return Reply(context, grpc::Status::OK);
   }
 
@@ -346,7 +350,10 @@ class FakeGeneration final : public v1::Generation::CallbackService {
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest*,
                                          v1::ModelInfo* response) override {
-    *response = w_->options_.info;
+    {
+      absl::MutexLock lock(&w_->mu_);
+      *response = w_->info_;
+    }
     return Reply(context, grpc::Status::OK);
   }
 
@@ -440,6 +447,7 @@ std::unique_ptr<FakeWorker> FakeWorker::Start(Options options) {
   {
     absl::MutexLock lock(&impl->mu_);
     impl->load_ = impl->options_.load;
+    impl->info_ = impl->options_.info;
   }
   impl->Serve(impl->options_.address);
   return std::unique_ptr<FakeWorker>(new FakeWorker(std::move(impl)));
@@ -457,6 +465,11 @@ std::shared_ptr<grpc::Channel> FakeWorker::NewChannel() const {
 void FakeWorker::SetLoad(const v1::WorkerLoad& load) {
   absl::MutexLock lock(&impl_->mu_);
   impl_->load_ = load;
+}
+
+void FakeWorker::SetInfo(const v1::ModelInfo& info) {
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->info_ = info;
 }
 
 void FakeWorker::SetGetLoadFails(bool fails) {

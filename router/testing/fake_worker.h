@@ -75,6 +75,8 @@ class FakeWorker {
   [[nodiscard]] std::shared_ptr<grpc::Channel> NewChannel() const;
 
   void SetLoad(const v1::WorkerLoad& load);
+  // What GetModelInfo answers from now on (Worker and Generation services).
+  void SetInfo(const v1::ModelInfo& info);
   void SetGetLoadFails(bool fails);
   // Generate calls fail at once with `status`; OK restores normal streams.
   void SetGenerateError(const grpc::Status& status);

@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
   ASSIGN_OR_RETURN(e->block_manager_, BlockManager::Create(bo));
   SchedulerOptions so;
   so.max_num_batched_tokens = options.max_num_batched_tokens;
+  so.long_prefill_token_threshold = options.long_prefill_token_threshold;
   so.max_num_seqs = options.max_num_seqs;
   so.preemption_mode = options.preemption_mode;
   e->scheduler_ = std::make_unique<Scheduler>(so, e->block_manager_.get());
@@ -87,7 +88,7 @@ std::unique_ptr<Sequence> Engine::NewSequence(const SequenceGroup& group, int32_
   seq->tokens.reserve(seq->prompt_len + group.params.max_tokens);
   seq->rng = rng;
   if (!group.params.UseBeamSearch()) {
-    seq->stop = std::make_unique<StopChecker>(group.params, tokenizer_->end_of_generation_ids());
+    seq->stop = std::make_unique<StopChecker>(group.stop_conditions);
     seq->detok =
         std::make_unique<StreamingDetokenizer>(tokenizer_, group.params.skip_special_tokens);
   }
@@ -134,6 +135,9 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   group->request_id = request_id;
   group->arrival = next_arrival_++;
   group->params = params;
+  if (!params.UseBeamSearch()) {
+    group->stop_conditions = StopConditions::Create(params, tokenizer_->end_of_generation_ids());
+  }
   group->max_seqs = num_seqs;
   group->seqs.push_back(
       NewSequence(*group, 0, std::move(prompt_ids), SamplingRng::ForRequest(params)));
@@ -359,6 +363,7 @@ void Engine::AcceptSample(SequenceGroup* group, Sequence* seq, const SampledRow&
   out.sample_index = seq->sample_index;
   if (!row.status.ok()) {
     out.finish_reason = FinishReason::kAbort;
+    out.error = row.status;
     outputs->push_back(std::move(out));
     result_.finishes.push_back({group, seq, /*keep=*/false});
     return;
@@ -387,7 +392,7 @@ void Engine::BeamStepGroup(SequenceGroup* group, std::span<const Sampled> sample
   PAGELLM_CHECK(sampled.size() == group->seqs.size(), "beam step of request {} with {} of {} beams",
                 group->request_id, sampled.size(), group->seqs.size());
   for (const Sampled& s : sampled) {
-    if (!sampled_rows_.rows[s.first_row].status.ok()) {
+    if (const absl::Status& failed = sampled_rows_.rows[s.first_row].status; !failed.ok()) {
       // The backend could not score this beam: the search ends with nothing to return.
       group->done.clear();
       for (const Sampled& b : sampled) {
@@ -395,6 +400,7 @@ void Engine::BeamStepGroup(SequenceGroup* group, std::span<const Sampled> sample
         out.request_id = group->request_id;
         out.sample_index = b.seq->sample_index;
         out.finish_reason = FinishReason::kAbort;
+        out.error = failed;
         outputs->push_back(std::move(out));
         result_.finishes.push_back({group, b.seq, /*keep=*/false});
       }

@@ -32,6 +32,8 @@ namespace pagellm {
 
 struct EngineOptions {
   int64_t max_num_batched_tokens = 2048;
+  // See SchedulerOptions::long_prefill_token_threshold (0: no cap).
+  int64_t long_prefill_token_threshold = 0;
   int64_t max_num_seqs = 256;
   int64_t max_model_len = 0;  // 0: the model's context length
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
@@ -50,6 +52,9 @@ struct SequenceOutput {
   std::vector<SampleResult> logprobs;  // one per new token when logprobs were requested
   FinishReason finish_reason = FinishReason::kNone;
   double cumulative_logprob = 0.0;  // beams only: the beam's sum of token logprobs
+  // Set (with kAbort) when the backend could not serve this sequence, e.g. the sampler found no
+  // finite logit: the request must end with this error, not as a silent abort.
+  absl::Status error;
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };
 

@@ -154,7 +154,9 @@ void Scheduler::ScheduleGroup(SequenceGroup* group, int64_t* budget) {
   // up to its last token.
   const bool all = group->seqs.size() == 1 || total <= *budget;
   for (auto& seq : group->seqs) {
-    const int64_t want = all ? seq->num_uncomputed() : seq->num_uncomputed() - 1;
+    int64_t want = all ? seq->num_uncomputed() : seq->num_uncomputed() - 1;
+    // The cap applies to single sequences only: a group's sequences must finish together.
+    if (prefill_cap_ > 0 && group->seqs.size() == 1) want = std::min(want, prefill_cap_);
     const int64_t n = std::min(want, *budget);
     if (n <= 0) continue;
     out_.seqs.push_back(
@@ -214,6 +216,8 @@ const SchedulerOutput& Scheduler::Schedule() {
   out_.copies.clear();
   int64_t budget = options_.max_num_batched_tokens;
   bool preempted = false;
+  const bool others = running_.size() + waiting_.size() + swapped_.size() > 1;
+  prefill_cap_ = others ? options_.long_prefill_token_threshold : 0;
 
   // 1. Running groups, earliest first; preempt from the back when blocks run out.
   for (size_t i = 0; i < running_.size() && budget > 0;) {

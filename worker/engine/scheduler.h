@@ -47,7 +47,12 @@ absl::StatusOr<PreemptionMode> ParsePreemptionMode(const std::string& name);
 
 struct SchedulerOptions {
   int64_t max_num_batched_tokens = 2048;  // tokens computed per step, > 0
-  int64_t max_num_seqs = 256;             // sequences running at once, > 0
+  // While other requests run or wait, one sequence's prompt chunk takes at most this many of a
+  // step's tokens, so that a long prompt neither stalls the running streams nor keeps new
+  // requests out until its whole prefill is done (vLLM's --long-prefill-token-threshold).
+  // Alone, a prompt takes the whole budget. 0: no cap.
+  int64_t long_prefill_token_threshold = 0;
+  int64_t max_num_seqs = 256;  // sequences running at once, > 0
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
 };
 
@@ -165,6 +170,7 @@ class Scheduler {
   std::vector<SequenceGroup*> swapped_;  // arrival order
   SchedulerOutput out_;
   SchedulerStats stats_;
+  int64_t prefill_cap_ = 0;  // this step's cap on one prompt chunk (0: none), set by Schedule
   std::vector<int64_t> ids_scratch_;
 };
 

@@ -28,6 +28,7 @@ class SchedulerTest : public ::testing::Test {
     PreemptionMode mode = PreemptionMode::kAuto;
     bool prefix_caching = false;
     double watermark = 0.0;
+    int64_t long_prefill = 0;
   };
 
   void Init(const Config& c) {
@@ -45,6 +46,7 @@ class SchedulerTest : public ::testing::Test {
     bm_ = std::move(*bm);
     SchedulerOptions so;
     so.max_num_batched_tokens = c.budget;
+    so.long_prefill_token_threshold = c.long_prefill;
     so.max_num_seqs = c.max_seqs;
     so.preemption_mode = c.mode;
     scheduler_ = std::make_unique<Scheduler>(so, bm_.get());
@@ -209,6 +211,24 @@ TEST_F(SchedulerTest, ChunkedPrefillDoesNotStarveDecodes) {
   }
   EXPECT_EQ(chunks, 5);  // 30 tokens at 7 per step (8 minus the decode)
   EXPECT_TRUE(RunToCompletion());
+}
+
+// Issue 9: a long prompt that arrived first no longer takes every step's whole budget until its
+// prefill is done: new requests get in (and decode) meanwhile, and alone it takes the budget.
+TEST_F(SchedulerTest, ALongPrefillLeavesRoomForOthers) {
+  Init({.device_blocks = 256, .budget = 16, .long_prefill = 8});
+  SequenceGroup* longp = Add(100, 2);
+  SchedulerOutput out = Step();
+  EXPECT_EQ(Tokens(out), 16) << "alone, the prompt takes the whole budget";
+  SequenceGroup* shortp = Add(3, 5);
+  out = Step();
+  ASSERT_EQ(out.seqs.size(), 2u);
+  EXPECT_EQ(out.seqs[0].group, longp);
+  EXPECT_EQ(out.seqs[0].num_tokens, 8);
+  EXPECT_EQ(out.seqs[1].group, shortp);
+  EXPECT_TRUE(out.seqs[1].sample) << "the short prompt gets its first token in this step";
+  EXPECT_TRUE(RunToCompletion());
+  EXPECT_EQ(bm_->GetStats().device_used, 0);
 }
 
 TEST_F(SchedulerTest, AWaitingGroupDoesNotJumpAnEarlierOneThatDoesNotFit) {

@@ -56,6 +56,9 @@ struct SequenceGroup {
   std::string request_id;
   int64_t arrival = 0;  // FCFS order: smaller arrived earlier
   SamplingParams params;
+  // Built from params once, shared by every sequence's StopChecker (null in the simulator and
+  // for beam search).
+  std::shared_ptr<const StopConditions> stop_conditions;
   GroupState state = GroupState::kWaiting;
   // Sequences that will run once the group has forked (n, or the beam width); used against
   // --max-num-seqs at admission.

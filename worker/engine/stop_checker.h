@@ -3,6 +3,7 @@
 #define PAGELLM_WORKER_ENGINE_STOP_CHECKER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "absl/types/span.h"
 #include "common/sampling/finish_reason.h"
 #include "common/sampling/sampling_params.h"
+#include "worker/engine/stop_matcher.h"
 
 namespace pagellm {
 
@@ -20,11 +22,39 @@ struct StopDecision {
   // nor stop_string (OpenAI's "stop_reason": null).
   int32_t stop_token_id = -1;
   // When a stop string ended the sequence: its index in params.stop (else -1) and its text
-  // (points into the StopChecker; valid while it lives).
+  // (points into the StopConditions; valid while they live).
   int32_t stop_string_index = -1;
   std::string_view stop_string;
 
   [[nodiscard]] bool finished() const { return finish_reason != FinishReason::kNone; }
+};
+
+// A request's stop conditions, built once when the request is added and shared read-only by all
+// of its sequences (parallel samples), so that n samples cost one copy of the stop strings and
+// one automaton. Thread-safe: immutable.
+class StopConditions {
+ public:
+  // Copies what it needs from `params` (REQUIRES: Validate()d) and the model's EOS ids.
+  static std::shared_ptr<const StopConditions> Create(const SamplingParams& params,
+                                                      absl::Span<const int32_t> eos_token_ids);
+
+  StopConditions(const SamplingParams& params, absl::Span<const int32_t> eos_token_ids);
+  StopConditions(const StopConditions&) = delete;
+  StopConditions& operator=(const StopConditions&) = delete;
+
+  [[nodiscard]] const StopMatcher& matcher() const { return matcher_; }
+  // Whether `id` is an EOS id (never when ignore_eos) / one of params.stop_token_ids.
+  [[nodiscard]] bool IsEos(int32_t id) const;
+  [[nodiscard]] bool IsStopToken(int32_t id) const;
+
+  const int32_t max_tokens;
+  const int32_t min_tokens;
+  const bool include_stop_str;
+
+ private:
+  const std::vector<int32_t> stop_token_ids_;  // sorted; EOS ids (unless ignore_eos) not in here
+  const std::vector<int32_t> eos_token_ids_;   // sorted; empty when ignore_eos
+  const StopMatcher matcher_;
 };
 
 // Per-sequence stop logic, fed once per generated token with that token's text delta from the
@@ -43,12 +73,15 @@ struct StopDecision {
 //  * Nothing finishes with "stop" while the count of tokens (this one included) is
 //    <= min_tokens; stop strings completed in that window are ignored.
 //  * Precedence on one token: EOS > stop token > stop string > max_tokens ("length").
-// The engine still owns other limits (context length, abort). Cost per token is O(delta bytes x
-// number of stop strings), amortized (one KMP automaton per stop string).
+// The engine still owns other limits (context length, abort). Cost per token: O(delta bytes)
+// amortized plus O(log stop token ids), whatever the number of stop strings (StopMatcher).
+// Memory per sequence: the held-back text (< the longest stop string) and a few words.
 // Not thread-safe; one per sequence, used by the engine thread.
 class StopChecker {
  public:
-  // Copies what it needs from `params` (REQUIRES: Validate()d) and the model's EOS ids.
+  // REQUIRES: conditions != nullptr.
+  explicit StopChecker(std::shared_ptr<const StopConditions> conditions);
+  // Convenience for tests: builds the conditions for this checker alone.
   StopChecker(const SamplingParams& params, absl::Span<const int32_t> eos_token_ids);
 
   // Records generated token `token_id` whose detokenized text is `text_delta` (possibly empty),
@@ -64,24 +97,11 @@ class StopChecker {
   [[nodiscard]] size_t num_held_back_bytes() const { return pending_.size(); }
 
  private:
-  struct StopString {
-    std::string text;
-    std::vector<int32_t> failure;  // KMP prefix function of text.
-    int32_t matched = 0;           // Longest prefix of text that is a suffix of the stream.
-  };
-
-  // Feeds one byte to every automaton; returns the index of the stop string completed by it
-  // (the longest when several), or -1. Completed matches are ignored unless `may_stop`.
-  int32_t Advance(char c, bool may_stop);
   StopDecision Finish(FinishReason reason, std::string* emitted);
 
-  const int32_t max_tokens_;
-  const int32_t min_tokens_;
-  const bool include_stop_str_;
-  const std::vector<int32_t> stop_token_ids_;  // EOS ids (unless ignore_eos) are not in here.
-  const std::vector<int32_t> eos_token_ids_;   // Empty when ignore_eos.
-  std::vector<StopString> stops_;
-  std::string pending_;  // Received, not yet released text.
+  std::shared_ptr<const StopConditions> conditions_;
+  StopMatcher::State state_ = 0;  // the matcher's state after all text received
+  std::string pending_;           // Received, not yet released text.
   int32_t num_output_tokens_ = 0;
   bool finished_ = false;
 };

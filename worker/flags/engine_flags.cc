@@ -1,5 +1,6 @@
 #include "worker/flags/engine_flags.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -15,7 +16,13 @@ ABSL_FLAG(int64_t, num_kv_blocks, 0, "KV pool size in blocks (0: from --kv-cache
 ABSL_FLAG(double, kv_cache_memory, 1.0, "KV pool budget in GiB when --num-kv-blocks is 0");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto", "auto | f32 | f16");
 ABSL_FLAG(int64_t, max_num_seqs, 256, "most sequences per step");
-ABSL_FLAG(int64_t, max_num_batched_tokens, 2048, "most tokens per step");
+ABSL_FLAG(int64_t, max_num_batched_tokens, 0,
+          "most tokens per step (0: 256 on --device cpu, 2048 otherwise). A step's latency grows "
+          "with it, and every running stream waits for the step: on a CPU a 2048-token prompt "
+          "chunk takes seconds");
+ABSL_FLAG(int64_t, long_prefill_token_threshold, -1,
+          "while other requests run or wait, one prompt chunk takes at most this many tokens of "
+          "a step (-1: half of --max-num-batched-tokens; 0: no cap)");
 ABSL_FLAG(int64_t, max_model_len, 0, "context limit (0: the model's)");
 ABSL_FLAG(double, swap_space, 4.0, "swap pool for preempted sequences, GiB of host memory");
 ABSL_FLAG(std::string, preemption_mode, "auto",
@@ -26,10 +33,23 @@ ABSL_FLAG(int64_t, mock_step_delay_us, 0,
           "--load-format mock: sleep this long per engine step to imitate compute");
 
 namespace pagellm::cli {
+namespace {
+
+std::string DeviceFromFlags() {
+  return IsMockModelFromFlags() ? "mock" : absl::GetFlag(FLAGS_device);
+}
+
+}  // namespace
+
+int64_t MaxNumBatchedTokensFromFlags(const std::string& device) {
+  const int64_t flag = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  if (flag > 0) return flag;
+  return device == "cpu" ? 256 : 2048;
+}
 
 absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
   BackendOptions o;
-  o.device = IsMockModelFromFlags() ? "mock" : absl::GetFlag(FLAGS_device);
+  o.device = DeviceFromFlags();
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   const int64_t swap_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_swap_space) * (1ll << 30));
 
@@ -39,7 +59,7 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
   c.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   c.kv_cache_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_memory) * (1ll << 30));
   c.kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
-  c.max_batch_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  c.max_batch_tokens = MaxNumBatchedTokensFromFlags(o.device);
   c.swap_space_bytes = swap_bytes;
 
   CudaBackendOptions& g = o.cuda;
@@ -66,7 +86,10 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
 
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   EngineOptions eo;
-  eo.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  eo.max_num_batched_tokens = MaxNumBatchedTokensFromFlags(DeviceFromFlags());
+  const int64_t threshold = absl::GetFlag(FLAGS_long_prefill_token_threshold);
+  eo.long_prefill_token_threshold =
+      threshold >= 0 ? threshold : std::max<int64_t>(1, eo.max_num_batched_tokens / 2);
   eo.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   eo.max_model_len = absl::GetFlag(FLAGS_max_model_len);
   absl::StatusOr<PreemptionMode> mode = ParsePreemptionMode(absl::GetFlag(FLAGS_preemption_mode));

@@ -1,9 +1,13 @@
 // Flags every serving tool shares for the backend, the paged KV cache and the scheduler:
 // --device, --dtype, --block-size, --num-kv-blocks, --kv-cache-memory, --kv-cache-dtype,
-// --swap-space, --max-num-seqs, --max-num-batched-tokens, --max-model-len, --preemption-mode,
+// --swap-space, --max-num-seqs, --max-num-batched-tokens, --long-prefill-token-threshold,
+// --max-model-len, --preemption-mode,
 // --[no-]enable-prefix-caching, --mock-step-delay-us.
 #ifndef PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
 #define PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
+
+#include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "worker/backend/factory/backend_factory.h"
@@ -14,6 +18,10 @@ namespace pagellm::cli {
 // The backend the flags describe (--load-format mock selects the mock backend). InvalidArgument
 // for a --dtype the device does not compute in.
 absl::StatusOr<BackendOptions> BackendOptionsFromFlags();
+// --max-num-batched-tokens, or its default for `device` when 0: 256 for "cpu" (a step's latency
+// is what every running stream waits for; a 2048-token chunk takes seconds on a CPU), 2048
+// otherwise (vLLM's default for its API server).
+int64_t MaxNumBatchedTokensFromFlags(const std::string& device);
 // The engine options the flags describe. InvalidArgument for an unknown --preemption-mode.
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags();
 

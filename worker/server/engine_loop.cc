@@ -123,7 +123,8 @@ void EngineLoop::AdmitPending(std::vector<Pending>* pending) {
       const int64_t prompt_tokens = static_cast<int64_t>(p.prompt_ids.size());
       st = engine_->AddRequest(p.id, std::move(p.prompt_ids), p.params);
       if (st.ok()) {
-        active_.emplace(p.id, Active{std::move(p.sink), prompt_tokens, 0, p.submit_time, 0, true});
+        active_.emplace(p.id,
+                        Active{std::move(p.sink), prompt_tokens, 0, p.submit_time, 0, true, {}});
         continue;
       }
     }
@@ -155,8 +156,13 @@ void EngineLoop::StepOnce() {
     if (it != active_.end()) {
       Active& a = it->second;
       int64_t tokens = 0;
-      for (size_t k = i; k < j; ++k)
+      for (size_t k = i; k < j; ++k) {
         tokens += static_cast<int64_t>(outputs_[k].new_token_ids.size());
+        if (a.error.ok() && !outputs_[k].error.ok()) {
+          a.error = absl::Status(outputs_[k].error.code(),
+                                 absl::StrCat("sampling failed: ", outputs_[k].error.message()));
+        }
+      }
       a.completion_tokens += tokens;
       if (metrics_ != nullptr && tokens > 0) {
         if (a.last_output_time == 0) {
@@ -170,6 +176,7 @@ void EngineLoop::StepOnce() {
       if (!engine_->RequestState(it->first).has_value()) {
         // The engine let go of it: finished normally, or failed with the step.
         FinishReason reason = FinishReason::kStop;
+        absl::Status st = a.error;
         for (size_t k = i; k < j; ++k) {
           if (outputs_[k].finish_reason == FinishReason::kAbort)
             reason = FinishReason::kAbort;
@@ -177,10 +184,9 @@ void EngineLoop::StepOnce() {
                    reason != FinishReason::kAbort)
             reason = FinishReason::kLength;
         }
-        const absl::Status st =
-            reason == FinishReason::kAbort && !step.ok()
-                ? absl::InternalError(absl::StrCat("the engine failed: ", step.message()))
-                : absl::OkStatus();
+        if (st.ok() && reason == FinishReason::kAbort && !step.ok()) {
+          st = absl::InternalError(absl::StrCat("the engine failed: ", step.message()));
+        }
         Finish(std::string(it->first), st, reason);
       }
     }

@@ -104,6 +104,7 @@ class EngineLoop {
     double submit_time = 0;
     double last_output_time = 0;  // 0 until the first output
     bool queued = true;           // not yet scheduled (for the queue-time histogram)
+    absl::Status error;           // the first sequence error (SequenceOutput::error); ends it
   };
 
   EngineLoop(std::unique_ptr<Engine> engine, Options options);

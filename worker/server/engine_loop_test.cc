@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -170,6 +171,27 @@ TEST_F(EngineLoopTest, ARejectedRequestEndsWithItsError) {
   ASSERT_TRUE(loop_->Submit("oov", {9999}, Greedy(2), sink).ok());
   EXPECT_EQ(sink->Wait().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(loop_->WaitUntilIdle(5.0));
+}
+
+// Issue 9: a request the sampler cannot serve (here: no finite logit at all) ends with the
+// sampler's error, not with OK and an empty abort, and frees its blocks.
+TEST_F(EngineLoopTest, ARequestTheSamplerCannotServeEndsWithAnError) {
+  Start();
+  backend_->SetRule([](std::span<const int32_t>, std::span<float> row) {
+    for (float& x : row) x = -std::numeric_limits<float>::infinity();
+  });
+  Go();
+  auto sink = std::make_shared<Sink>();
+  SamplingParams params = Greedy(4);
+  params.n = 2;
+  params.temperature = 0.7f;
+  ASSERT_TRUE(loop_->Submit("no-finite-logit", {5, 6, 7}, params, sink).ok());
+  const absl::Status status = sink->Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find("sampling failed"), absl::string_view::npos) << status;
+  EXPECT_TRUE(loop_->WaitUntilIdle(5.0));
+  const EngineLoad load = loop_->load();
+  EXPECT_EQ(load.kv_blocks_free, load.kv_blocks_total);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "common/api/proto_convert.h"
+#include "common/logging.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 
 namespace pagellm {
 
@@ -80,7 +82,11 @@ class GenerateStream::Sink : public RequestSink {
     if (reactor_ == nullptr || in_flight_ || finished_) return;
     GenerateStream* reactor = reactor_;
     if (!queue_.empty()) {
-      current_ = std::move(queue_.front());
+      bool own = false;
+      current_.Clear();  // the previous write is done with it
+      const grpc::Status st = grpc::SerializationTraits<v1::GenerateResponse>::Serialize(
+          queue_.front(), &current_, &own);
+      PAGELLM_CHECK(st.ok(), "cannot serialize a GenerateResponse: {}", st.error_message());
       queue_.pop_front();
       in_flight_ = true;
       lock.unlock();
@@ -99,7 +105,7 @@ class GenerateStream::Sink : public RequestSink {
   GenerateStream* reactor_;  // null once gRPC is done with the call
   const std::string client_id_;
   std::deque<v1::GenerateResponse> queue_;
-  v1::GenerateResponse current_;  // being written; stable while in_flight_
+  grpc::ByteBuffer current_;  // being written; stable while in_flight_
   bool in_flight_ = false;
   bool finished_ = false;
   std::optional<grpc::Status> done_;
@@ -113,6 +119,11 @@ GenerateStream::GenerateStream(EngineLoop* loop, std::string internal_id, std::s
   const absl::Status st =
       loop_->Submit(internal_id_, std::move(prompt_ids), std::move(params), sink_);
   if (!st.ok()) sink_->OnDone(st, 0, 0);
+}
+
+GenerateStream::GenerateStream(EngineLoop* loop, const absl::Status& error)
+    : loop_(loop), sink_(std::make_shared<Sink>(this, std::string())) {
+  sink_->OnDone(error, 0, 0);
 }
 
 void GenerateStream::OnWriteDone(bool ok) { sink_->WriteDone(ok); }

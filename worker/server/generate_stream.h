@@ -20,12 +20,16 @@
 
 namespace pagellm {
 
-class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+// The method is raw (ByteBuffer) so that a request protobuf cannot parse gets a clear
+// INVALID_ARGUMENT (common/api/wire_request.h); responses are serialized here, one at a time.
+class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // Starts the call: `loop` (borrowed, outlives every call) gets the request under
   // `internal_id`; responses carry `client_id`.
   GenerateStream(EngineLoop* loop, std::string internal_id, std::string client_id,
                  std::vector<int32_t> prompt_ids, SamplingParams params);
+  // A call refused before it reached the engine: finishes with `error` (REQUIRES: not OK).
+  GenerateStream(EngineLoop* loop, const absl::Status& error);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;

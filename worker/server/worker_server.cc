@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/api/model_fingerprint.h"
+#include "common/api/proto_convert.h"
 #include "common/logging.h"
 #include "common/metrics_exposer.h"
 #include "common/sampling/sampling_params.h"
@@ -48,6 +50,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   info.set_chat_template(options.chat_template);
   info.set_max_parallel_samples(
       static_cast<int32_t>(std::min<int64_t>(kMaxParallelSamples, options.engine.max_num_seqs)));
+  v1::TokenizerSpec spec;
+  VocabSpecToProto(w->tokenizer_->spec(), &spec);
+  info.set_model_fingerprint(ModelFingerprint(info, spec));
   w->service_ = std::make_unique<WorkerService>(w->loop_.get(), w->tokenizer_.get(), info);
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/api/request_limits.h"
 #include "common/tokenizer/tokenizer.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/backend/backend.h"
@@ -39,7 +40,7 @@ class WorkerServer {
     std::string model_name;                          // reported in ModelInfo
     std::string chat_template;                       // reported in ModelInfo ("" when none)
     EngineOptions engine;
-    int max_receive_message_bytes = 64 << 20;
+    int max_receive_message_bytes = kMaxRequestBytes;
     // Seconds on a monotonic clock for the latency metrics (empty: steady clock).
     std::function<double()> clock;
   };

@@ -117,6 +117,32 @@ TEST_F(WorkerServerTest, BadRequestsGetInvalidArgument) {
   EXPECT_TRUE(server_->serving());
 }
 
+// Issue 9: garbage, invalid UTF-8 and oversized values get INVALID_ARGUMENT naming the problem
+// (gRPC's own deserialization answered with an empty UNIMPLEMENTED), and nothing reaches the
+// engine.
+TEST_F(WorkerServerTest, MalformedRequestsGetInvalidArgumentNamingTheProblem) {
+  Start();
+  const std::string method = "/pagellm.v1.Worker/Generate";
+  std::string reply;
+  grpc::Status s = testing::CallRaw(channel_, method, std::string("\xff\xff\xff", 3), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "the request is not a pagellm.v1.WorkerGenerateRequest");
+
+  const std::string bad_id = std::string("\x0a\x02\xff\xfe", 4);  // request_id = ff fe
+  s = testing::CallRaw(channel_, method, bad_id, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "request_id is not valid UTF-8");
+
+  v1::WorkerGenerateRequest long_id = Request({1, 2}, 4);
+  long_id.set_request_id(std::string(2 << 20, 'i'));  // echoed in every response
+  grpc::ClientContext ctx;
+  const auto [status, tokens] = Generate(long_id, &ctx);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "request_id is 2097152 bytes long; the limit is 320");
+  EXPECT_TRUE(tokens.empty());
+  EXPECT_EQ(scripted_->forward_calls(), 0);
+}
+
 TEST_F(WorkerServerTest, ShutdownDrainsWithinTheGrace) {
   Start();
   // The running request's steps wait for `release`, so it is in flight while the drain begins.

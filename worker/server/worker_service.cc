@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/api/proto_convert.h"
+#include "common/api/request_limits.h"
+#include "common/api/wire_request.h"
 #include "worker/server/generate_stream.h"
 
 namespace pagellm {
@@ -20,14 +22,21 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const grpc:
 WorkerService::WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info)
     : loop_(loop), tokenizer_(tokenizer), info_(std::move(info)) {}
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
-    grpc::CallbackServerContext* context, const v1::WorkerGenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire) {
+  v1::WorkerGenerateRequest request;
+  if (absl::Status s = ParseRequestWire(*wire, &request); !s.ok()) {
+    return new GenerateStream(loop_, s);
+  }
+  if (absl::Status s = CheckMaxBytes(request.request_id(), kMaxWorkerRequestIdBytes, "request_id");
+      !s.ok()) {
+    return new GenerateStream(loop_, s);
+  }
   // Internal ids are unique whatever the clients send; responses carry the client's id.
   std::string id = absl::StrCat("w", next_id_.fetch_add(1, std::memory_order_relaxed));
-  std::vector<int32_t> prompt(request->prompt_token_ids().begin(),
-                              request->prompt_token_ids().end());
-  return new GenerateStream(loop_, std::move(id), request->request_id(), std::move(prompt),
-                            SamplingParamsFromProto(request->sampling()));
+  std::vector<int32_t> prompt(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
+  return new GenerateStream(loop_, std::move(id), std::move(*request.mutable_request_id()),
+                            std::move(prompt), SamplingParamsFromProto(request.sampling()));
 }
 
 grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* context,
@@ -43,6 +52,9 @@ grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* co
   response->set_waiting(l.waiting);
   response->set_swapped(l.swapped);
   response->set_draining(l.draining);
+  response->set_model_fingerprint(info_.model_fingerprint());
+  response->set_max_model_len(info_.max_model_len());
+  response->set_max_parallel_samples(info_.max_parallel_samples());
   return Done(context, grpc::Status::OK);
 }
 

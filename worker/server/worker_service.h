@@ -16,13 +16,16 @@
 
 namespace pagellm {
 
-class WorkerService final : public v1::Worker::CallbackService {
+// Generate is a raw (bytes) method so that a request protobuf cannot parse gets a clear
+// INVALID_ARGUMENT naming the problem; the other methods are typed.
+class WorkerService final
+    : public v1::Worker::WithRawCallbackMethod_Generate<v1::Worker::CallbackService> {
  public:
   // `loop` and `tokenizer` are borrowed and must outlive the service.
   WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info);
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const v1::WorkerGenerateRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* context,
                                     const v1::GetLoadRequest* request,
                                     v1::WorkerLoad* response) override;

@@ -535,6 +535,9 @@ TEST(SamplingParamsTest, ValidateNamesTheBadField) {
       {"min_p", [](SamplingParams& p) { p.min_p = 1.5f; }},
       {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = 0.0f; }},
       {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = NAN; }},
+      // Issue 9: 1e-38 turns every positive logit into inf (no finite logit remains).
+      {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = 1e-38f; }},
+      {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = 1e30f; }},
       {"presence_penalty", [](SamplingParams& p) { p.presence_penalty = 2.5f; }},
       {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = NAN; }},
       {"max_tokens", [](SamplingParams& p) { p.max_tokens = 0; }},
@@ -552,6 +555,15 @@ TEST(SamplingParamsTest, ValidateNamesTheBadField) {
          p.stop = {"ok", ""};
        }},
       {"stop[0]", [](SamplingParams& p) { p.stop = {"\xC3"}; }},  // Truncated UTF-8.
+      // Issue 9: bounded stop conditions.
+      {"stop", [](SamplingParams& p) { p.stop.assign(kMaxStopStrings + 1, "x"); }},
+      {"stop", [](SamplingParams& p) { p.stop = {std::string(kMaxStopBytes + 1, 'x')}; }},
+      {"stop",
+       [](SamplingParams& p) {
+         p.stop = {std::string(kMaxStopBytes / 2, 'x'), std::string(kMaxStopBytes / 2 + 1, 'y')};
+       }},
+      {"stop_token_ids",
+       [](SamplingParams& p) { p.stop_token_ids.assign(kMaxStopTokenIds + 1, 5); }},
   };
   for (const BadParamsCase& c : cases) {
     SamplingParams params;
@@ -574,6 +586,12 @@ TEST(SamplingParamsTest, AcceptsEdgeValues) {
                         .stop_token_ids = {0, 99},
                         .stop = {"終わり", "\n\n"},
                         .logprobs = 20};
+  EXPECT_TRUE(params.Validate(100).ok()) << params.Validate(100);
+  params.repetition_penalty = 1.0f / kMaxRepetitionPenalty;
+  EXPECT_TRUE(params.Validate(100).ok()) << params.Validate(100);
+  params.repetition_penalty = kMaxRepetitionPenalty;
+  params.stop.assign(kMaxStopStrings, std::string(kMaxStopBytes / kMaxStopStrings, 'x'));
+  params.stop_token_ids.assign(kMaxStopTokenIds, 7);
   EXPECT_TRUE(params.Validate(100).ok()) << params.Validate(100);
   EXPECT_FALSE(params.Validate(0).ok());
 }
