@@ -227,6 +227,12 @@ absl::StatusOr<VocabSpec> Parse(const Json& root) {
   }
   if (max_id < 0) return Invalid("empty vocabulary");
   const size_t n = static_cast<size_t>(max_id) + 1;
+  // Ids with no token become unused slots; a hostile file could name one id near the limit and
+  // make us allocate millions of them. Real vocabularies leave few gaps.
+  if (n > 2 * entries.size() + 1024) {
+    return Invalid(absl::StrCat("token ids run to ", max_id, " but only ", entries.size(),
+                                " tokens are defined"));
+  }
   spec.tokens.resize(n);
   spec.token_types.assign(n, TokenType::kUnused);
   std::vector<bool> filled(n);

@@ -10,8 +10,8 @@ Starts the worker on a free loopback port and reports, as one JSON object:
     for stop strings (kMaxStopStrings strings of kMaxStopBytes in total, at the largest n the
     worker accepts);
   * itl: an ordinary greedy stream's mean inter-token latency alone, next to a companion request
-    (n=16) without stop strings, and next to the same companion with the maximum stop strings;
-    the last two differ only in the stop strings, so their ratio is what stop strings cost others;
+    (n=16, then n=1) without stop strings, and next to the same companion with the maximum stop
+    strings; each pair differs only in the stop strings, so its ratio is what they cost others;
   * long_prompt: while a 4,000-token prompt prefills, the longest gap between two tokens of a
     stream already running, and a short request's time to first token.
 Greedy, ignore_eos; token-id prompts straight to the worker (no router), so tokenization is not
@@ -146,12 +146,12 @@ def Run(args):
                       "max_tokens": args.stop_max_tokens}
 
         # Inter-token latency of an ordinary stream.
-        def Itl(companion_stops):
+        def Itl(companion_stops, n=16):
             arrivals = []
             companion = None
             if companion_stops is not None:
                 companion = threading.Thread(target=w.stream, args=(
-                    prompt, args.itl_tokens * 2, 16, companion_stops, None, "companion"))
+                    prompt, args.itl_tokens * 2, n, companion_stops, None, "companion"))
                 companion.start()
                 time.sleep(0.5)
             w.stream(prompt, args.itl_tokens, arrivals=arrivals, rid="ordinary")
@@ -162,8 +162,14 @@ def Run(args):
         alone = Itl(None)
         plain = Itl([])
         stops = Itl(WorstStops(rng))
-        out["itl_ms"] = {"alone": alone, "with_companion": plain,
-                         "with_max_stop_companion": stops, "stop_cost_ratio": stops / plain}
+        plain1 = Itl([], n=1)
+        stops1 = Itl(WorstStops(rng), n=1)
+        out["itl_ms"] = {"alone": alone,
+                         "n16_companion": plain, "n16_max_stop_companion": stops,
+                         "n16_stop_cost_ratio": stops / plain,
+                         "n1_companion": plain1, "n1_max_stop_companion": stops1,
+                         "n1_stop_cost_ratio": stops1 / plain1,
+                         "n1_max_stop_vs_alone": stops1 / alone}
 
         # A long prompt arrives while an ordinary stream runs, then a short request: the
         # stream's longest gap between tokens, and the short request's time to first token.

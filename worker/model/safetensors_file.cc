@@ -153,7 +153,12 @@ absl::Status SafetensorsFile::Parse(const Limits& limits) {
       }
       continue;
     }
-    auto bad_tensor = [&](auto&&... parts) { return bad("tensor '", name, "': ", parts...); };
+    // A plain reference for the lambda: capturing a structured binding needs P1091, which clang
+    // implements only from version 16 (the fuzzers build with Debian's clang 14).
+    const std::string& tensor_name = name;
+    auto bad_tensor = [&](auto&&... parts) {
+      return bad("tensor '", tensor_name, "': ", parts...);
+    };
     if (!entry.is_object()) return bad_tensor("entry is not an object");
     SafetensorsTensor t;
     t.name = name;
