@@ -1,5 +1,8 @@
-// Serving a Prometheus registry on /metrics (prometheus-cpp's civetweb exposer), for the router
-// and the worker alike.
+// Serving a Prometheus registry on /metrics in the text exposition format, for the router and
+// the worker alike: cpp-httplib's server on its own threads (ordinary-sized stacks), the
+// registry serialized by prometheus-cpp at each scrape. (prometheus-cpp's own civetweb exposer
+// runs handlers on 100 KiB stacks, which a process with CUDA's page-aligned thread-local storage
+// overflows.)
 #ifndef PAGELLM_COMMON_METRICS_EXPOSER_H_
 #define PAGELLM_COMMON_METRICS_EXPOSER_H_
 
@@ -7,17 +10,25 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 
 namespace pagellm {
 
+class MetricsServer;
+
+// A serving endpoint; destroying it stops the server and joins its thread.
 struct MetricsEndpoint {
-  std::unique_ptr<prometheus::Exposer> exposer;
+  MetricsEndpoint();
+  ~MetricsEndpoint();
+  MetricsEndpoint(MetricsEndpoint&&) noexcept;
+  MetricsEndpoint& operator=(MetricsEndpoint&&) noexcept;
+
+  std::unique_ptr<MetricsServer> server;
   int port = 0;  // the bound port ("host:0" picks one)
 };
 
-// Serves `registry` on `listen_address` ("host:port"). Unavailable when it cannot be bound.
+// Serves `registry` on `listen_address` ("host:port", "[v6]:port"). InvalidArgument for an
+// address without a port; Unavailable when it cannot be bound.
 absl::StatusOr<MetricsEndpoint> ServeMetrics(const std::string& listen_address,
                                              std::shared_ptr<prometheus::Registry> registry);
 

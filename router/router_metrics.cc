@@ -78,8 +78,8 @@ absl::StatusOr<std::unique_ptr<RouterMetrics>> RouterMetrics::Create(
   if (listen_address.empty()) return m;
   absl::StatusOr<MetricsEndpoint> endpoint = ServeMetrics(listen_address, m->registry_);
   if (!endpoint.ok()) return endpoint.status();
-  m->exposer_ = std::move(endpoint->exposer);
   m->port_ = endpoint->port;
+  m->endpoint_ = *std::move(endpoint);
   return m;
 }
 

@@ -17,9 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/metrics_exposer.h"
 #include "grpcpp/support/status_code_enum.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -52,7 +52,7 @@ class RouterMetrics {
   RouterMetrics();
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  MetricsEndpoint endpoint_;  // not serving when endpoint_.server is null
   int port_ = 0;
   prometheus::Gauge* queue_length_;
   prometheus::Gauge* workers_ready_;

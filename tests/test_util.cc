@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/backend/factory/backend_factory.h"
 #include "worker/model/model_loader.h"
 
 namespace pagellm::testing {
@@ -21,12 +22,29 @@ bool ModelsRequired() {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
+std::string TestModelPath(const std::string& path) {
+  const char* v = std::getenv("PAGELLM_TEST_MODEL");
+  return v != nullptr && *v != '\0' ? std::string(v) : path;
+}
+
 absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options) {
   LoadModelOptions lo;
-  lo.path = path;
+  lo.path = TestModelPath(path);
   ASSIGN_OR_RETURN(LoadedModel m, LoadModel(lo));
   TestModel t;
   t.tokenizer = std::move(m.tokenizer);
+  const char* device = std::getenv("PAGELLM_TEST_DEVICE");
+  if (device != nullptr && std::strcmp(device, "cuda") == 0) {
+    BackendOptions bo;
+    bo.device = "cuda";
+    bo.cuda.block_size = options.block_size;
+    bo.cuda.num_kv_blocks = options.num_kv_blocks > 0 ? options.num_kv_blocks : 4096;
+    bo.cuda.swap_space_bytes = options.swap_space_bytes;
+    bo.cuda.max_batch_tokens = options.max_batch_tokens;
+    bo.cuda.validate_batches = options.validate_batches;
+    ASSIGN_OR_RETURN(t.backend, CreateBackend(bo, m.checkpoint));
+    return t;
+  }
   ASSIGN_OR_RETURN(t.backend, CreateCpuBackend(m.checkpoint, options));
   return t;
 }

@@ -23,14 +23,19 @@ namespace pagellm::testing {
 bool PathExists(const std::string& path);
 bool ModelsRequired();
 
-// In a test body or SetUp(): skips the test when `path` is missing, or fails it when
-// PAGELLM_REQUIRE_MODELS=1.
-#define PAGELLM_SKIP_WITHOUT_MODEL(path)                                           \
-  do {                                                                             \
-    if (!::pagellm::testing::PathExists(path)) {                                   \
-      if (::pagellm::testing::ModelsRequired()) FAIL() << (path) << " is missing"; \
-      GTEST_SKIP() << (path) << " is missing (run tools/test.sh)";                 \
-    }                                                                              \
+// The model a test asks for by `path`, unless PAGELLM_TEST_MODEL names another: the GPU check
+// (tools/gpu/check.sh) runs the engine tests on a machine without the default model, over a
+// checkpoint it generates there.
+std::string TestModelPath(const std::string& path);
+
+// In a test body or SetUp(): skips the test when its model (TestModelPath(path)) is missing,
+// or fails it when PAGELLM_REQUIRE_MODELS=1.
+#define PAGELLM_SKIP_WITHOUT_MODEL(path)                                            \
+  do {                                                                              \
+    if (!::pagellm::testing::PathExists(::pagellm::testing::TestModelPath(path))) { \
+      if (::pagellm::testing::ModelsRequired()) FAIL() << (path) << " is missing";  \
+      GTEST_SKIP() << (path) << " is missing (run tools/test.sh)";                  \
+    }                                                                               \
   } while (0)
 
 struct TestModel {
@@ -38,6 +43,9 @@ struct TestModel {
   std::unique_ptr<Backend> backend;
 };
 
+// Opens TestModelPath(path) on the CPU backend with `options`, or, with PAGELLM_TEST_DEVICE=cuda,
+// on the CUDA backend with the same block size, pool, swap space and step size (the GPU
+// check's run of the engine tests: preemption, sharing, beam search, prefix caching).
 absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options);
 
 // Greedy continuations of `prompts` (token ids), max_tokens each, ignore_eos. With

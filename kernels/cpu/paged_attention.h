@@ -1,7 +1,7 @@
 // Paged attention on CPU: keys and values live in fixed-size blocks anywhere in a pool, and
 // each sequence's block table maps its logical blocks to physical ones.
 //
-// The cache layout is kernels/paged_kv.h's (fp32 or fp16 elements here).
+// The cache layout is kernels/paged_kv.h's, dense (block_stride 0) with fp32 or fp16 elements.
 //
 // Determinism: a token's output depends only on its query, its position and the keys/values at
 // positions 0..pos of its sequence, visited in position order; neither the batch composition

@@ -5,7 +5,7 @@
 // returns per step is token ids, the requested logprobs and beam candidates -- not logits.
 //
 // Implementations: cpu/ (the default), mock/ (no model, for the serving layers), testing/ (a
-// scripted fake for tests), cuda/ (an interface sketch; the CUDA backend is the next issue).
+// scripted fake for tests), cuda/ (one GPU: kernels/cuda, cuBLAS, a device KV pool).
 // factory/ builds one from options.
 //
 // Not thread-safe: the engine thread calls every method.
@@ -38,6 +38,12 @@ class Backend {
   // BlockManager decides which block holds what.
   [[nodiscard]] virtual int64_t num_kv_blocks() const = 0;
   [[nodiscard]] virtual int64_t num_swap_blocks() const = 0;
+
+  // The bounds ValidateForwardBatch checks this backend's batches against.
+  [[nodiscard]] ForwardBatchLimits limits() const {
+    return {max_batch_tokens(), num_kv_blocks(), block_size(), config().vocab_size,
+            config().max_position_embeddings};
+  }
 
   // Runs one step and samples it: out->rows gets one entry per sampling.rows entry, in order
   // (see sampling_batch.h). InvalidArgument for a malformed batch or sampling rows; a row that

@@ -7,12 +7,19 @@
 #include "absl/strings/str_cat.h"
 #include "worker/flags/model_flags.h"
 
-ABSL_FLAG(std::string, device, "cpu", "cpu | cuda (the CUDA backend is not built yet)");
+ABSL_FLAG(std::string, device, "cpu", "cpu | cuda");
+ABSL_FLAG(int32_t, gpu_id, 0, "--device cuda: the GPU to use");
+ABSL_FLAG(double, gpu_memory_utilization, 0.9,
+          "--device cuda: fraction of GPU memory for weights, activations and the KV cache (the "
+          "KV pool gets what is left after loading and one profiled step)");
+ABSL_FLAG(bool, enforce_eager, false, "--device cuda: no CUDA graphs for decode steps");
 ABSL_FLAG(std::string, dtype, "auto",
           "weight and activation type: auto | float32 (the CPU backend computes in fp32) | "
           "bfloat16 | float16 (--device cuda); the KV cache's is --kv-cache-dtype");
 ABSL_FLAG(int64_t, block_size, 16, "KV cache block size in tokens");
-ABSL_FLAG(int64_t, num_kv_blocks, 0, "KV pool size in blocks (0: from --kv-cache-memory)");
+ABSL_FLAG(int64_t, num_kv_blocks, 0,
+          "KV pool size in blocks (0: from --kv-cache-memory, or on a GPU from "
+          "--gpu-memory-utilization)");
 ABSL_FLAG(double, kv_cache_memory, 1.0, "KV pool budget in GiB when --num-kv-blocks is 0");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto", "auto | f32 | f16");
 ABSL_FLAG(int64_t, max_num_seqs, 256, "most sequences per step");
@@ -68,6 +75,10 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
   g.num_kv_blocks = c.num_kv_blocks;
   g.swap_space_bytes = swap_bytes;
   g.max_batch_tokens = c.max_batch_tokens;
+  g.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  g.device_id = absl::GetFlag(FLAGS_gpu_id);
+  g.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
+  g.enforce_eager = absl::GetFlag(FLAGS_enforce_eager);
 
   MockBackendOptions& m = o.mock;
   m.block_size = c.block_size;

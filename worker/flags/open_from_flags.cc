@@ -18,7 +18,10 @@ absl::StatusOr<OpenedModel> OpenModelFromFlags() {
     ASSIGN_OR_RETURN(m.tokenizer, MockTokenizer());
     m.model_name = "mock";
   } else {
-    const LoadModelOptions lo = ModelOptionsFromFlags();
+    LoadModelOptions lo = ModelOptionsFromFlags();
+    // The CUDA backend generates dummy weights on the device (16 GB made on the host would take
+    // minutes only to be copied over).
+    lo.dummy_generated_by_backend = bo.device == "cuda";
     if (lo.path.empty() && lo.format != "dummy") {
       return absl::InvalidArgumentError("--model is required");
     }

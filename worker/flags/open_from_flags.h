@@ -21,7 +21,7 @@ struct OpenedModel {
 };
 
 // InvalidArgument without --model (unless dummy or mock); the loader's and the backend's errors
-// otherwise (Unimplemented for --device cuda).
+// otherwise (FailedPrecondition for --device cuda without a GPU).
 absl::StatusOr<OpenedModel> OpenModelFromFlags();
 
 }  // namespace pagellm::cli

@@ -145,4 +145,19 @@ absl::StatusOr<std::unique_ptr<ModelCheckpoint>> MakeDummyCheckpoint(const Model
   return ckpt;
 }
 
+absl::StatusOr<std::unique_ptr<ModelCheckpoint>> MakeGeneratedCheckpoint(const ModelConfig& config,
+                                                                         GgmlType type,
+                                                                         uint64_t seed) {
+  RETURN_IF_ERROR(config.Validate());
+  if (type != GgmlType::kF16 && type != GgmlType::kBF16) {
+    return absl::InvalidArgumentError(
+        "dummy weights generated on the GPU: --dummy-dtype must be f16 or bf16");
+  }
+  auto ckpt = std::make_unique<ModelCheckpoint>();
+  ckpt->config = config;
+  ckpt->rope_neox = true;
+  ckpt->generated = ModelCheckpoint::Generated{type, seed};
+  return ckpt;
+}
+
 }  // namespace pagellm

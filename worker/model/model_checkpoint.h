@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,15 @@ struct ModelCheckpoint {
   // interleaved pairs (llama.cpp permutes the rows at conversion).
   bool rope_neox = true;
   TensorMap tensors;
+  // Set for random weights a backend generates itself (--load-format dummy on a GPU, where
+  // gigabytes made on the host would only be copied over): `tensors` is then empty and
+  // LlamaTensorSpecs(config) gives the shapes. Matrices are uniform in +-1/sqrt(n_in) of
+  // `generated->type`, norms 1, biases 0.01 (as MakeDummyCheckpoint), drawn from `seed`.
+  struct Generated {
+    GgmlType type = GgmlType::kBF16;
+    uint64_t seed = 0;
+  };
+  std::optional<Generated> generated;
 };
 
 // One tensor a config implies: its canonical name, shape, and how tensor parallelism splits it.
@@ -89,6 +99,12 @@ absl::StatusOr<std::unique_ptr<ModelCheckpoint>> ReadHfCheckpoint(
 // `seed`; values keep activations finite through many layers.
 absl::StatusOr<std::unique_ptr<ModelCheckpoint>> MakeDummyCheckpoint(const ModelConfig& config,
                                                                      GgmlType type, uint64_t seed);
+
+// The same shape with no bytes on the host: ModelCheckpoint::generated set, for a backend that
+// generates the weights where they live. `type` kF16 or kBF16 (InvalidArgument otherwise).
+absl::StatusOr<std::unique_ptr<ModelCheckpoint>> MakeGeneratedCheckpoint(const ModelConfig& config,
+                                                                         GgmlType type,
+                                                                         uint64_t seed);
 
 // Named shapes for --load-format dummy: "llama-3-8b", "llama-2-7b", "llama-2-13b",
 // "mistral-7b", "qwen2-7b", "smollm2-135m". NotFound for other names.

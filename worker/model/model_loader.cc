@@ -105,7 +105,11 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
   } else if (format == "dummy") {
     ASSIGN_OR_RETURN(ModelConfig config, DummyModelPreset(o.dummy_preset));
     ASSIGN_OR_RETURN(GgmlType type, ParseDummyType(o.dummy_type));
-    ASSIGN_OR_RETURN(m.checkpoint, MakeDummyCheckpoint(config, type, o.dummy_seed));
+    if (o.dummy_generated_by_backend) {
+      ASSIGN_OR_RETURN(m.checkpoint, MakeGeneratedCheckpoint(config, type, o.dummy_seed));
+    } else {
+      ASSIGN_OR_RETURN(m.checkpoint, MakeDummyCheckpoint(config, type, o.dummy_seed));
+    }
     const std::string tok = !o.tokenizer_path.empty() ? o.tokenizer_path : o.path;
     if (tok.empty())
       return absl::InvalidArgumentError(

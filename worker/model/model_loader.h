@@ -28,6 +28,9 @@ struct LoadModelOptions {
   std::string dummy_preset = "smollm2-135m";
   std::string dummy_type = "q4_1";  // q4_0 | q4_1 | q8_0 | f16 | bf16 | f32
   uint64_t dummy_seed = 0;
+  // Dummy weights as shapes only (ModelCheckpoint::generated), for a backend that makes them
+  // itself: dummy_type must be f16 or bf16.
+  bool dummy_generated_by_backend = false;
 };
 
 struct LoadedModel {

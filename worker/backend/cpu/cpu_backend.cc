@@ -44,9 +44,7 @@ class CpuBackend : public Backend {
 
   absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) override {
     if (options_.validate_batches) {
-      RETURN_IF_ERROR(
-          ValidateForwardBatch(batch, {options_.max_batch_tokens, num_kv_blocks(), block_size(),
-                                       config().vocab_size, config().max_position_embeddings}));
+      RETURN_IF_ERROR(ValidateForwardBatch(batch, limits()));
     }
     return model_->Forward(batch, cache_.get(), logits);
   }

@@ -13,6 +13,7 @@
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/f32_matmul.h"
 #include "kernels/cpu/ops.h"
+#include "worker/model/rope_table.h"
 
 namespace pagellm {
 
@@ -35,43 +36,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   m->attn_.resize(t * q_dim);
   m->gate_up_.resize(t * 2 * c.intermediate_size);
   m->act_.resize(t * c.intermediate_size);
-  m->BuildRopeTable();
+  m->rope_ = RopeCosSinTable(c, m->weights_->rope_freq_factors);
   return m;
-}
-
-void LlamaModel::BuildRopeTable() {
-  const ModelConfig& c = weights_->config;
-  const int64_t half = c.head_dim / 2;
-  std::vector<double> inv_freq(half);
-  for (int64_t i = 0; i < half; ++i) {
-    double f = std::pow(static_cast<double>(c.rope_theta), -2.0 * i / c.head_dim);
-    const RopeScaling& s = c.rope_scaling;
-    if (s.type == RopeScaling::Type::kLlama3) {
-      const double pi = 3.14159265358979323846;
-      const double wavelen = 2 * pi / f;
-      const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
-      const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
-      if (wavelen > low_wavelen) {
-        f /= s.factor;
-      } else if (wavelen >= high_wavelen) {
-        const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
-                              (s.high_freq_factor - s.low_freq_factor);
-        f = (1 - smooth) * f / s.factor + smooth * f;
-      }
-    } else if (s.type == RopeScaling::Type::kLinear) {
-      f /= s.factor;
-    }
-    if (!weights_->rope_freq_factors.empty()) f /= weights_->rope_freq_factors[i];
-    inv_freq[i] = f;
-  }
-  rope_.resize(c.max_position_embeddings * c.head_dim);
-  for (int64_t p = 0; p < c.max_position_embeddings; ++p) {
-    for (int64_t i = 0; i < half; ++i) {
-      const double a = static_cast<double>(p) * inv_freq[i];
-      rope_[p * c.head_dim + 2 * i] = static_cast<float>(std::cos(a));
-      rope_[p * c.head_dim + 2 * i + 1] = static_cast<float>(std::sin(a));
-    }
-  }
 }
 
 void LlamaModel::Linear(const Matrix& w, const float* x, int64_t rows, int64_t ldx, float* y,

@@ -44,7 +44,6 @@ class LlamaModel {
   // y = x W^T (+ bias) for `rows` rows; x row stride ldx, y row stride ldy.
   void Linear(const Matrix& w, const float* x, int64_t rows, int64_t ldx, float* y, int64_t ldy,
               bool x_already_quantized);
-  void BuildRopeTable();
 
   std::unique_ptr<LlamaWeights> weights_;
   kernels::ThreadPool* pool_ = nullptr;

@@ -60,6 +60,10 @@ absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& n
 
 absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
     std::shared_ptr<const ModelCheckpoint> checkpoint) {
+  if (checkpoint->generated.has_value()) {
+    return absl::InvalidArgumentError(
+        "the CPU backend needs weights on the host, not ones a GPU generates");
+  }
   const ModelCheckpoint& c = *checkpoint;
   RETURN_IF_ERROR(CheckLlamaTensors(c));
   auto w = std::make_unique<LlamaWeights>();

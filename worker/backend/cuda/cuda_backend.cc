@@ -1,51 +1,15 @@
-// The sketch of the CUDA backend against the Backend boundary. Each method says what the next
-// issue puts there; today each returns Unimplemented.
+// The device-independent half of the CUDA backend: the upload plan and option checks. The
+// backend itself (cuda_device_backend.cc) is compiled only where nvcc was found.
 #include "worker/backend/cuda/cuda_backend.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#ifdef PAGELLM_HAVE_CUDA
+#include "worker/backend/cuda/cuda_device_backend.h"
+#endif
 
 namespace pagellm {
 namespace {
-
-constexpr char kNotBuilt[] =
-    "the CUDA backend is not built yet (the GPU worker is the next issue); use --device cpu";
-
-class CudaBackendSketch : public Backend {
- public:
-  CudaBackendSketch(std::shared_ptr<const ModelCheckpoint> ckpt, const CudaBackendOptions& o)
-      : checkpoint_(std::move(ckpt)), options_(o) {}
-
-  const ModelConfig& config() const override { return checkpoint_->config; }
-  std::string name() const override { return "cuda"; }
-  int64_t block_size() const override { return options_.block_size; }
-  int64_t max_batch_tokens() const override { return options_.max_batch_tokens; }
-  int64_t num_kv_blocks() const override { return options_.num_kv_blocks; }
-  int64_t num_swap_blocks() const override { return 0; }
-
-  // Upload the batch arrays (one pinned staging buffer, one async copy), then: embedding gather
-  // -> per layer fused RMSNorm, cuBLAS QKV, RoPE fused with the paged K/V write, paged attention
-  // (decode or prefill kernel by batch.all_decode), cuBLAS O, fused residual + RMSNorm, gate/up,
-  // SiLU-and-mul, down -> final norm and LM head for the logits rows -> on-device sampling of
-  // every SamplingRow; copy back only token ids, logprobs and beam candidates. An all-decode batch
-  // replays a captured graph for its padded size.
-  absl::Status Forward(const ForwardBatch&, const SamplingBatch&, SamplerOutput*) override {
-    return absl::UnimplementedError(kNotBuilt);
-  }
-  // As Forward, but copies the logits rows to the host instead of sampling.
-  absl::Status ForwardLogits(const ForwardBatch&, float*) override {
-    return absl::UnimplementedError(kNotBuilt);
-  }
-  // Copy-on-write: one batched kernel for the step's device copies; swaps: cudaMemcpyAsync
-  // between the device pool and the pinned swap pool on the copy stream, ordered before the step.
-  absl::Status CopyKv(std::span<const KvCopy>) override {
-    return absl::UnimplementedError(kNotBuilt);
-  }
-
- private:
-  std::shared_ptr<const ModelCheckpoint> checkpoint_;
-  CudaBackendOptions options_;
-};
 
 absl::StatusOr<GgmlType> DeviceDtype(const std::string& dtype, GgmlType stored) {
   if (dtype == "bfloat16") return GgmlType::kBF16;
@@ -53,6 +17,29 @@ absl::StatusOr<GgmlType> DeviceDtype(const std::string& dtype, GgmlType stored) 
   if (dtype == "auto") return stored == GgmlType::kF16 ? GgmlType::kF16 : GgmlType::kBF16;
   return absl::InvalidArgumentError(
       absl::StrCat("--dtype ", dtype, " for --device cuda (auto, bfloat16, float16)"));
+}
+
+// Weights the device generates: the shapes of LlamaTensorSpecs, cut for this rank.
+absl::StatusOr<CudaUploadPlan> PlanGenerated(const ModelCheckpoint& c,
+                                             const CudaBackendOptions& o) {
+  CudaUploadPlan plan;
+  ASSIGN_OR_RETURN(plan.device_dtype, DeviceDtype(o.dtype, c.generated->type));
+  const int32_t ws = o.shard.world_size;
+  for (const LlamaTensorSpec& spec : LlamaTensorSpecs(c.config)) {
+    if (spec.optional) continue;  // rope_freqs; lm_head when tied
+    CudaUploadEntry e;
+    e.name = spec.name;
+    e.generated = true;
+    e.shard.shape = spec.shape;
+    if (spec.shard == ShardDim::kRows) e.shard.shape[0] /= ws;
+    if (spec.shard == ShardDim::kColumns) e.shard.shape[1] /= ws;
+    e.device_dtype = spec.shape.size() == 1 ? GgmlType::kF32 : plan.device_dtype;
+    e.shard.dtype = e.device_dtype;
+    e.device_bytes = e.shard.num_elements() * (e.device_dtype == GgmlType::kF32 ? 4 : 2);
+    plan.total_device_bytes += e.device_bytes;
+    plan.tensors.push_back(std::move(e));
+  }
+  return plan;
 }
 
 }  // namespace
@@ -67,7 +54,12 @@ absl::StatusOr<CudaUploadPlan> PlanCudaUpload(const ModelCheckpoint& c,
         "tensor parallelism of ", ws, " does not divide ", cfg.num_heads, " heads, ",
         cfg.num_kv_heads, " KV heads and an intermediate size of ", cfg.intermediate_size));
   }
+  if (c.generated.has_value()) return PlanGenerated(c, o);
+  // One compute type for every matrix: the first layer's Q projection decides "auto".
+  const TensorView* q0 = c.tensors.Find(LlamaTensorName(0, "self_attn.q_proj.weight"));
+  if (q0 == nullptr) return absl::InvalidArgumentError("the checkpoint has no layer 0");
   CudaUploadPlan plan;
+  ASSIGN_OR_RETURN(plan.device_dtype, DeviceDtype(o.dtype, q0->dtype));
   for (const LlamaTensorSpec& spec : LlamaTensorSpecs(cfg)) {
     if (c.tensors.Find(spec.name) == nullptr) continue;  // optional and absent
     ASSIGN_OR_RETURN(TensorView shard, LlamaShard(c, spec.name, o.shard));
@@ -75,8 +67,7 @@ absl::StatusOr<CudaUploadPlan> PlanCudaUpload(const ModelCheckpoint& c,
     e.name = spec.name;
     // Norms and biases stay fp32 on the device; matrices and embeddings take the compute type.
     const bool vector = shard.shape.size() == 1;
-    ASSIGN_OR_RETURN(e.device_dtype, DeviceDtype(o.dtype, shard.dtype));
-    if (vector) e.device_dtype = GgmlType::kF32;
+    e.device_dtype = vector ? GgmlType::kF32 : plan.device_dtype;
     e.converted = e.device_dtype != shard.dtype;
     e.device_bytes = shard.num_elements() * (e.device_dtype == GgmlType::kF32 ? 4 : 2);
     e.shard = std::move(shard);
@@ -97,13 +88,24 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(
   if (options.gpu_memory_utilization <= 0.0 || options.gpu_memory_utilization > 1.0) {
     return absl::InvalidArgumentError("--gpu-memory-utilization must be in (0, 1]");
   }
-  RETURN_IF_ERROR(PlanCudaUpload(*checkpoint, options).status());
-  return absl::UnimplementedError(kNotBuilt);
-}
-
-std::unique_ptr<Backend> TEST_NewCudaBackendSketch(std::shared_ptr<const ModelCheckpoint> ckpt,
-                                                   const CudaBackendOptions& options) {
-  return std::make_unique<CudaBackendSketch>(std::move(ckpt), options);
+  if (options.max_batch_tokens <= 0 || options.max_num_seqs <= 0 || options.swap_space_bytes < 0 ||
+      options.num_kv_blocks < 0) {
+    return absl::InvalidArgumentError(
+        "--max-num-batched-tokens and --max-num-seqs must be positive, --swap-space and "
+        "--num-kv-blocks not negative");
+  }
+  const int64_t hd = checkpoint->config.head_dim;
+  if (hd != 64 && hd != 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "head_dim ", hd, ": the CUDA attention kernels take 64 or 128; use --device cpu"));
+  }
+  ASSIGN_OR_RETURN(CudaUploadPlan plan, PlanCudaUpload(*checkpoint, options));
+#ifdef PAGELLM_HAVE_CUDA
+  return cuda::CreateCudaDeviceBackend(std::move(checkpoint), plan, options);
+#else
+  return absl::UnimplementedError(
+      "this build has no CUDA backend (nvcc was not found at build time); use --device cpu");
+#endif
 }
 
 }  // namespace pagellm

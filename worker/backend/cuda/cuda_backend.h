@@ -1,9 +1,7 @@
-// The CUDA backend -- an interface sketch. What exists is the host-side plan of what the backend
-// will put on the GPU (PlanCudaUpload: each tensor's shard of the checkpoint, the type it takes
-// on the device, the bytes), checked here on the CPU; CreateCudaBackend validates its options
-// and that plan, then refuses with Unimplemented: the kernels, the device KV pool, on-device
-// sampling and CUDA graphs are the next issue. Nothing here calls the CUDA runtime, so it builds
-// everywhere.
+// The CUDA backend: its options, the host-side plan of what goes on the GPU (PlanCudaUpload:
+// each tensor's shard of the checkpoint, the type it takes on the device, the bytes), and
+// CreateCudaBackend. This header calls no CUDA API, so it builds everywhere; the backend itself
+// (cuda_device_backend.h) is compiled where nvcc is found.
 #ifndef PAGELLM_WORKER_BACKEND_CUDA_CUDA_BACKEND_H_
 #define PAGELLM_WORKER_BACKEND_CUDA_CUDA_BACKEND_H_
 
@@ -32,8 +30,11 @@ struct CudaBackendOptions {
   int64_t num_kv_blocks = 0;     // 0: from gpu_memory_utilization
   int64_t swap_space_bytes = 0;  // pinned host memory for the swap pool
   int64_t max_batch_tokens = 2048;
+  int64_t max_num_seqs = 256;  // most logits rows a step asks for
   bool enforce_eager = false;  // no CUDA graphs for decode steps
-  ShardSpec shard;             // this device's rank in tensor parallelism
+  // Check every batch against forward_batch.h's contract before running it.
+  bool validate_batches = ValidateBatchesByDefault();
+  ShardSpec shard;  // this device's rank in tensor parallelism
 };
 
 // One tensor the backend uploads: this rank's shard of it (a view into the checkpoint) and its
@@ -44,9 +45,12 @@ struct CudaUploadEntry {
   GgmlType device_dtype = GgmlType::kBF16;
   int64_t device_bytes = 0;
   bool converted = false;  // widened or dequantized on the way (quantized GGUF, fp32)
+  // Made on the device (ModelCheckpoint::generated): `shard` has a shape and no data.
+  bool generated = false;
 };
 
 struct CudaUploadPlan {
+  GgmlType device_dtype = GgmlType::kBF16;  // of every matrix and the embedding
   std::vector<CudaUploadEntry> tensors;
   int64_t total_device_bytes = 0;
   int64_t converted_tensors = 0;
@@ -58,15 +62,12 @@ struct CudaUploadPlan {
 absl::StatusOr<CudaUploadPlan> PlanCudaUpload(const ModelCheckpoint& checkpoint,
                                               const CudaBackendOptions& options);
 
-// Validates the options and the upload plan (InvalidArgument as PlanCudaUpload), then returns
-// Unimplemented naming what to use instead: the CUDA backend is not built yet.
+// Validates the options and the upload plan (InvalidArgument as PlanCudaUpload), then builds the
+// backend on GPU options.device_id: FailedPrecondition "no CUDA device found" without one,
+// ResourceExhausted when the model does not fit (see cuda_device_backend.h), Unimplemented in a
+// build without CUDA.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(
     std::shared_ptr<const ModelCheckpoint> checkpoint, const CudaBackendOptions& options);
-
-// The sketch's Backend: shapes and sizes from the plan, every step Unimplemented. For the test
-// that the boundary takes a device backend; nothing serves with it.
-std::unique_ptr<Backend> TEST_NewCudaBackendSketch(std::shared_ptr<const ModelCheckpoint> ckpt,
-                                                   const CudaBackendOptions& options);
 
 }  // namespace pagellm
 

@@ -1,7 +1,11 @@
-// The CUDA backend sketch: the upload plan is real (checked here), serving is refused.
+// The CUDA backend's host half: the upload plan and the option checks, which run without a GPU.
 #include "worker/backend/cuda/cuda_backend.h"
 
 #include <string>
+
+#ifdef PAGELLM_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,7 +22,7 @@ std::shared_ptr<const ModelCheckpoint> Tiny(GgmlType type) {
   return ckpt;
 }
 
-TEST(CudaBackendSketchTest, PlansBf16WeightsAsTheyAreAndConvertsTheRest) {
+TEST(CudaBackendTest, PlansBf16WeightsAsTheyAreAndConvertsTheRest) {
   const auto bf16 = Tiny(GgmlType::kBF16);
   absl::StatusOr<CudaUploadPlan> plan = PlanCudaUpload(*bf16, {});
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -34,7 +38,7 @@ TEST(CudaBackendSketchTest, PlansBf16WeightsAsTheyAreAndConvertsTheRest) {
   EXPECT_EQ(plan->converted_tensors, 1 + 2 * 7);  // every matrix is dequantized to bf16
 }
 
-TEST(CudaBackendSketchTest, TensorParallelismHalvesTheShardedWeights) {
+TEST(CudaBackendTest, TensorParallelismHalvesTheShardedWeights) {
   const auto ckpt = Tiny(GgmlType::kBF16);
   CudaBackendOptions o;
   o.shard = {.rank = 1, .world_size = 2};
@@ -46,7 +50,47 @@ TEST(CudaBackendSketchTest, TensorParallelismHalvesTheShardedWeights) {
   EXPECT_EQ(PlanCudaUpload(*ckpt, o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(CudaBackendSketchTest, CreateValidatesThenRefusesClearly) {
+TEST(CudaBackendTest, OneComputeTypeForEveryMatrix) {
+  const auto bf16 = Tiny(GgmlType::kBF16);
+  CudaBackendOptions o;
+  o.dtype = "float16";
+  absl::StatusOr<CudaUploadPlan> plan = PlanCudaUpload(*bf16, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->device_dtype, GgmlType::kF16);
+  for (const CudaUploadEntry& e : plan->tensors) {
+    EXPECT_EQ(e.device_dtype, e.shard.shape.size() == 1 ? GgmlType::kF32 : GgmlType::kF16)
+        << e.name;
+  }
+  EXPECT_EQ(PlanCudaUpload(*Tiny(GgmlType::kF16), {})->device_dtype, GgmlType::kF16);
+  EXPECT_EQ(PlanCudaUpload(*Tiny(GgmlType::kQ4_1), {})->device_dtype, GgmlType::kBF16);
+}
+
+TEST(CudaBackendTest, PlansGeneratedWeightsWithTheShapesOfTheirFiles) {
+  const ModelConfig c = testing::TinyLlamaConfig(2, /*attention_bias=*/true, /*tied=*/false);
+  absl::StatusOr<std::unique_ptr<ModelCheckpoint>> gen =
+      MakeGeneratedCheckpoint(c, GgmlType::kBF16, 3);
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  EXPECT_EQ((*gen)->tensors.size(), 0u);
+  const auto stored = testing::TinyCheckpoint(GgmlType::kBF16, c);
+  absl::StatusOr<CudaUploadPlan> want = PlanCudaUpload(*stored, {});
+  absl::StatusOr<CudaUploadPlan> got = PlanCudaUpload(**gen, {});
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(got->total_device_bytes, want->total_device_bytes);
+  ASSERT_EQ(got->tensors.size(), want->tensors.size());
+  for (size_t i = 0; i < got->tensors.size(); ++i) {
+    EXPECT_EQ(got->tensors[i].name, want->tensors[i].name);
+    EXPECT_EQ(got->tensors[i].shard.shape, want->tensors[i].shard.shape);
+    EXPECT_TRUE(got->tensors[i].generated);
+    EXPECT_EQ(got->tensors[i].shard.data, nullptr);
+  }
+  CudaBackendOptions half;
+  half.shard = {.rank = 0, .world_size = 2};
+  EXPECT_EQ(PlanCudaUpload(**gen, half)->total_device_bytes,
+            PlanCudaUpload(*stored, half)->total_device_bytes);
+  EXPECT_FALSE(MakeGeneratedCheckpoint(c, GgmlType::kQ4_1, 3).ok());
+}
+
+TEST(CudaBackendTest, CreateValidatesTheOptionsFirst) {
   const auto ckpt = Tiny(GgmlType::kBF16);
   CudaBackendOptions o;
   o.dtype = "float64";
@@ -54,20 +98,40 @@ TEST(CudaBackendSketchTest, CreateValidatesThenRefusesClearly) {
   o = {};
   o.block_size = 12;
   EXPECT_EQ(CreateCudaBackend(ckpt, o).status().code(), absl::StatusCode::kInvalidArgument);
-  const absl::Status refused = CreateCudaBackend(ckpt, {}).status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(refused.message()), HasSubstr("--device cpu"));
+  o = {};
+  o.gpu_memory_utilization = 1.5;
+  EXPECT_EQ(CreateCudaBackend(ckpt, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = {};
+  o.max_num_seqs = 0;
+  EXPECT_EQ(CreateCudaBackend(ckpt, o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateCudaBackend(nullptr, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(CudaBackendSketchTest, TheSketchImplementsTheBoundaryAndRunsNothing) {
-  const auto ckpt = Tiny(GgmlType::kBF16);
-  std::unique_ptr<Backend> b = TEST_NewCudaBackendSketch(ckpt, {});
-  EXPECT_EQ(b->name(), "cuda");
-  EXPECT_EQ(b->config().vocab_size, 64);
-  SamplerOutput out;
-  EXPECT_EQ(b->Forward(ForwardBatch(), SamplingBatch(), &out).code(),
-            absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(b->CopyKv({}).code(), absl::StatusCode::kUnimplemented);
+TEST(CudaBackendTest, RefusesHeadDimsTheKernelsDoNotTake) {
+  const absl::Status s = CreateCudaBackend(Tiny(GgmlType::kBF16), {}).status();  // head_dim 8
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("head_dim 8"));
+}
+
+TEST(CudaBackendTest, WithoutAGpuCreateSaysSo) {
+  int devices = 0;
+#ifdef PAGELLM_HAVE_CUDA
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) GTEST_SKIP() << "a GPU is here";
+#endif
+  ModelConfig c = testing::TinyLlamaConfig();
+  c.num_heads = 1;
+  c.num_kv_heads = 1;
+  c.head_dim = 64;
+  const absl::Status s =
+      CreateCudaBackend(testing::TinyCheckpoint(GgmlType::kBF16, c), {}).status();
+#ifdef PAGELLM_HAVE_CUDA
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("no CUDA device found"));
+#else
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--device cpu"));
+#endif
+  (void)devices;
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 //
 //   "cpu"   the CPU backend over a checkpoint (the default);
 //   "mock"  no model and no arithmetic, a byte vocabulary: for measuring the serving layers;
-//   "cuda"  refused with Unimplemented until the CUDA backend exists (the options and the
-//           checkpoint's upload plan are validated first).
+//   "cuda"  the CUDA backend on one GPU (FailedPrecondition "no CUDA device found" without one;
+//           the options and the checkpoint's upload plan are validated first).
 #ifndef PAGELLM_WORKER_BACKEND_FACTORY_BACKEND_FACTORY_H_
 #define PAGELLM_WORKER_BACKEND_FACTORY_BACKEND_FACTORY_H_
 
@@ -28,7 +28,7 @@ struct BackendOptions {
 
 // The backend `options.device` names. `checkpoint` is required for cpu and cuda and ignored for
 // mock. InvalidArgument for an unknown device or a missing checkpoint; otherwise the errors of
-// the backend's own Create (Unimplemented for cuda).
+// the backend's own Create (for cuda: FailedPrecondition without a GPU).
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
     const BackendOptions& options, std::shared_ptr<const ModelCheckpoint> checkpoint);
 

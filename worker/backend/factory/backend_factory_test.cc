@@ -38,8 +38,17 @@ TEST(BackendFactoryTest, RefusesWhatItCannotBuild) {
   o.device = "tpu";
   EXPECT_THAT(std::string(CreateBackend(o, Tiny()).status().message()),
               HasSubstr("unknown device"));
+  // Weights only a GPU generates cannot run on the CPU.
+  o.device = "cpu";
+  auto generated = MakeGeneratedCheckpoint(testing::TinyLlamaConfig(), GgmlType::kBF16, 1);
+  ASSERT_TRUE(generated.ok());
+  EXPECT_EQ(CreateBackend(o, std::shared_ptr<const ModelCheckpoint>(*std::move(generated)))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // Tiny()'s head_dim of 8 is not one the CUDA kernels support: refused with or without a GPU.
   o.device = "cuda";
-  EXPECT_EQ(CreateBackend(o, Tiny()).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_FALSE(CreateBackend(o, Tiny()).ok());
 }
 
 }  // namespace

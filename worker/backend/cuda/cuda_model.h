@@ -1,0 +1,123 @@
+// CudaModel: the forward pass of a Llama-family decoder on one GPU over the paged device pool.
+//
+// Forward() uploads the batch's arrays (one pinned staging buffer, one async copy), then runs
+// embedding gather -> per layer: fused residual-add + RMSNorm, one cuBLAS GEMM for Q/K/V, RoPE
+// fused with the paged K/V write (and the Qwen2 bias), paged attention, the O GEMM, fused
+// residual-add + RMSNorm, one GEMM for gate/up, SiLU-and-mul, the down GEMM -> the final norm of
+// the logits rows only and the LM head, into fp32 device logits. Matrix products are bf16/fp16 in,
+// fp32 accumulate. Scratch is sized for max_batch_tokens at creation, so a step allocates nothing.
+// All-decode steps replay CUDA graphs captured per padded batch size (CaptureDecodeGraphs).
+//
+// Not thread-safe: the engine thread calls Forward().
+#ifndef PAGELLM_WORKER_BACKEND_CUDA_CUDA_MODEL_H_
+#define PAGELLM_WORKER_BACKEND_CUDA_CUDA_MODEL_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/backend/cuda/cublas_api.h"
+#include "worker/backend/cuda/device_kv_pool.h"
+#include "worker/backend/cuda/device_memory.h"
+#include "worker/backend/cuda/device_weights.h"
+#include "worker/backend/forward_batch.h"
+#include "worker/model/model_checkpoint.h"
+
+namespace pagellm::cuda {
+
+struct CudaModelOptions {
+  int64_t max_batch_tokens = 2048;
+  int64_t max_logits_rows = 256;  // most logits rows per step (<= max_batch_tokens)
+  int64_t block_size = 16;
+  int num_sms = 132;  // multiprocessors, for the attention split
+};
+
+class CudaModel {
+ public:
+  // Takes the uploaded weights; allocates scratch for opts.max_batch_tokens tokens and the RoPE
+  // table. `stream` is borrowed (the backend's compute stream). ResourceExhausted when the
+  // scratch does not fit.
+  static absl::StatusOr<std::unique_ptr<CudaModel>> Create(const ModelCheckpoint& checkpoint,
+                                                           std::unique_ptr<DeviceWeights> weights,
+                                                           const CudaModelOptions& opts,
+                                                           cudaStream_t stream);
+  ~CudaModel();
+  CudaModel(const CudaModel&) = delete;
+  CudaModel& operator=(const CudaModel&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const DeviceWeights& weights() const { return *weights_; }
+  // Device bytes of the scratch buffers (activations, batch arrays, attention workspace).
+  [[nodiscard]] int64_t scratch_bytes() const { return scratch_bytes_; }
+
+  // Runs `batch` and leaves batch.num_logits rows of vocab_size fp32 logits in device memory
+  // (logits(), valid until the next call), enqueued on the stream (not synchronized).
+  // InvalidArgument for more tokens or logits rows than the scratch holds, or a block-table
+  // stride beyond the model's context. REQUIRES: the batch meets forward_batch.h's contract for
+  // `pool` (the caller validated it).
+  // An all-decode batch of up to the largest captured size replays that size's graph, its rows
+  // padded.
+  absl::Status Forward(const ForwardBatch& batch, const DeviceKvPool& pool);
+  [[nodiscard]] const float* logits() const { return logits_.as<float>(); }
+
+  // Captures one CUDA graph per padded decode size (1, 2, 4, 8, 16, 24, 32, 48, ... up to
+  // max_logits_rows) over `pool`, which must outlive the model; pad rows write to `pad_block`,
+  // a block the engine never gets. Attention in a graph is split for the model's full context.
+  absl::Status CaptureDecodeGraphs(const DeviceKvPool& pool, int32_t pad_block);
+
+ private:
+  CudaModel() = default;
+  // y[rows][n_out] = x[rows][n_in] W^T with W [n_out][n_in], in `out_type` (compute type or fp32).
+  absl::Status Gemm(const void* w, int64_t n_out, int64_t n_in, const void* x, int64_t rows,
+                    void* y, bool fp32_out);
+  // Byte offsets of the batch arrays in the staging and device blocks, for `tokens` tokens.
+  struct BatchLayout {
+    BatchLayout() = default;
+    BatchLayout(int64_t tokens, int64_t table_stride);
+    int64_t slots = 0, ids = 0, pos = 0, seq = 0, logit_rows = 0, tables = 0, total = 0;
+  };
+  struct DecodeGraph {
+    int64_t rows = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+
+  // Copies the batch's arrays to the device, padded to `padded_rows` rows (0: none); returns
+  // the longest context.
+  absl::StatusOr<int64_t> UploadBatch(const ForwardBatch& b, int64_t padded_rows);
+  // Launches the whole step for n tokens whose arrays are on the device (no host work, no
+  // synchronization: capturable).
+  absl::Status Enqueue(int64_t n, int64_t num_logits, int64_t max_context,
+                       const DeviceKvPool& pool);
+
+  ModelConfig config_;
+  bool rope_neox_ = true;
+  CudaModelOptions opts_;
+  cudaStream_t stream_ = nullptr;
+  const CublasApi* blas_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<DeviceWeights> weights_;
+  int64_t max_table_stride_ = 0;
+  int64_t max_split_rows_ = 0;
+  int64_t scratch_bytes_ = 0;
+
+  DeviceBuffer rope_;  // [max_position][head_dim] fp32
+  DeviceBuffer residual_, hidden_, qkv_, attn_, sub_out_, gate_up_, act_, logits_, attn_ws_;
+  DeviceBuffer cublas_ws_;
+  // Batch arrays: one pinned staging block mirrored by one device block, at fixed offsets.
+  BatchLayout layout_;
+  PinnedBuffer batch_host_;
+  DeviceBuffer batch_device_;
+  int32_t *d_ids_ = nullptr, *d_pos_ = nullptr, *d_seq_ = nullptr, *d_tables_ = nullptr,
+          *d_logit_rows_ = nullptr;
+  int64_t* d_slots_ = nullptr;
+  int32_t pad_block_ = 0;
+  std::vector<DecodeGraph> graphs_;  // by rows, ascending; empty when eager
+};
+
+}  // namespace pagellm::cuda
+
+#endif  // PAGELLM_WORKER_BACKEND_CUDA_CUDA_MODEL_H_
