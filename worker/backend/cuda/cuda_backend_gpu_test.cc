@@ -4,6 +4,7 @@
 // leave the next step's logits bit-identical.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -11,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/backend/cpu/cpu_backend.h"
+#include "worker/backend/cpu/sampler.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/step_arrays.h"
 #include "worker/model/testing/tiny_model.h"
@@ -244,6 +246,81 @@ TEST_P(CudaBackendGpuTest, DecodeGraphsAgreeWithEagerSteps) {
     ASSERT_TRUE((*graphs)->ForwardLogits(ga, got.data()).ok());
     ASSERT_TRUE((*eager)->ForwardLogits(eb, want.data()).ok());
     EXPECT_LT(RelativeError(got, want), 1e-2) << "step " << i;
+  }
+}
+
+TEST_P(CudaBackendGpuTest, SamplingMatchesTheReferenceSamplerOnTheSameLogits) {
+  if (!HasGpu()) GTEST_SKIP() << "no CUDA device";
+  const ModelConfig cfg = SmallConfig(GetParam());
+  auto ckpt = testing::TinyCheckpoint(GgmlType::kBF16, cfg, 13);
+  CudaBackendOptions go;
+  go.num_kv_blocks = 64;
+  go.max_batch_tokens = 256;
+  auto gpu = CreateCudaBackend(ckpt, go);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  Backend& be = **gpu;
+  Steps steps(16, cfg.max_position_embeddings / 16);
+  std::mt19937 rng(8);
+  std::vector<std::pair<int, std::vector<int32_t>>> rows;
+  for (int s = 0; s < 6; ++s) {
+    steps.AddSeq();
+    rows.push_back({s, RandomTokens(10 + s, rng)});
+  }
+  std::vector<float> logits(6 * cfg.vocab_size);
+  const ForwardBatch first = steps.Build(rows);
+  ASSERT_TRUE(be.ForwardLogits(first, logits.data()).ok());
+
+  // Six kinds of rows: greedy, greedy with logprobs, greedy before min_tokens (the argmax
+  // suppressed as a stop token), seeded temperature, repetition penalty, a beam row.
+  std::vector<SamplingParams> params(6);
+  for (auto& p : params) p.temperature = 0.0f;
+  params[1].logprobs = 5;
+  params[2].min_tokens = 3;
+  params[2].ignore_eos = true;
+  params[3].temperature = 0.8f;
+  params[3].top_p = 0.9f;
+  params[4].repetition_penalty = 1.3f;
+  const std::vector<int32_t> history = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  std::vector<SamplingRow> srows(6);
+  for (int s = 0; s < 6; ++s) {
+    srows[s].logits_row = s;
+    srows[s].seq.params = &params[s];
+    srows[s].seq.prompt_ids = absl::MakeConstSpan(history);
+    srows[s].seq.rng = SamplingRng(100 + s);
+  }
+  {
+    const float* row2 = logits.data() + 2 * cfg.vocab_size;
+    params[2].stop_token_ids = {
+        static_cast<int32_t>(std::max_element(row2, row2 + cfg.vocab_size) - row2)};
+  }
+  srows[5].num_top_candidates = 4;
+  const std::vector<int32_t> eos = {0};
+  const SamplingBatch batch{absl::MakeConstSpan(srows), absl::MakeConstSpan(eos)};
+  auto reference = Sampler::Create({cfg.vocab_size, eos});
+  ASSERT_TRUE(reference.ok());
+  SamplerOutput want, got;
+  ASSERT_TRUE((*reference)->SampleBatch(logits, batch, &want).ok());
+
+  Steps again(16, cfg.max_position_embeddings / 16);
+  for (int s = 0; s < 6; ++s) again.AddSeq();
+  ASSERT_TRUE(be.Forward(again.Build(rows), batch, &got).ok());
+  ASSERT_EQ(got.rows.size(), want.rows.size());
+  for (int s = 0; s < 5; ++s) {
+    ASSERT_TRUE(got.rows[s].status.ok()) << s << ": " << got.rows[s].status;
+    EXPECT_EQ(got.rows[s].result.token_id, want.rows[s].result.token_id) << s;
+  }
+  EXPECT_NE(got.rows[2].result.token_id, params[2].stop_token_ids[0]);
+  EXPECT_NEAR(got.rows[1].result.logprob, want.rows[1].result.logprob, 1e-4);
+  EXPECT_EQ(got.rows[1].result.rank, want.rows[1].result.rank);
+  ASSERT_EQ(got.rows[1].result.num_top_logprobs, 5);
+  for (int k = 0; k < 5; ++k) {
+    EXPECT_EQ(got.rows[1].result.top_logprobs()[k].token_id,
+              want.rows[1].result.top_logprobs()[k].token_id);
+  }
+  ASSERT_EQ(got.rows[5].num_candidates, 4);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(got.CandidatesOf(got.rows[5])[k].token_id,
+              want.CandidatesOf(want.rows[5])[k].token_id);
   }
 }
 

@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "worker/backend/cpu/host_sampler.h"
 #include "worker/backend/cuda/cuda_model.h"
 #include "worker/backend/cuda/device_kv_pool.h"
 #include "worker/backend/cuda/device_memory.h"
+#include "worker/backend/cuda/device_sampler.h"
 #include "worker/backend/cuda/device_weights.h"
 #include "worker/backend/step_arrays.h"
 
@@ -44,8 +44,9 @@ class CudaBackend : public Backend {
 
   absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,
                        SamplerOutput* out) override {
-    RETURN_IF_ERROR(ForwardLogits(batch, sampler_.Logits(batch.num_logits)));
-    return sampler_.Sample(batch.num_logits, sampling, out);
+    if (options_.validate_batches) RETURN_IF_ERROR(ValidateForwardBatch(batch, limits()));
+    RETURN_IF_ERROR(model_->Forward(batch, *pool_));
+    return sampler_.Sample(model_->logits(), batch.num_logits, sampling, out);
   }
 
   absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) override {
@@ -71,7 +72,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<DeviceKvPool> pool_;
   const int64_t engine_blocks_;
   const CudaBackendOptions options_;
-  HostSampler sampler_{model_->config().vocab_size};
+  DeviceSampler sampler_{model_->config().vocab_size, stream_};
 };
 
 // One step of max_batch_tokens tokens (sequences of up to the context length, each over its own

@@ -8,8 +8,8 @@
 // (what this and every other process on the device already use is subtracted), unless
 // num_kv_blocks says otherwise.
 //
-// Sampling is, for now, the reference sampler on the host over logits copied back: on-device
-// sampling is the next step of issue 10 and the copy is the hot-path cost it removes.
+// Sampling: greedy rows without penalties on the device, the others on the host over their
+// logits rows (device_sampler.h).
 #ifndef PAGELLM_WORKER_BACKEND_CUDA_CUDA_DEVICE_BACKEND_H_
 #define PAGELLM_WORKER_BACKEND_CUDA_CUDA_DEVICE_BACKEND_H_
 
