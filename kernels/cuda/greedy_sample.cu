@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/greedy_sample.h"
+#include "kernels/cuda/sample_reduce.cuh"
 
 namespace pagellm::kernels::cuda {
 namespace {
@@ -14,43 +15,9 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kMaxSuppress = 256;  // longer lists take the slow (global memory) scan
 
-struct Best {
-  float v;
-  int32_t id;
-};
-
-// a precedes b: larger value, then lower id; id -1 is "none".
-__device__ __forceinline__ bool Before(Best a, Best b) {
-  if (a.id < 0) return false;
-  if (b.id < 0) return true;
-  return a.v > b.v || (a.v == b.v && a.id < b.id);
-}
-
-__device__ __forceinline__ Best WarpBest(Best b) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    Best other{__shfl_xor_sync(0xffffffffu, b.v, o), __shfl_xor_sync(0xffffffffu, b.id, o)};
-    if (Before(other, b)) b = other;
-  }
-  return b;
-}
-
-// The block's best, returned to every thread. `scratch` holds 32 entries + 1.
-__device__ Best BlockBest(Best b, Best* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  b = WarpBest(b);
-  if (lane == 0) scratch[warp] = b;
-  __syncthreads();
-  if (warp == 0) {
-    Best w = lane < kThreads / 32 ? scratch[lane] : Best{-FLT_MAX, -1};
-    w = WarpBest(w);
-    if (lane == 0) scratch[32] = w;
-  }
-  __syncthreads();
-  const Best r = scratch[32];
-  __syncthreads();  // scratch is reused by the next call
-  return r;
-}
+using sampling::Before;
+using sampling::Best;
+using sampling::BlockBest;
 
 __global__ void __launch_bounds__(kThreads)
     GreedySampleKernel(const float* logits, int64_t vocab, const GreedyRow* rows,
@@ -100,38 +67,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (row.num_logprobs < 0) return;
 
-  // log Z = max + log sum exp(x - max), and the chosen token's rank.
-  const float chosen = x[masked.id];
-  float sum = 0.0f, greater = 0.0f;
-  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-    sum += __expf(x[i] - raw.v);
-    greater += x[i] > chosen ? 1.0f : 0.0f;
-  }
-  sum = BlockSum(sum, fscratch);
-  greater = BlockSum(greater, fscratch);
-  const float log_z = raw.v + logf(sum);
-  if (threadIdx.x == 0) {
-    r->logprob = chosen - log_z;
-    r->rank = static_cast<int32_t>(greater) + 1;
-  }
-  Best prev{FLT_MAX, -1};
-  const int n = min(row.num_logprobs, kMaxTopLogprobs);
-  for (int k = 0; k < n; ++k) {
-    Best b{-FLT_MAX, -1};
-    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-      const Best c{x[i], static_cast<int32_t>(i)};
-      const bool after = prev.id < 0 || c.v < prev.v || (c.v == prev.v && c.id > prev.id);
-      if (after && Before(c, b)) b = c;
-    }
-    b = BlockBest(b, scratch);
-    if (b.id < 0) break;
-    if (threadIdx.x == 0) {
-      r->top_ids[k] = b.id;
-      r->top_logprobs[k] = b.v - log_z;
-      r->num_top = k + 1;
-    }
-    prev = b;
-  }
+  sampling::RawLogprobs(x, vocab, raw.v, masked.id, row.num_logprobs, r, scratch, fscratch);
 }
 
 }  // namespace

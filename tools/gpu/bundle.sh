@@ -23,7 +23,8 @@ stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 max_mib=60
 # Sonames the device provides: glibc and the compiler runtime ...
-system_re='^(linux-vdso|ld-linux|libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libstdc\+\+|libgcc_s)\.so'
+system_re='^(linux-vdso|ld-linux|libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil'
+system_re+='|libstdc\+\+|libgcc_s)\.so'
 # ... and the driver and CUDA libraries, which may also be missing here.
 cuda_re='^(libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia[-a-z_]*)\.so'
 

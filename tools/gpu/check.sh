@@ -12,7 +12,7 @@
 # torch's wheels) for the bundle's LD_LIBRARY_PATH, and nothing else's; runs every
 # bin/*cuda*_test; builds the references with hf_reference.py on the GPU (with transformers'
 # fp32 run as the noise floor); runs pagellm-gpu-ref on each and scores it with compare.py.
-# Each stage has its own timeout inside an 8-minute deadline. $OUT gets summary.txt (the table
+# Each stage has its own timeout inside a deadline (run 7 min, bench 5.5 min). $OUT gets summary.txt (the table
 # printed last: stage | result | figure) and logs.tar.gz (every log, gtest XML and JSON).
 # dry-run: unpacks and checks the bundle, runs the CUDA tests (all must pass or skip), runs
 # compare_test.py, and when /tmp/gpuref-venv exists the whole comparison on the CPU with tiny
@@ -26,7 +26,7 @@ trap 'stopped="line $LINENO: $BASH_COMMAND"' ERR
 bundle=.gpu-bundle
 venv=/tmp/gpuref-venv
 cuda_re='^(libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia[-a-z_]*)\.so'
-deadline=$((SECONDS + ${CHECK_DEADLINE_S:-480}))
+deadline=0  # set by the mode: run 420 s, bench 330 s (CHECK_DEADLINE_S overrides)
 work=""    # scratch: the unpacked bundle, logs, references (run and dry-run)
 out=""     # $OUT on the device, else /tmp/pagellm-gpu-check
 ld_path="" # LD_LIBRARY_PATH for the bundle's programs only
@@ -35,7 +35,7 @@ failed=0
 # --- bookkeeping -------------------------------------------------------------------------------
 
 row() {  # stage result figure
-  printf '%-34s %-8s %s\n' "$1" "$2" "$3" | tee -a "$work/table"
+  printf '%-36s %-8s %s\n' "$1" "$2" "$3" | tee -a "$work/table"
   [[ "$2" == PASS || "$2" == ok || "$2" == SKIP ]] || failed=1
 }
 
@@ -71,7 +71,7 @@ report() {
   rm -f "$work"/ref/*/model.safetensors "$work"/ref/*/tokenizer.json  # rebuilt from the seed
   {
     echo
-    printf '%-34s %-8s %s\n' stage result figure
+    printf '%-36s %-8s %s\n' stage result figure
     cat "$work/table" 2>/dev/null || true
   } | tee "$out/summary.txt"
   tar -C "$work" -czf "$out/logs.tar.gz" "${parts[@]}"
@@ -272,20 +272,87 @@ sanitizer() {
   done
 }
 
-# The benchmarks (a second device call): paged attention alone against the copy bandwidth, and
-# dummy Llama-3-8B decode (batch 1, 64, 256 at 1024 tokens of context) and 2048-token prefill
-# against their floors.
+# The benchmarks (a second device call), most important first: dummy Llama-3-8B decode (batch
+# 1, 64, 256 at 1024 tokens of context) and 2048-token prefill against their floors; the serving
+# benchmark through the router; HF transformers on the same GPU and trace; paged attention alone
+# against the copy bandwidth.
 bench() {
   local rc
-  rc="$(timed "$(budget 120)" attention_bench.log env LD_LIBRARY_PATH="$ld_path" \
-    "$work/bundle/bin/kernels_cuda_paged_attention_bench")"
-  row attention-bench "$([[ "$rc" == 0 ]] && echo ok || echo FAIL)" \
-    "$(tail -1 "$work/logs/attention_bench.log")"
-  rc="$(timed "$(budget 300)" gpu_bench.log env LD_LIBRARY_PATH="$ld_path" \
+  rc="$(timed "$(budget 150)" gpu_bench.log env LD_LIBRARY_PATH="$ld_path" \
     "$work/bundle/bin/pagellm-gpu-bench" --load-format dummy --dummy-model llama-3-8b \
     --dummy-dtype bf16 --tokenizer "$bundle/ref/tokenizer.json" --device cuda \
     --json "$work/logs/gpu_bench.json")"
   row gpu-bench "$([[ "$rc" == 0 ]] && echo ok || echo FAIL)" "$(tail -c 400 "$work/logs/gpu_bench.log")"
+  serving_bench 1000 --device cuda --load-format dummy --dummy-model llama-3-8b --dummy-dtype bf16
+  hf_baseline python3 --device cuda
+  rc="$(timed "$(budget 45)" attention_bench.log env LD_LIBRARY_PATH="$ld_path" \
+    "$work/bundle/bin/kernels_cuda_paged_attention_bench")"
+  row attention-bench "$([[ "$rc" == 0 ]] && echo ok || echo FAIL)" \
+    "$(tail -1 "$work/logs/attention_bench.log")"
+}
+
+# Value of key $2 in the one-line-or-more JSON file $1 (plain python3).
+json_get() {
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2" \
+    2>/dev/null || echo "?"
+}
+
+# `pagellm bench --dataset sharegpt-like` through pagellm-router to one pagellm-worker --device
+# cuda serving dummy Llama-3-8B bf16 (target: >= 8,000 output tok/s). Both bind to loopback.
+# $1: prompts; the rest: the worker's model and device flags.
+serving_bench() {
+  local bin="$work/bundle/bin" until=$((SECONDS + $(budget 150))) worker router rc i
+  local prompts=$1
+  shift
+  : >"$work/logs/serving_worker.log"
+  env LD_LIBRARY_PATH="$ld_path" "$bin/pagellm-worker" "$@" --tokenizer "$bundle/ref/tokenizer.json" \
+    --host 127.0.0.1 --port 50161 --metrics-port 0 --max-num-seqs 256 \
+    >"$work/logs/serving_worker.log" 2>&1 &
+  worker=$!
+  for ((i = 0; SECONDS < until - 60; i++)); do
+    grep -q 'listening on' "$work/logs/serving_worker.log" && break
+    kill -0 "$worker" 2>/dev/null || break
+    sleep 1
+  done
+  if ! grep -q 'listening on' "$work/logs/serving_worker.log"; then
+    row serving-bench FAIL "worker did not start (logs/serving_worker.log)"
+    kill -9 "$worker" 2>/dev/null || true
+    return 0
+  fi
+  env LD_LIBRARY_PATH="$ld_path" "$bin/pagellm-router" --host 127.0.0.1 --port 50151 \
+    --metrics-port 0 --workers 127.0.0.1:50161 >"$work/logs/serving_router.log" 2>&1 &
+  router=$!
+  sleep 2
+  rc="$(timed $((until - SECONDS > 1 ? until - SECONDS : 1)) serving_bench.log \
+    env LD_LIBRARY_PATH="$ld_path" "$bin/pagellm" bench --server 127.0.0.1:50151 \
+    --dataset sharegpt-like --num-prompts "$prompts" --seed 0 --save-detailed \
+    --json "$work/logs/serving_bench.json")"
+  kill -TERM "$router" "$worker" 2>/dev/null || true
+  sleep 1
+  kill -9 "$router" "$worker" 2>/dev/null || true
+  wait "$router" "$worker" 2>/dev/null || true
+  local tput
+  tput="$(json_get "$work/logs/serving_bench.json" output_throughput | cut -d. -f1)"
+  row serving-bench "$([[ "$rc" == 0 ]] && echo ok || echo FAIL)" \
+    "output tok/s $tput (target 8000), completed $(json_get "$work/logs/serving_bench.json" completed)"
+}
+
+# HF transformers generate on the same GPU, the first 64 requests of the serving benchmark's
+# trace in one static batch (hf_baseline.py); the ratio is pagellm's output tok/s over HF's
+# (target: >= 20x).
+# $1: python; the rest: hf_baseline.py's flags.
+hf_baseline() {
+  local rc ours hf python=$1
+  shift
+  [[ -f "$work/logs/serving_bench.json" ]] ||
+    { row hf-baseline FAIL "no serving_bench.json for the trace"; return 0; }
+  rc="$(timed "$(budget 110)" hf_baseline.log env HF_HUB_OFFLINE=1 "$python" \
+    tools/gpu/hf_baseline.py --lengths "$work/logs/serving_bench.json" \
+    --json "$work/logs/hf_baseline.json" "$@")"
+  ours="$(json_get "$work/logs/serving_bench.json" output_throughput)"
+  hf="$(json_get "$work/logs/hf_baseline.json" output_throughput)"
+  row hf-baseline "$([[ "$rc" == 0 ]] && echo ok || echo FAIL)" \
+    "HF tok/s $hf; pagellm/HF $(python3 -c "print(f'{$ours / $hf:.1f}x')" 2>/dev/null || echo ?)"
 }
 
 run() {
@@ -320,11 +387,20 @@ dry_run() {
   else
     row hf-reference SKIP "no $venv"
   fi
+  # The benchmark plumbing, small: the serving benchmark on the CPU with the default model's
+  # shape, and the HF baseline with a tiny Llama on the CPU over its trace.
+  serving_bench 6 --device cpu --load-format dummy --max-model-len 1024
+  if [[ -x "$venv/bin/python" ]]; then
+    hf_baseline "$venv/bin/python" --device cpu --tiny --batch 4 --max-new-tokens 32
+  fi
 }
 
 case "${1:-}" in
   build) build ;;
   run | bench | dry-run)
+    default_deadline=420
+    [[ "$1" == bench ]] && default_deadline=330
+    deadline=$((SECONDS + ${CHECK_DEADLINE_S:-$default_deadline}))
     setup
     trap report EXIT
     case "$1" in

@@ -10,7 +10,7 @@ OURS.json: {"greedy": [[ids]], "teacher_forced_top1": [[ids]]}, one list per pro
 prefix:  mean over prompts of (tokens before our greedy first differs from the reference's)
          / max_tokens.
 teacher: fraction of positions where teacher_forced_top1 equals the reference's greedy token.
-Prints `MODEL prefix=P teacher=T PASS|FAIL`; exits 1 on FAIL or on malformed input.
+Prints `MODEL prefix=P teacher=T PASS|FAIL` (4 decimals); exits 1 on FAIL or on malformed input.
 Plain python3, no dependencies.
 """
 
@@ -82,7 +82,7 @@ def main():
         print(f"compare: malformed input: {e}", file=sys.stderr)
         return 1
     ok = prefix >= args.min_prefix and teacher >= args.min_teacher
-    print(f"{ref.get('model', '?')} prefix={prefix:.3f} teacher={teacher:.3f} "
+    print(f"{ref.get('model', '?')} prefix={prefix:.4f} teacher={teacher:.4f} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

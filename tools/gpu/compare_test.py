@@ -83,18 +83,18 @@ class CommandTest(unittest.TestCase):
     def testPass(self):
         ref = Ref([[1, 2, 3, 4]] * 10)
         self.assertEqual(self.Run(ref, Ours(ref["greedy"], ref["greedy"])),
-                         (0, "m prefix=1.000 teacher=1.000 PASS", ""))
+                         (0, "m prefix=1.0000 teacher=1.0000 PASS", ""))
 
     def testFailOnEitherBar(self):
         ref = Ref([[1, 2, 3, 4]] * 10)
         forced = [[1, 2, 3, 4]] * 9 + [[1, 2, 3, 0]]  # teacher 39/40 = 0.975
         rc, out, _ = self.Run(ref, Ours(ref["greedy"], forced))
-        self.assertEqual((rc, out), (1, "m prefix=1.000 teacher=0.975 FAIL"))
+        self.assertEqual((rc, out), (1, "m prefix=1.0000 teacher=0.9750 FAIL"))
         rc, out, _ = self.Run(ref, Ours(ref["greedy"], forced), "--min-teacher", "0.97")
-        self.assertEqual((rc, out), (0, "m prefix=1.000 teacher=0.975 PASS"))
+        self.assertEqual((rc, out), (0, "m prefix=1.0000 teacher=0.9750 PASS"))
         greedy = [[1, 2, 3, 4]] * 9 + [[0, 2, 3, 4]]  # prefix 0.9
         rc, out, _ = self.Run(ref, Ours(greedy, ref["greedy"]), "--min-prefix", "0.95")
-        self.assertEqual((rc, out), (1, "m prefix=0.900 teacher=1.000 FAIL"))
+        self.assertEqual((rc, out), (1, "m prefix=0.9000 teacher=1.0000 FAIL"))
 
     def testMalformedExitsOneWithMessage(self):
         ref = Ref([[1, 2]])

@@ -2,10 +2,10 @@
 //
 // One call samples one logits row in a few linear passes over scratch buffers the Sampler owns:
 //   1. Find the row's maximum (lowest id on ties) and any NaN; copy it into work_.
-//   2. Penalties touch only tokens in the history: seen_/counts_ are filled for those ids, the
-//      ids are listed in touched_, their logits rewritten, and the three are cleared again, so
-//      the cost is O(history), not O(vocab). min_tokens writes -inf over EOS/stop ids. The
-//      maximum is patched from the touched ids, and rescanned only if the old argmax changed.
+//   2. Penalties touch only tokens in the history (PenaltyHistory lists each once, with its
+//      output count), so the cost is O(history), not O(vocab). min_tokens writes -inf over EOS/stop
+//      ids. The maximum is patched from the touched ids, and rescanned only if the old argmax
+//      changed.
 //   3. Greedy returns the lowest id holding the maximum.
 //   4. Otherwise p = exp((logit - max) / T), unnormalized: the maximum has exactly p = 1.
 //      Candidates are either every id ("dense") or the list idx_[0, n):
@@ -16,14 +16,16 @@
 //        or bucketed by logit into a histogram, of which only the bucket where the cumulative
 //        mass crosses top_p is sorted. The vocabulary is never sorted.
 //      - min-p: keep p >= min_p (relative to the maximum's p = 1).
-//      One uniform draw u then walks the survivors' cumulative mass (dense: by 512-id blocks).
+//      One uniform draw u then walks the survivors' cumulative mass in id order (dense: by
+//      512-id blocks; listed: through a bitmap of the survivors).
 // Exactness: every ranking is by logit with ties to the lower id (ByLogitDesc), never by p,
 // so the kept sets equal a full sort's. The O(vocab) passes live in sampler_row_ops (vectorized,
 // polynomial exp); what is here is bookkeeping over candidate lists.
-// Invariants between calls: counts_ and seen_ are all zero and touched_ is empty.
+// Invariant between calls: kept_bits_ is all zero.
 #include "worker/backend/cpu/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -91,10 +93,8 @@ Sampler::Sampler(Options options)
       bins_(kNumBins),
       idx_(vocab_size_),
       boundary_(vocab_size_),
-      counts_(vocab_size_, 0),
-      seen_(vocab_size_, 0) {
-  touched_.reserve(vocab_size_);
-}
+      history_(vocab_size_),
+      kept_bits_((vocab_size_ + 63) / 64, 0) {}
 
 Sampler::~Sampler() = default;
 
@@ -244,45 +244,18 @@ absl::Status Sampler::ApplyPenalties(const SequenceToSample& seq, Peak& peak, bo
   if (!repetition && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f) {
     return absl::OkStatus();
   }
-  absl::Status status;
-  auto mark = [&](absl::Span<const int32_t> ids, bool count) {
-    for (int32_t t : ids) {
-      if (t < 0 || t >= vocab_size_) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("Sampler: token id ", t,
-                         " in the sequence history is outside the vocab of ", vocab_size_));
-        return;
-      }
-      if (!seen_[t]) {
-        seen_[t] = 1;
-        touched_.push_back(t);
-      }
-      if (count) ++counts_[t];
-    }
-  };
-  if (repetition) mark(seq.prompt_ids, /*count=*/false);
-  if (status.ok()) mark(seq.output_ids, /*count=*/true);
-
-  if (status.ok()) {
-    Peak touched_peak;
-    for (int32_t t : touched_) {
-      float v = work_[t];
-      if (repetition) v = v > 0.0f ? v / p.repetition_penalty : v * p.repetition_penalty;
-      const int32_t c = counts_[t];
-      v -= p.frequency_penalty * static_cast<float>(c);
-      if (c > 0) v -= p.presence_penalty;
-      work_[t] = v;
-      peak_changed |= t == peak.id;
-      touched_peak.Offer(v, t);
-    }
-    if (touched_peak.id >= 0) peak.Offer(touched_peak.value, touched_peak.id);
-  }
-  for (int32_t t : touched_) {
-    seen_[t] = 0;
-    counts_[t] = 0;
-  }
-  touched_.clear();
-  return status;
+  Peak touched_peak;
+  RETURN_IF_ERROR(history_.ForEach(seq, [&](int32_t t, int32_t c) {
+    float v = work_[t];
+    if (repetition) v = v > 0.0f ? v / p.repetition_penalty : v * p.repetition_penalty;
+    v -= p.frequency_penalty * static_cast<float>(c);
+    if (c > 0) v -= p.presence_penalty;
+    work_[t] = v;
+    peak_changed |= t == peak.id;
+    touched_peak.Offer(v, t);
+  }));
+  if (touched_peak.id >= 0) peak.Offer(touched_peak.value, touched_peak.id);
+  return absl::OkStatus();
 }
 
 bool Sampler::SuppressStopTokens(const SamplingParams& params, int32_t peak_id) {
@@ -362,32 +335,61 @@ int32_t Sampler::SampleFromWork(const SamplingParams& params, float max_logit, d
 
   last_num_kept_ = list ? n : -1;
 
-  // One draw over the survivors' cumulative mass. The peak (p = 1) always survives, so
-  // total >= 1; rounding can leave r just past the end, which falls back to the last survivor.
+  // One draw over the survivors' cumulative mass, walked in id order (the order the GPU sampler
+  // walks too, so that both choose the same token for the same u). The peak (p = 1) always
+  // survives, so total >= 1; rounding can leave r just past the end, which falls back to the
+  // last survivor.
   const double r = u * total;
   double cumulative = 0.0;
-  int32_t first = 0;
-  if (!list) {  // Skip whole blocks, then walk ids.
-    for (size_t b = 0; b + 1 < block_sums_.size(); ++b) {
-      if (r < cumulative + block_sums_[b]) break;
-      cumulative += block_sums_[b];
-      first += kBlock;
-    }
+  if (list) return DrawListed(n, r);
+  int32_t first = 0;  // Skip whole blocks, then walk ids.
+  for (size_t b = 0; b + 1 < block_sums_.size(); ++b) {
+    if (r < cumulative + block_sums_[b]) break;
+    cumulative += block_sums_[b];
+    first += kBlock;
   }
   int32_t last = -1;
-  for (int32_t j = first; j < n; ++j) {
-    const int32_t id = list ? idx[j] : j;
+  for (int32_t id = first; id < vocab; ++id) {
     if (probs[id] <= 0.0f) continue;
     cumulative += probs[id];
     last = id;
     if (r < cumulative) return id;
   }
   if (last < 0) {  // r fell past the last positive id of the final block: scan back for it.
-    for (int32_t j = n - 1; j >= 0 && last < 0; --j) {
-      if (probs[list ? idx[j] : j] > 0.0f) last = list ? idx[j] : j;
+    for (int32_t id = vocab - 1; id >= 0 && last < 0; --id) {
+      if (probs[id] > 0.0f) last = id;
     }
   }
   return last;
+}
+
+int32_t Sampler::DrawListed(int32_t n, double r) {
+  const int32_t* idx = idx_.data();
+  const float* probs = probs_.data();
+  uint64_t* bits = kept_bits_.data();
+  int32_t lo = std::numeric_limits<int32_t>::max(), hi = -1;
+  for (int32_t j = 0; j < n; ++j) {
+    const int32_t id = idx[j];
+    if (probs[id] <= 0.0f) continue;
+    bits[id >> 6] |= uint64_t{1} << (id & 63);
+    lo = std::min(lo, id);
+    hi = std::max(hi, id);
+  }
+  int32_t chosen = -1, last = -1;
+  double cumulative = 0.0;
+  for (int32_t w = lo >> 6; hi >= 0 && w <= (hi >> 6) && chosen < 0; ++w) {
+    for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
+      const int32_t id = (w << 6) + std::countr_zero(word);
+      cumulative += probs[id];
+      last = id;
+      if (r < cumulative) {
+        chosen = id;
+        break;
+      }
+    }
+  }
+  for (int32_t j = 0; j < n; ++j) bits[idx[j] >> 6] = 0;  // the invariant: all zero between calls
+  return chosen >= 0 ? chosen : last;
 }
 
 int32_t Sampler::SelectTopK(int32_t k) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/sampling/sampling_params.h"
+#include "worker/backend/penalty_history.h"
 #include "worker/backend/sampling_batch.h"
 
 namespace pagellm {
@@ -81,6 +82,9 @@ class Sampler {
   // Draws one token from work_ (temperature, top-k, top-p, min-p) with uniform `u`.
   // REQUIRES: max_logit is work_'s finite maximum.
   int32_t SampleFromWork(const SamplingParams& params, float max_logit, double u);
+  // The draw over the listed survivors idx_[0, n): the first id, in id order, whose cumulative
+  // probs_ exceeds r (the last survivor if none does).
+  int32_t DrawListed(int32_t n, double r);
   // Lists the k best ids of work_ in idx_[0, k) (any order); returns k. REQUIRES: 0 < k < vocab.
   int32_t SelectTopK(int32_t k);
   // Reduces the candidates idx_[0, n), whose probs_ are set and whose keys
@@ -96,17 +100,16 @@ class Sampler {
   const int64_t vocab_size_;
   const std::vector<int32_t> eos_token_ids_;
   // Scratch reused by every call; vocab_size_ long unless noted.
-  std::vector<float> work_;         // Logits after penalties.
-  std::vector<float> probs_;        // Unnormalized probabilities; valid for candidates only.
-  std::vector<double> block_sums_;  // Sum of probs_ per 512 ids (dense candidates only).
-  std::vector<double> bins_;        // Top-p histogram (4096 buckets).
-  std::vector<int32_t> idx_;        // Candidate token ids.
-  std::vector<int32_t> boundary_;   // Ids in the top-p histogram's crossing bucket.
-  std::vector<int32_t> counts_;     // Output-token counts; all zero between calls.
-  std::vector<uint8_t> seen_;       // Seen in prompt or output; all zero between calls.
-  std::vector<int32_t> touched_;    // Ids with nonzero counts_/seen_ during a call.
-  int32_t last_num_kept_ = -1;      // Survivors listed in idx_ by the last draw; -1: dense.
-  std::vector<int32_t> banned_;     // A beam row's suppressed ids, rebuilt per row.
+  std::vector<float> work_;          // Logits after penalties.
+  std::vector<float> probs_;         // Unnormalized probabilities; valid for candidates only.
+  std::vector<double> block_sums_;   // Sum of probs_ per 512 ids (dense candidates only).
+  std::vector<double> bins_;         // Top-p histogram (4096 buckets).
+  std::vector<int32_t> idx_;         // Candidate token ids.
+  std::vector<int32_t> boundary_;    // Ids in the top-p histogram's crossing bucket.
+  PenaltyHistory history_;           // The penalized ids of a row.
+  int32_t last_num_kept_ = -1;       // Survivors listed in idx_ by the last draw; -1: dense.
+  std::vector<int32_t> banned_;      // A beam row's suppressed ids, rebuilt per row.
+  std::vector<uint64_t> kept_bits_;  // Listed survivors during a draw; all zero between calls.
 };
 
 }  // namespace pagellm

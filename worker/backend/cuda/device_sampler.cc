@@ -11,31 +11,97 @@ namespace {
 
 using kernels::cuda::GreedyResult;
 using kernels::cuda::GreedyRow;
+using kernels::cuda::PenaltyEntry;
+using kernels::cuda::PenaltyRow;
+using kernels::cuda::SampleRow;
 
-bool OnDevice(const SamplingRow& row) {
-  const SamplingParams& p = *row.seq.params;
-  return row.num_top_candidates == 0 && p.IsGreedy() && p.repetition_penalty == 1.0f &&
-         p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f;
+bool HasPenalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+}
+
+bool Suppressing(const SamplingRow& row) {
+  return static_cast<int64_t>(row.seq.output_ids.size()) < row.seq.params->min_tokens;
+}
+
+constexpr int64_t kAlign = 16;
+int64_t Aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// Grows `buf` to at least `bytes` (doubling), keeping nothing.
+template <typename Buffer>
+absl::Status Grow(Buffer& buf, int64_t bytes, const char* what) {
+  if (bytes <= buf.bytes()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(buf, Buffer::Allocate(std::max(bytes, 2 * buf.bytes()), what));
+  return absl::OkStatus();
+}
+
+void Fill(SampledRow& r, const GreedyResult& g) {
+  r.first_candidate = 0;
+  r.num_candidates = 0;
+  if (g.status == GreedyResult::kNanOrInf) {
+    r.status = absl::FailedPreconditionError("Sampler: logits contain NaN or +inf");
+    return;
+  }
+  if (g.status != GreedyResult::kOk) {
+    r.status = absl::FailedPreconditionError("Sampler: no token has a finite logit");
+    return;
+  }
+  r.status = absl::OkStatus();
+  r.result = SampleResult();
+  r.result.token_id = g.token;
+  r.result.logprob = g.logprob;
+  r.result.rank = g.rank;
+  r.result.num_top_logprobs = g.num_top;
+  for (int k = 0; k < g.num_top; ++k) {
+    r.result.top_logprobs_storage[k] = TokenLogprob{g.top_ids[k], g.top_logprobs[k]};
+  }
 }
 
 }  // namespace
 
-absl::Status DeviceSampler::Reserve(int64_t rows, int64_t suppressed) {
-  if (rows > row_capacity_) {
-    const int64_t cap = std::max<int64_t>(rows, 2 * row_capacity_);
-    ASSIGN_OR_RETURN(rows_host_, PinnedBuffer::Allocate(cap * sizeof(GreedyRow), "sampling"));
-    ASSIGN_OR_RETURN(rows_device_, DeviceBuffer::Allocate(cap * sizeof(GreedyRow), "sampling"));
-    ASSIGN_OR_RETURN(results_host_, PinnedBuffer::Allocate(cap * sizeof(GreedyResult), "sampling"));
-    ASSIGN_OR_RETURN(results_device_,
-                     DeviceBuffer::Allocate(cap * sizeof(GreedyResult), "sampling"));
-    row_capacity_ = cap;
+absl::Status DeviceSampler::AddSuppressed(const SamplingRow& row,
+                                          const absl::Span<const int32_t> eos) {
+  const SamplingParams& p = *row.seq.params;
+  if (!p.ignore_eos) suppress_.insert(suppress_.end(), eos.begin(), eos.end());
+  for (int32_t id : p.stop_token_ids) {
+    if (id < 0 || id >= vocab_) return absl::InvalidArgumentError("stop token outside vocab");
+    suppress_.push_back(id);
   }
-  if (suppressed > suppress_capacity_) {
-    const int64_t cap = std::max<int64_t>(suppressed, 2 * suppress_capacity_);
-    ASSIGN_OR_RETURN(suppress_host_, PinnedBuffer::Allocate(cap * 4, "sampling"));
-    ASSIGN_OR_RETURN(suppress_device_, DeviceBuffer::Allocate(cap * 4, "sampling"));
-    suppress_capacity_ = cap;
-  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceSampler::AddHistory(const SamplingRow& row) {
+  return history_ids_.ForEach(row.seq, [&](int32_t t, int32_t c) {
+    history_.push_back(PenaltyEntry{t, c});
+  });
+}
+
+absl::Status DeviceSampler::Stage() {
+  int64_t at = 0;
+  auto section = [&](int64_t bytes) {
+    const int64_t begin = at;
+    at += Aligned(bytes);
+    return begin;
+  };
+  greedy_at_ = section(greedy_rows_.size() * sizeof(GreedyRow));
+  sample_at_ = section(sample_rows_.size() * sizeof(SampleRow));
+  penalty_at_ = section(penalty_rows_.size() * sizeof(PenaltyRow));
+  history_at_ = section(history_.size() * sizeof(PenaltyEntry));
+  suppress_at_ = section(suppress_.size() * sizeof(int32_t));
+  staged_bytes_ = at;
+  const int64_t results =
+      (greedy_rows_.size() + sample_rows_.size()) * static_cast<int64_t>(sizeof(GreedyResult));
+  RETURN_IF_ERROR(Grow(staging_host_, at, "sampling inputs"));
+  RETURN_IF_ERROR(Grow(staging_device_, at, "sampling inputs"));
+  RETURN_IF_ERROR(Grow(results_host_, results, "sampling results"));
+  RETURN_IF_ERROR(Grow(results_device_, results, "sampling results"));
+  RETURN_IF_ERROR(
+      Grow(work_, static_cast<int64_t>(penalty_rows_.size()) * vocab_ * 4, "penalized logits"));
+  auto* base = staging_host_.as<uint8_t>();
+  std::memcpy(base + greedy_at_, greedy_rows_.data(), greedy_rows_.size() * sizeof(GreedyRow));
+  std::memcpy(base + sample_at_, sample_rows_.data(), sample_rows_.size() * sizeof(SampleRow));
+  std::memcpy(base + penalty_at_, penalty_rows_.data(), penalty_rows_.size() * sizeof(PenaltyRow));
+  std::memcpy(base + history_at_, history_.data(), history_.size() * sizeof(PenaltyEntry));
+  std::memcpy(base + suppress_at_, suppress_.data(), suppress_.size() * sizeof(int32_t));
   return absl::OkStatus();
 }
 
@@ -52,60 +118,99 @@ absl::Status DeviceSampler::Sample(const float* logits, int64_t num_logits,
   for (int32_t id : sampling.eos_token_ids) {
     if (id < 0 || id >= vocab_) return absl::InvalidArgumentError("sampling: EOS id outside vocab");
   }
-  device_rows_.clear();
+  greedy_rows_.clear();
+  sample_rows_.clear();
+  penalty_rows_.clear();
+  history_.clear();
   suppress_.clear();
-  device_index_.clear();
+  greedy_index_.clear();
+  sample_index_.clear();
   host_index_.clear();
+  failed_.clear();
   logits_row_needed_.assign(num_logits, 0);
   for (size_t i = 0; i < sampling.rows.size(); ++i) {
     const SamplingRow& row = sampling.rows[i];
-    if (!OnDevice(row)) {
+    const SamplingParams& p = *row.seq.params;
+    if (row.num_top_candidates > 0) {
       host_index_.push_back(static_cast<int32_t>(i));
       logits_row_needed_[row.logits_row] = 1;
       continue;
     }
-    const SamplingParams& p = *row.seq.params;
-    GreedyRow g;
-    g.logits_row = row.logits_row;
-    g.suppress_begin = static_cast<int32_t>(suppress_.size());
-    if (static_cast<int64_t>(row.seq.output_ids.size()) < p.min_tokens) {
-      if (!p.ignore_eos) {
-        suppress_.insert(suppress_.end(), sampling.eos_token_ids.begin(),
-                         sampling.eos_token_ids.end());
-      }
-      for (int32_t id : p.stop_token_ids) {
-        if (id < 0 || id >= vocab_) return absl::InvalidArgumentError("stop token outside vocab");
-        suppress_.push_back(id);
-      }
+    const int num_logprobs = p.logprobs.has_value() ? *p.logprobs : -1;
+    const auto suppress_begin = static_cast<int32_t>(suppress_.size());
+    if (Suppressing(row)) RETURN_IF_ERROR(AddSuppressed(row, sampling.eos_token_ids));
+    const int32_t suppress_count = static_cast<int32_t>(suppress_.size()) - suppress_begin;
+    if (p.IsGreedy() && !HasPenalties(p)) {
+      greedy_rows_.push_back(
+          GreedyRow{row.logits_row, suppress_begin, suppress_count, num_logprobs});
+      greedy_index_.push_back(static_cast<int32_t>(i));
+      continue;
     }
-    g.suppress_count = static_cast<int32_t>(suppress_.size()) - g.suppress_begin;
-    g.num_logprobs = p.logprobs.has_value() ? *p.logprobs : -1;
-    device_rows_.push_back(g);
-    device_index_.push_back(static_cast<int32_t>(i));
+    SampleRow s;
+    s.logits_row = row.logits_row;
+    if (HasPenalties(p) || suppress_count > 0) {
+      const auto history_begin = static_cast<int32_t>(history_.size());
+      if (HasPenalties(p)) {
+        if (absl::Status st = AddHistory(row); !st.ok()) {
+          history_.resize(history_begin);
+          suppress_.resize(suppress_begin);
+          failed_.emplace_back(static_cast<int32_t>(i), std::move(st));
+          continue;
+        }
+      }
+      s.work_row = static_cast<int32_t>(penalty_rows_.size());
+      penalty_rows_.push_back(
+          PenaltyRow{.logits_row = row.logits_row,
+                     .work_row = s.work_row,
+                     .history_begin = history_begin,
+                     .history_count = static_cast<int32_t>(history_.size()) - history_begin,
+                     .suppress_begin = suppress_begin,
+                     .suppress_count = suppress_count,
+                     .repetition = p.repetition_penalty,
+                     .frequency = p.frequency_penalty,
+                     .presence = p.presence_penalty});
+    }
+    if (!p.IsGreedy()) {
+      s.temperature = p.temperature;
+      s.top_k = p.top_k;
+      s.top_p = p.top_p;
+      s.min_p = p.min_p;
+      s.u = row.seq.rng.Uniform(row.seq.output_ids.size());
+    }
+    s.num_logprobs = num_logprobs;
+    sample_rows_.push_back(s);
+    sample_index_.push_back(static_cast<int32_t>(i));
   }
 
-  const int64_t nd = static_cast<int64_t>(device_rows_.size());
-  if (nd > 0) {
-    RETURN_IF_ERROR(Reserve(nd, std::max<int64_t>(1, suppress_.size())));
-    std::memcpy(rows_host_.get(), device_rows_.data(), nd * sizeof(GreedyRow));
-    std::memcpy(suppress_host_.get(), suppress_.data(), suppress_.size() * 4);
+  const int64_t ng = greedy_rows_.size(), ns = sample_rows_.size();
+  if (ng + ns > 0) {
+    RETURN_IF_ERROR(Stage());
+    auto* dev = staging_device_.as<uint8_t>();
+    auto* results = results_device_.as<GreedyResult>();
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(dev, staging_host_.get(), staged_bytes_, cudaMemcpyHostToDevice, stream_),
+        "sampling inputs"));
+    const auto* suppress = reinterpret_cast<const int32_t*>(dev + suppress_at_);
+    RETURN_IF_ERROR(CudaStatus(
+        kernels::cuda::LaunchGreedySample(logits, vocab_,
+                                          reinterpret_cast<const GreedyRow*>(dev + greedy_at_), ng,
+                                          suppress, results, stream_),
+        "greedy sampling"));
+    RETURN_IF_ERROR(CudaStatus(
+        kernels::cuda::LaunchApplyPenalties(
+            logits, vocab_, reinterpret_cast<const PenaltyRow*>(dev + penalty_at_),
+            penalty_rows_.size(), reinterpret_cast<const PenaltyEntry*>(dev + history_at_),
+            suppress, work_.as<float>(), stream_),
+        "penalties"));
     RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(rows_device_.get(), rows_host_.get(), nd * sizeof(GreedyRow),
-                                   cudaMemcpyHostToDevice, stream_),
+        CudaStatus(kernels::cuda::LaunchSample(logits, work_.as<float>(), vocab_,
+                                               reinterpret_cast<const SampleRow*>(dev + sample_at_),
+                                               ns, results + ng, stream_),
                    "sampling"));
     RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(suppress_device_.get(), suppress_host_.get(),
-                                   suppress_.size() * 4, cudaMemcpyHostToDevice, stream_),
-                   "sampling"));
-    RETURN_IF_ERROR(
-        CudaStatus(kernels::cuda::LaunchGreedySample(logits, vocab_, rows_device_.as<GreedyRow>(),
-                                                     nd, suppress_device_.as<int32_t>(),
-                                                     results_device_.as<GreedyResult>(), stream_),
-                   "greedy sampling"));
-    RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(results_host_.get(), results_device_.get(),
-                                   nd * sizeof(GreedyResult), cudaMemcpyDeviceToHost, stream_),
-                   "sampling"));
+        CudaStatus(cudaMemcpyAsync(results_host_.get(), results, (ng + ns) * sizeof(GreedyResult),
+                                   cudaMemcpyDeviceToHost, stream_),
+                   "sampling results"));
   }
   float* host_logits = host_index_.empty() ? nullptr : host_.Logits(num_logits);
   for (int64_t r = 0; r < num_logits; ++r) {
@@ -119,28 +224,13 @@ absl::Status DeviceSampler::Sample(const float* logits, int64_t num_logits,
 
   out->Reset(sampling.rows.size());
   const auto* results = results_host_.as<GreedyResult>();
-  for (int64_t j = 0; j < nd; ++j) {
-    const GreedyResult& g = results[j];
-    SampledRow& r = out->rows[device_index_[j]];
+  for (int64_t j = 0; j < ng; ++j) Fill(out->rows[greedy_index_[j]], results[j]);
+  for (int64_t j = 0; j < ns; ++j) Fill(out->rows[sample_index_[j]], results[ng + j]);
+  for (auto& [i, status] : failed_) {
+    SampledRow& r = out->rows[i];
     r.first_candidate = 0;
     r.num_candidates = 0;
-    if (g.status == GreedyResult::kNanOrInf) {
-      r.status = absl::FailedPreconditionError("Sampler: logits contain NaN or +inf");
-      continue;
-    }
-    if (g.status != GreedyResult::kOk) {
-      r.status = absl::FailedPreconditionError("Sampler: no token has a finite logit");
-      continue;
-    }
-    r.status = absl::OkStatus();
-    r.result = SampleResult();
-    r.result.token_id = g.token;
-    r.result.logprob = g.logprob;
-    r.result.rank = g.rank;
-    r.result.num_top_logprobs = g.num_top;
-    for (int k = 0; k < g.num_top; ++k) {
-      r.result.top_logprobs_storage[k] = TokenLogprob{g.top_ids[k], g.top_logprobs[k]};
-    }
+    r.status = status;
   }
   if (host_index_.empty()) return absl::OkStatus();
   host_batch_.clear();
