@@ -283,7 +283,119 @@ __global__ void __launch_bounds__(kThreads)
   sampling::RawLogprobs(raw, vocab, raw_best.v, token, row.num_logprobs, result, s.best, s.f);
 }
 
+__device__ __forceinline__ double WarpSumF64(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// A kept candidate: its order key, then id; sorts ascending.
+struct KeyId {
+  uint32_t key;
+  int32_t id;
+};
+__device__ __forceinline__ bool Less(KeyId a, KeyId b) {
+  return a.key < b.key || (a.key == b.key && a.id < b.id);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    BeamKernel(const float* logits, int64_t vocab, const BeamRow* rows, const int32_t* suppress_ids,
+               int32_t* ids, double* logprobs) {
+  extern __shared__ uint32_t banned[];  // one bit per id
+  __shared__ Shared s;
+  __shared__ KeyId kept[kMaxBeamCandidates];
+  __shared__ double dsum[kWarps];
+  __shared__ int32_t num_kept;
+  const BeamRow row = rows[blockIdx.x];
+  const float* x = logits + static_cast<int64_t>(row.logits_row) * vocab;
+  const int64_t words = (vocab + 31) / 32;
+  for (int64_t w = threadIdx.x; w < words; w += kThreads) banned[w] = 0;
+  if (threadIdx.x == 0) num_kept = 0;
+  __syncthreads();
+  for (int j = threadIdx.x; j < row.suppress_count; j += kThreads) {
+    const int32_t id = suppress_ids[row.suppress_begin + j];
+    atomicOr(&banned[id / 32], 1u << (id % 32));
+  }
+  __syncthreads();
+
+  // log Z of the raw row, in double (banned ids included, as the CPU's).
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) m = fmaxf(m, x[i]);
+  m = WarpMax(m);
+  if (threadIdx.x % 32 == 0) s.best[threadIdx.x / 32].v = m;
+  __syncthreads();
+  m = -INFINITY;
+  for (int j = 0; j < kWarps; ++j) m = fmaxf(m, s.best[j].v);
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
+    sum += exp(static_cast<double>(x[i]) - static_cast<double>(m));
+  }
+  sum = WarpSumF64(sum);
+  if (threadIdx.x % 32 == 0) dsum[threadIdx.x / 32] = sum;
+  __syncthreads();
+  sum = 0.0;
+  for (int j = 0; j < kWarps; ++j) sum += dsum[j];
+  const double log_z = static_cast<double>(m) + log(sum);
+
+  const int k = min(row.num_candidates, kMaxBeamCandidates);
+  auto allowed = [&](uint32_t, int64_t i) { return !(banned[i / 32] >> (i % 32) & 1u); };
+  const Cut cut = Select(
+      x, vocab, allowed, [](int64_t) -> u64 { return 1; }, static_cast<u64>(k), s);
+  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
+    const uint32_t key = OrderKey(x[i]);
+    if (!allowed(key, i) || !cut.Keeps(key, i)) continue;
+    const int slot = atomicAdd(&num_kept, 1);
+    if (slot < k) kept[slot] = KeyId{key, static_cast<int32_t>(i)};
+  }
+  __syncthreads();
+  // Bitonic sort of the first power of two >= k entries, padded past the end.
+  int size = 1;
+  while (size < k) size <<= 1;
+  const int have = min(num_kept, k);
+  for (int j = have + threadIdx.x; j < size; j += kThreads)
+    kept[j] = KeyId{0xffffffffu, 0x7fffffff};
+  __syncthreads();
+  for (int block = 2; block <= size; block <<= 1) {
+    for (int stride = block / 2; stride > 0; stride >>= 1) {
+      for (int j = threadIdx.x; j < size; j += kThreads) {
+        const int partner = j ^ stride;
+        if (partner > j) {
+          const bool ascending = (j & block) == 0;
+          const KeyId a = kept[j], b = kept[partner];
+          if (Less(b, a) == ascending) {
+            kept[j] = b;
+            kept[partner] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  for (int j = threadIdx.x; j < have; j += kThreads) {
+    const int32_t id = kept[j].id;
+    ids[row.out_begin + j] = id;
+    logprobs[row.out_begin + j] = static_cast<double>(x[id]) - log_z;
+  }
+  for (int j = have + threadIdx.x; j < k; j += kThreads) {  // fewer allowed ids than asked
+    ids[row.out_begin + j] = -1;
+    logprobs[row.out_begin + j] = -INFINITY;
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchBeamCandidates(const float* logits, int64_t vocab, const BeamRow* rows, int64_t n,
+                                 const int32_t* suppress_ids, int32_t* ids, double* logprobs,
+                                 cudaStream_t stream) {
+  if (n < 0 || n > (1ll << 31) - 1 || vocab <= 0 || vocab > kMaxBeamVocab) {
+    return cudaErrorInvalidValue;
+  }
+  if (n == 0) return cudaSuccess;
+  const size_t smem = (vocab + 31) / 32 * sizeof(uint32_t);
+  BeamKernel<<<static_cast<unsigned>(n), kThreads, smem, stream>>>(logits, vocab, rows,
+                                                                   suppress_ids, ids, logprobs);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchApplyPenalties(const float* logits, int64_t vocab, const PenaltyRow* rows,
                                  int64_t n, const PenaltyEntry* history,

@@ -55,6 +55,21 @@ struct SampleRow {
   double u = 0.0;             // the draw, in [0, 1)
 };
 
+// A beam-search row: the num_candidates most likely tokens of the raw row (logit desc, id asc),
+// skipping suppress_ids[suppress_begin, + suppress_count), with log_softmax of the raw row in
+// double precision -- sampler.h's Sampler::AppendTopCandidates. Its candidates go to
+// ids/logprobs[out_begin, + num_candidates).
+struct BeamRow {
+  int32_t logits_row = 0;
+  int32_t suppress_begin = 0;
+  int32_t suppress_count = 0;
+  int32_t num_candidates = 0;  // 1 .. kMaxBeamCandidates
+  int32_t out_begin = 0;
+};
+
+inline constexpr int kMaxBeamCandidates = 512;        // 2 x kMaxParallelSamples
+inline constexpr int64_t kMaxBeamVocab = 320 * 1024;  // the suppression bitmap: 40 KiB of smem
+
 // For each of n rows: work row rows[i].work_row = logits row rows[i].logits_row, penalized and
 // suppressed. REQUIRES: ids inside the vocabulary; distinct work rows.
 cudaError_t LaunchApplyPenalties(const float* logits, int64_t vocab, const PenaltyRow* rows,
@@ -66,6 +81,13 @@ cudaError_t LaunchApplyPenalties(const float* logits, int64_t vocab, const Penal
 // reads it.
 cudaError_t LaunchSample(const float* logits, const float* work, int64_t vocab,
                          const SampleRow* rows, int64_t n, GreedyResult* out, cudaStream_t stream);
+
+// For each of n beam rows: its candidates, best first. The row's raw logits are not checked for
+// NaN (as the CPU's). REQUIRES: vocab <= kMaxBeamVocab, suppressed ids inside the vocabulary,
+// num_candidates + suppress_count <= vocab.
+cudaError_t LaunchBeamCandidates(const float* logits, int64_t vocab, const BeamRow* rows, int64_t n,
+                                 const int32_t* suppress_ids, int32_t* ids, double* logprobs,
+                                 cudaStream_t stream);
 
 }  // namespace pagellm::kernels::cuda
 

@@ -211,6 +211,56 @@ TEST(SampleTest, PenaltiesSuppressionAndGreedyOverThePenalizedRow) {
             std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin());
 }
 
+TEST(SampleTest, BeamCandidatesAreTheBestAllowedIdsWithDoubleLogprobs) {
+  PAGELLM_SKIP_WITHOUT_CUDA();
+  const int64_t vocab = 128256;
+  std::mt19937 rng(14);
+  std::vector<float> logits = testing::RandomValues(2 * vocab, rng, 3.0f);
+  for (int64_t i = vocab; i < 2 * vocab; ++i) logits[i] = std::round(logits[i]);  // many ties
+  std::vector<int32_t> order[2];
+  for (int r = 0; r < 2; ++r) {
+    const float* x = logits.data() + r * vocab;
+    order[r].resize(vocab);
+    std::iota(order[r].begin(), order[r].end(), 0);
+    std::stable_sort(order[r].begin(), order[r].end(),
+                     [x](int32_t a, int32_t b) { return x[a] > x[b]; });
+  }
+  const std::vector<int32_t> suppress = {order[0][0], order[0][3]};
+  const std::vector<BeamRow> rows = {{0, 0, 2, 8, 0}, {1, 0, 0, 512, 8}, {0, 0, 0, 1, 520}};
+  const auto d_rows = UploadStructs(rows);
+  DeviceArray<float> d_logits(logits);
+  DeviceArray<int32_t> d_sup(suppress);
+  DeviceArray<int32_t> d_ids(521);
+  DeviceArray<double> d_lp(521);
+  d_ids.Poison();
+  d_lp.Poison();
+  ASSERT_CUDA_OK(LaunchBeamCandidates(d_logits.get(), vocab,
+                                      reinterpret_cast<const BeamRow*>(d_rows->get()), 3,
+                                      d_sup.get(), d_ids.get(), d_lp.get(), nullptr));
+  const std::vector<int32_t> ids = d_ids.Download();
+  const std::vector<double> lp = d_lp.Download();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const BeamRow& b = rows[r];
+    const float* x = logits.data() + b.logits_row * vocab;
+    double max = -INFINITY, sum = 0.0;
+    for (int64_t i = 0; i < vocab; ++i) max = std::max(max, static_cast<double>(x[i]));
+    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(x[i]) - max);
+    const double log_z = max + std::log(sum);
+    std::vector<int32_t> want;
+    for (int32_t id : order[b.logits_row]) {
+      const bool banned = std::find(suppress.begin() + b.suppress_begin,
+                                    suppress.begin() + b.suppress_begin + b.suppress_count,
+                                    id) != suppress.begin() + b.suppress_begin + b.suppress_count;
+      if (!banned) want.push_back(id);
+      if (static_cast<int>(want.size()) == b.num_candidates) break;
+    }
+    for (int k = 0; k < b.num_candidates; ++k) {
+      ASSERT_EQ(ids[b.out_begin + k], want[k]) << r << " candidate " << k;
+      EXPECT_NEAR(lp[b.out_begin + k], x[want[k]] - log_z, 1e-9) << r << " candidate " << k;
+    }
+  }
+}
+
 TEST(SampleTest, ErrorsAndBatchInvariance) {
   PAGELLM_SKIP_WITHOUT_CUDA();
   const int64_t vocab = 50000;

@@ -9,6 +9,7 @@
 namespace pagellm::cuda {
 namespace {
 
+using kernels::cuda::BeamRow;
 using kernels::cuda::GreedyResult;
 using kernels::cuda::GreedyRow;
 using kernels::cuda::PenaltyEntry;
@@ -87,13 +88,17 @@ absl::Status DeviceSampler::Stage() {
   penalty_at_ = section(penalty_rows_.size() * sizeof(PenaltyRow));
   history_at_ = section(history_.size() * sizeof(PenaltyEntry));
   suppress_at_ = section(suppress_.size() * sizeof(int32_t));
+  beam_at_ = section(beam_rows_.size() * sizeof(BeamRow));
   staged_bytes_ = at;
-  const int64_t results =
-      (greedy_rows_.size() + sample_rows_.size()) * static_cast<int64_t>(sizeof(GreedyResult));
-  RETURN_IF_ERROR(Grow(staging_host_, at, "sampling inputs"));
-  RETURN_IF_ERROR(Grow(staging_device_, at, "sampling inputs"));
-  RETURN_IF_ERROR(Grow(results_host_, results, "sampling results"));
-  RETURN_IF_ERROR(Grow(results_device_, results, "sampling results"));
+  at = 0;  // the results: sampled rows, then the beam candidates' logprobs and ids
+  section((greedy_rows_.size() + sample_rows_.size()) * sizeof(GreedyResult));
+  logprobs_at_ = section(num_candidates_ * sizeof(double));
+  ids_at_ = section(num_candidates_ * sizeof(int32_t));
+  result_bytes_ = at;
+  RETURN_IF_ERROR(Grow(staging_host_, staged_bytes_, "sampling inputs"));
+  RETURN_IF_ERROR(Grow(staging_device_, staged_bytes_, "sampling inputs"));
+  RETURN_IF_ERROR(Grow(results_host_, result_bytes_, "sampling results"));
+  RETURN_IF_ERROR(Grow(results_device_, result_bytes_, "sampling results"));
   RETURN_IF_ERROR(
       Grow(work_, static_cast<int64_t>(penalty_rows_.size()) * vocab_ * 4, "penalized logits"));
   auto* base = staging_host_.as<uint8_t>();
@@ -102,6 +107,7 @@ absl::Status DeviceSampler::Stage() {
   std::memcpy(base + penalty_at_, penalty_rows_.data(), penalty_rows_.size() * sizeof(PenaltyRow));
   std::memcpy(base + history_at_, history_.data(), history_.size() * sizeof(PenaltyEntry));
   std::memcpy(base + suppress_at_, suppress_.data(), suppress_.size() * sizeof(int32_t));
+  std::memcpy(base + beam_at_, beam_rows_.data(), beam_rows_.size() * sizeof(BeamRow));
   return absl::OkStatus();
 }
 
@@ -121,6 +127,9 @@ absl::Status DeviceSampler::Sample(const float* logits, int64_t num_logits,
   greedy_rows_.clear();
   sample_rows_.clear();
   penalty_rows_.clear();
+  beam_rows_.clear();
+  beam_index_.clear();
+  num_candidates_ = 0;
   history_.clear();
   suppress_.clear();
   greedy_index_.clear();
@@ -131,15 +140,25 @@ absl::Status DeviceSampler::Sample(const float* logits, int64_t num_logits,
   for (size_t i = 0; i < sampling.rows.size(); ++i) {
     const SamplingRow& row = sampling.rows[i];
     const SamplingParams& p = *row.seq.params;
-    if (row.num_top_candidates > 0) {
-      host_index_.push_back(static_cast<int32_t>(i));
-      logits_row_needed_[row.logits_row] = 1;
-      continue;
-    }
-    const int num_logprobs = p.logprobs.has_value() ? *p.logprobs : -1;
     const auto suppress_begin = static_cast<int32_t>(suppress_.size());
     if (Suppressing(row)) RETURN_IF_ERROR(AddSuppressed(row, sampling.eos_token_ids));
     const int32_t suppress_count = static_cast<int32_t>(suppress_.size()) - suppress_begin;
+    if (row.num_top_candidates > 0) {
+      if (vocab_ > kernels::cuda::kMaxBeamVocab ||
+          row.num_top_candidates > kernels::cuda::kMaxBeamCandidates ||
+          row.num_top_candidates + suppress_count > vocab_) {
+        suppress_.resize(suppress_begin);
+        host_index_.push_back(static_cast<int32_t>(i));
+        logits_row_needed_[row.logits_row] = 1;
+        continue;
+      }
+      beam_rows_.push_back(BeamRow{row.logits_row, suppress_begin, suppress_count,
+                                   row.num_top_candidates, static_cast<int32_t>(num_candidates_)});
+      num_candidates_ += row.num_top_candidates;
+      beam_index_.push_back(static_cast<int32_t>(i));
+      continue;
+    }
+    const int num_logprobs = p.logprobs.has_value() ? *p.logprobs : -1;
     if (p.IsGreedy() && !HasPenalties(p)) {
       greedy_rows_.push_back(
           GreedyRow{row.logits_row, suppress_begin, suppress_count, num_logprobs});
@@ -182,8 +201,8 @@ absl::Status DeviceSampler::Sample(const float* logits, int64_t num_logits,
     sample_index_.push_back(static_cast<int32_t>(i));
   }
 
-  const int64_t ng = greedy_rows_.size(), ns = sample_rows_.size();
-  if (ng + ns > 0) {
+  const int64_t ng = greedy_rows_.size(), ns = sample_rows_.size(), nb = beam_rows_.size();
+  if (ng + ns + nb > 0) {
     RETURN_IF_ERROR(Stage());
     auto* dev = staging_device_.as<uint8_t>();
     auto* results = results_device_.as<GreedyResult>();
@@ -226,6 +245,20 @@ absl::Status DeviceSampler::Sample(const float* logits, int64_t num_logits,
   const auto* results = results_host_.as<GreedyResult>();
   for (int64_t j = 0; j < ng; ++j) Fill(out->rows[greedy_index_[j]], results[j]);
   for (int64_t j = 0; j < ns; ++j) Fill(out->rows[sample_index_[j]], results[ng + j]);
+  const auto* host_base = results_host_.as<uint8_t>();
+  const auto* cand_ids = reinterpret_cast<const int32_t*>(host_base + ids_at_);
+  const auto* cand_logprobs = reinterpret_cast<const double*>(host_base + logprobs_at_);
+  for (int64_t j = 0; j < nb; ++j) {
+    const BeamRow& b = beam_rows_[j];
+    SampledRow& r = out->rows[beam_index_[j]];
+    r.status = absl::OkStatus();
+    r.first_candidate = static_cast<int32_t>(out->candidates.size());
+    for (int32_t k = 0; k < b.num_candidates && cand_ids[b.out_begin + k] >= 0; ++k) {
+      out->candidates.push_back(
+          TopCandidate{cand_ids[b.out_begin + k], cand_logprobs[b.out_begin + k]});
+    }
+    r.num_candidates = static_cast<int32_t>(out->candidates.size()) - r.first_candidate;
+  }
   for (auto& [i, status] : failed_) {
     SampledRow& r = out->rows[i];
     r.first_candidate = 0;

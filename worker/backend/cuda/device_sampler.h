@@ -1,14 +1,16 @@
-// DeviceSampler: the sampling half of the CUDA backend's Forward. Every row but beam search's is
-// sampled on the GPU, and only token ids and the requested logprobs come back:
+// DeviceSampler: the sampling half of the CUDA backend's Forward. Every row is sampled on the
+// GPU, and only token ids and the requested logprobs come back:
 //   - greedy rows without penalties (the serving and benchmark default) by
 //     kernels/cuda/greedy_sample.h;
 //   - every other sampling row by kernels/cuda/sample.h: penalties and min_tokens suppression
 //     write a penalized copy of the row first (the history is uploaded as (id, output count)
 //     pairs built here in O(history)); the draw's u is SamplingRng::Uniform of the row's step,
 //     computed here as the CPU sampler does.
-// Beam rows (their top candidates) are, for now, chosen by the reference sampler on the host
-// over their logits row alone, copied back. Either way the answer is the CPU sampler's for the
-// same logits (sample.h says where rounding may differ).
+//   - beam rows' top candidates by sample.h's LaunchBeamCandidates; only for a vocabulary over
+//     kMaxBeamVocab are they chosen by the reference sampler on the host over their logits row
+//     alone, copied back.
+// Either way the answer is the CPU sampler's for the same logits (sample.h says where rounding
+// may differ).
 //
 // Not thread-safe: the engine thread calls Sample(). Buffers grow to the largest step, then are
 // reused.
@@ -47,7 +49,7 @@ class DeviceSampler {
 
   // Rows the last Sample() took to the device (either kernel) and to the host.
   [[nodiscard]] int64_t last_device_rows() const {
-    return greedy_index_.size() + sample_index_.size();
+    return greedy_index_.size() + sample_index_.size() + beam_index_.size();
   }
   [[nodiscard]] int64_t last_host_rows() const { return host_index_.size(); }
 
@@ -67,8 +69,10 @@ class DeviceSampler {
   std::vector<kernels::cuda::GreedyRow> greedy_rows_;
   std::vector<kernels::cuda::SampleRow> sample_rows_;
   std::vector<kernels::cuda::PenaltyRow> penalty_rows_;
+  std::vector<kernels::cuda::BeamRow> beam_rows_;
   std::vector<kernels::cuda::PenaltyEntry> history_;
-  std::vector<int32_t> suppress_, greedy_index_, sample_index_, host_index_;
+  std::vector<int32_t> suppress_, greedy_index_, sample_index_, beam_index_, host_index_;
+  int64_t num_candidates_ = 0;                            // the beam rows' candidates, in total
   std::vector<std::pair<int32_t, absl::Status>> failed_;  // rows refused before the device
   PenaltyHistory history_ids_;
   std::vector<uint8_t> logits_row_needed_;
@@ -76,7 +80,9 @@ class DeviceSampler {
   SamplerOutput host_out_;
   // Offsets into the staging buffers of the last Stage().
   int64_t greedy_at_ = 0, sample_at_ = 0, penalty_at_ = 0, history_at_ = 0, suppress_at_ = 0,
-          staged_bytes_ = 0;
+          beam_at_ = 0, staged_bytes_ = 0;
+  // Offsets into the results buffers: the beam candidates' logprobs and ids.
+  int64_t logprobs_at_ = 0, ids_at_ = 0, result_bytes_ = 0;
   PinnedBuffer staging_host_, results_host_;
   DeviceBuffer staging_device_, results_device_, work_;
 };

@@ -1,12 +1,13 @@
 // DeviceSampler on a GPU (skipped without one) against the CPU reference sampler on the same
 // logits: every kind of row in one batch -- greedy, greedy with penalties, min_tokens
 // suppression, temperature / top-k / top-p / min-p draws with seeds at many output positions,
-// logprobs, a beam row, a row with a bad history id -- must get the CPU's token, logprobs and
+// logprobs, beam rows, a row with a bad history id -- must get the CPU's token, logprobs and
 // status; and a seeded row's token must not depend on its batch.
 #include <cuda_runtime.h>
 
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -58,7 +59,10 @@ class DeviceSamplerTest : public ::testing::Test {
       if (rows[i].num_top_candidates > 0) {
         const auto gc = gpu.CandidatesOf(g), cc = cpu.CandidatesOf(c);
         ASSERT_EQ(gc.size(), cc.size());
-        for (size_t k = 0; k < gc.size(); ++k) EXPECT_EQ(gc[k].token_id, cc[k].token_id);
+        for (size_t k = 0; k < gc.size(); ++k) {
+          EXPECT_EQ(gc[k].token_id, cc[k].token_id) << k;
+          EXPECT_NEAR(gc[k].logprob, cc[k].logprob, 1e-9) << k;
+        }
         continue;
       }
       EXPECT_EQ(g.result.token_id, c.result.token_id);
@@ -118,16 +122,22 @@ TEST_F(DeviceSamplerTest, EveryKindOfRowMatchesTheCpuSampler) {
       rows.push_back(row);
     }
   }
-  SamplingRow beam;
-  beam.logits_row = 3;
-  beam.seq.params = &params[0];
-  beam.num_top_candidates = 8;
-  rows.push_back(beam);
+  // Beam rows: 8 and 512 candidates (beam width 256), and 8 with EOS suppressed.
+  const SamplingParams beam_params{.temperature = 0.0f, .beam_width = 4};
+  const SamplingParams beam_min{.temperature = 0.0f, .min_tokens = 5, .beam_width = 4};
+  for (auto [k, p] : {std::pair{8, &beam_params}, {512, &beam_params}, {8, &beam_min}}) {
+    SamplingRow beam;
+    beam.logits_row = 3;
+    beam.seq.params = p;
+    beam.num_top_candidates = k;
+    rows.push_back(beam);
+  }
   SamplingRow bad = rows[4];  // penalties (params[1]) over a history id outside the vocabulary
   bad.seq.output_ids = bad_output;
   rows.push_back(bad);
   ExpectSame(logits, rows);
-  EXPECT_EQ(sampler_->last_host_rows(), 1);
+  EXPECT_EQ(sampler_->last_host_rows(), 0);
+  EXPECT_EQ(sampler_->last_device_rows(), static_cast<int64_t>(rows.size()) - 1);  // not `bad`
 }
 
 TEST_F(DeviceSamplerTest, SeededDrawsMatchAtManyPositionsAndAnyBatch) {
