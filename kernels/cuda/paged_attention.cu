@@ -41,7 +41,8 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(PagedAttentionP
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int key_in_warp = lane / G, gl = lane % G;
-  const int64_t t = blockIdx.x;
+  const int64_t li = blockIdx.x;                              // the launch's token: workspace rows
+  const int64_t t = p.tokens != nullptr ? p.tokens[li] : li;  // the step's token
   const int64_t hkv = p.kv.num_kv_heads;
   const int64_t ratio = p.num_heads / hkv;
   const int64_t chunks_per_kv = (ratio + MAXH - 1) / MAXH;
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(PagedAttentionP
   const int64_t begin = static_cast<int64_t>(split) * p.plan.split_len;
   const int64_t end = min(ctx, begin + p.plan.split_len);
   const bool merged = p.plan.num_splits > 1;
-  const int64_t ws_row = (static_cast<int64_t>(split) * p.num_tokens + t) * p.num_heads;
+  const int64_t ws_row = (static_cast<int64_t>(split) * p.num_tokens + li) * p.num_heads;
 
   if (begin >= end) {     // an empty split (a shorter context than the step's longest)
     if (!merged) return;  // unreachable: split 0 always holds position 0
@@ -227,15 +228,16 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(PagedAttentionP
 // One block per (token, head), one thread per output element.
 template <typename T, int D>
 __global__ void __launch_bounds__(D) MergeKernel(PagedAttentionParams p) {
-  const int64_t t = blockIdx.x, h = blockIdx.y;
+  const int64_t li = blockIdx.x, h = blockIdx.y;
+  const int64_t t = p.tokens != nullptr ? p.tokens[li] : li;
   const int splits = p.plan.num_splits;
   const int64_t per_split = p.num_tokens * p.num_heads;
   const float* ml = p.workspace + static_cast<int64_t>(splits) * per_split * D;
   float m = kNoMax;
-  for (int s = 0; s < splits; ++s) m = fmaxf(m, ml[2 * (s * per_split + t * p.num_heads + h)]);
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, ml[2 * (s * per_split + li * p.num_heads + h)]);
   float l = 0.0f, o = 0.0f;
   for (int s = 0; s < splits; ++s) {
-    const int64_t row = s * per_split + t * p.num_heads + h;
+    const int64_t row = s * per_split + li * p.num_heads + h;
     const float w = exp2f(ml[2 * row] - m);
     l += w * ml[2 * row + 1];
     o += w * p.workspace[row * D + threadIdx.x];

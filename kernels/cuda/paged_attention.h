@@ -57,6 +57,10 @@ struct PagedAttentionParams {
   const int32_t* block_tables = nullptr;  // [num_seqs][block_table_stride]
   int64_t block_table_stride = 0;
   int64_t num_tokens = 0;
+  // When set, the launch covers the step's tokens tokens[0, num_tokens) only (q, out, token_seq
+  // and positions are indexed by them; the workspace by the launch's own index): the tokens
+  // that prefill_attention.h's tiles leave.
+  const int32_t* tokens = nullptr;
   int64_t num_heads = 0;
   float scale = 1.0f;  // softmax scale, usually 1/sqrt(head_dim)
   PagedAttentionPlan plan;

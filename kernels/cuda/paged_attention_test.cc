@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/testing/cuda_test_util.h"
 
 namespace pagellm::kernels::cuda {
@@ -155,6 +157,53 @@ TEST_P(PagedAttentionTest, MatchesFloat64Reference) {
   }
   EXPECT_LT(testing::RelativeError(got, want), testing::kHalfTolerance)
       << c.name << ": " << p.plan.num_splits << " splits of " << p.plan.split_len;
+
+  // The same step as the CUDA backend runs it: prefill chunks on tensor cores
+  // (prefill_attention.h), the other tokens through `tokens` of this kernel.
+  const int tile_tokens = PrefillTileTokens(heads, kvh);
+  ASSERT_GT(tile_tokens, 0);
+  std::vector<int32_t> query_start = {0};
+  for (const Seq& s : c.seqs) query_start.push_back(query_start.back() + s.step);
+  std::vector<PrefillTile> tiles;
+  std::vector<int32_t> other;
+  SplitAttentionStep(query_start.data(), c.seqs.size(), tile_tokens, &tiles, &other);
+  int64_t split_tokens = other.size();
+  for (const PrefillTile& tile : tiles) {
+    ASSERT_LE(tile.num_tokens, tile_tokens);
+    split_tokens += tile.num_tokens;
+  }
+  ASSERT_EQ(split_tokens, num_tokens);
+  auto tiles_bytes = std::make_unique<DeviceArray<uint8_t>>(
+      std::max<size_t>(1, tiles.size() * sizeof(PrefillTile)));
+  ASSERT_EQ(cudaMemcpy(tiles_bytes->get(), tiles.data(), tiles.size() * sizeof(PrefillTile),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  DeviceArray<int32_t> d_other(std::max<size_t>(1, other.size()));
+  if (!other.empty()) d_other.Upload(other);
+  PrefillAttentionParams pp;
+  pp.q = p.q;
+  pp.q_stride = p.q_stride;
+  pp.out = p.out;
+  pp.out_stride = p.out_stride;
+  pp.kv = kv;
+  pp.token_seq = p.token_seq;
+  pp.positions = p.positions;
+  pp.block_tables = p.block_tables;
+  pp.block_table_stride = p.block_table_stride;
+  pp.tiles = reinterpret_cast<const PrefillTile*>(tiles_bytes->get());
+  pp.num_tiles = tiles.size();
+  pp.num_heads = heads;
+  pp.scale = p.scale;
+  d_out.Poison();
+  ASSERT_CUDA_OK(LaunchPrefillAttention(pp, nullptr));
+  p.tokens = d_other.get();
+  p.num_tokens = other.size();
+  p.plan = PlanPagedAttention(p.num_tokens, heads, kvh, max_context, 132, 4096);
+  ASSERT_CUDA_OK(LaunchPagedAttention(p, nullptr));
+  const std::vector<float> got_split = testing::FromDeviceBits(t, d_out.Download());
+  EXPECT_LT(testing::RelativeError(got_split, want), testing::kHalfTolerance)
+      << c.name << ": " << tiles.size() << " tiles of " << tile_tokens << " tokens, "
+      << other.size() << " other tokens";
 }
 
 std::vector<Seq> Decode(std::vector<int32_t> contexts) {
@@ -235,6 +284,40 @@ std::vector<Case> Cases() {
     c.kv_heads = 2;
     c.seqs = {{16384, 1}, {300, 1}, {2, 2}};
     c.forced_splits = splits;
+    cases.push_back(c);
+  }
+  // Prefill on tensor cores: whole prompts and chunks over cached prefixes, tile edges, GQA
+  // ratios 1 to 16, block sizes 8 to 32, head dims 64 and 128.
+  for (Ratio r : {Ratio{16, 16}, Ratio{16, 8}, Ratio{28, 4}, Ratio{32, 4}, Ratio{32, 2}}) {
+    for (int64_t bs : {8, 32}) {
+      for (int64_t d : {64, 128}) {
+        Case c;
+        c.name = "prefill_gqa" + std::to_string(r.heads) + "x" + std::to_string(r.kv_heads) +
+                 "_bs" + std::to_string(bs) + "_d" + std::to_string(d);
+        c.heads = r.heads;
+        c.kv_heads = r.kv_heads;
+        c.block_size = bs;
+        c.head_dim = d;
+        c.seqs = {{200, 200}, {600, 70}, {64, 64}, {17, 1}, {65, 3}};
+        cases.push_back(c);
+      }
+    }
+  }
+  {
+    Case c;
+    c.name = "prefill_chunk_over_16k_prefix";
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.seqs = {{16384 + 128, 128}};
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "prefill_1024_fp16";
+    c.dtype = KvDtype::kF16;
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.seqs = {{1024, 1024}};
     cases.push_back(c);
   }
   {

@@ -42,7 +42,9 @@ CudaModel::BatchLayout::BatchLayout(int64_t tokens, int64_t table_stride) {
   pos = align16(ids + tokens * 4);
   seq = align16(pos + tokens * 4);
   logit_rows = align16(seq + tokens * 4);
-  tables = align16(logit_rows + tokens * 4);
+  tiles = align16(logit_rows + tokens * 4);
+  other = align16(tiles + tokens * static_cast<int64_t>(sizeof(kernels::cuda::PrefillTile)));
+  tables = align16(other + tokens * 4);
   total = align16(tables + tokens * table_stride * 4);
 }
 
@@ -102,6 +104,9 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelCheckpoi
   m->d_seq_ = reinterpret_cast<int32_t*>(d + layout.seq);
   m->d_logit_rows_ = reinterpret_cast<int32_t*>(d + layout.logit_rows);
   m->d_tables_ = reinterpret_cast<int32_t*>(d + layout.tables);
+  m->d_tiles_ = reinterpret_cast<kernels::cuda::PrefillTile*>(d + layout.tiles);
+  m->d_other_ = reinterpret_cast<int32_t*>(d + layout.other);
+  m->prefill_tile_tokens_ = kernels::cuda::PrefillTileTokens(c.num_heads, c.num_kv_heads);
 
   RETURN_IF_ERROR(CudaStatus(cudaMemcpy(m->rope_.get(), table.data(), table.size() * sizeof(float),
                                         cudaMemcpyHostToDevice),
@@ -136,7 +141,8 @@ absl::Status CudaModel::Gemm(const void* w, int64_t n_out, int64_t n_in, const v
                       "GEMM");
 }
 
-absl::StatusOr<int64_t> CudaModel::UploadBatch(const ForwardBatch& b, int64_t padded_rows) {
+absl::StatusOr<CudaModel::StepShape> CudaModel::UploadBatch(const ForwardBatch& b,
+                                                            int64_t padded_rows) {
   if (b.block_table_stride <= 0 || b.block_table_stride > max_table_stride_) {
     return absl::InvalidArgumentError(absl::StrCat("block table stride ", b.block_table_stride,
                                                    " (at most ", max_table_stride_, ")"));
@@ -178,12 +184,30 @@ absl::StatusOr<int64_t> CudaModel::UploadBatch(const ForwardBatch& b, int64_t pa
     tables[r * max_table_stride_] = pad_block_;
   }
   if (rows > n) table_rows = rows;
+  StepShape shape{b.num_logits, max_context, 0, 0};
+  tiles_.clear();
+  if (padded_rows == 0 && !b.all_decode && prefill_tile_tokens_ > 0) {
+    kernels::cuda::SplitAttentionStep(b.query_start, b.num_seqs, prefill_tile_tokens_, &tiles_,
+                                      &other_);
+  }
+  if (!tiles_.empty()) {
+    shape.num_tiles = static_cast<int64_t>(tiles_.size());
+    shape.num_other = static_cast<int64_t>(other_.size());
+    shape.max_context = 0;
+    for (int32_t t : other_) shape.max_context = std::max<int64_t>(shape.max_context, pos[t] + 1);
+    std::memcpy(h + l.tiles, tiles_.data(), tiles_.size() * sizeof(kernels::cuda::PrefillTile));
+    std::memcpy(h + l.other, other_.data(), other_.size() * 4);
+  }
   uint8_t* d = batch_device_.as<uint8_t>();
   struct Part {
     int64_t offset, bytes;
   };
-  for (Part part : {Part{l.slots, rows * 8}, Part{l.ids, rows * 4}, Part{l.pos, rows * 4},
-                    Part{l.seq, rows * 4}, Part{l.logit_rows, std::max(b.num_logits, rows) * 4}}) {
+  for (Part part :
+       {Part{l.slots, rows * 8}, Part{l.ids, rows * 4}, Part{l.pos, rows * 4},
+        Part{l.seq, rows * 4}, Part{l.logit_rows, std::max(b.num_logits, rows) * 4},
+        Part{l.tiles, shape.num_tiles * static_cast<int64_t>(sizeof(kernels::cuda::PrefillTile))},
+        Part{l.other, shape.num_other * 4}}) {
+    if (part.bytes == 0) continue;
     RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(d + part.offset, h + part.offset, part.bytes,
                                                cudaMemcpyHostToDevice, stream_),
                                "uploading the batch"));
@@ -194,7 +218,7 @@ absl::StatusOr<int64_t> CudaModel::UploadBatch(const ForwardBatch& b, int64_t pa
       cudaMemcpy2DAsync(d + l.tables, pitch, h + l.tables, pitch, static_cast<size_t>(max_used) * 4,
                         static_cast<size_t>(table_rows), cudaMemcpyHostToDevice, stream_),
       "uploading the block tables"));
-  return max_context;
+  return shape;
 }
 
 absl::Status CudaModel::Forward(const ForwardBatch& b, const DeviceKvPool& pool) {
@@ -213,8 +237,8 @@ absl::Status CudaModel::Forward(const ForwardBatch& b, const DeviceKvPool& pool)
     RETURN_IF_ERROR(UploadBatch(b, g->rows).status());
     return CudaStatus(cudaGraphLaunch(g->exec, stream_), "replaying a decode graph");
   }
-  ASSIGN_OR_RETURN(const int64_t max_context, UploadBatch(b, 0));
-  return Enqueue(n, b.num_logits, max_context, pool);
+  ASSIGN_OR_RETURN(const StepShape shape, UploadBatch(b, 0));
+  return Enqueue(n, shape, pool);
 }
 
 absl::Status CudaModel::CaptureDecodeGraphs(const DeviceKvPool& pool, int32_t pad_block) {
@@ -230,11 +254,12 @@ absl::Status CudaModel::CaptureDecodeGraphs(const DeviceKvPool& pool, int32_t pa
     // Every row a pad row; one eager run first, so that nothing initializes lazily in capture.
     RETURN_IF_ERROR(UploadBatch(empty, rows).status());
     const int64_t context = config_.max_position_embeddings;
-    RETURN_IF_ERROR(Enqueue(rows, rows, context, pool));
+    const StepShape shape{rows, context, 0, 0};
+    RETURN_IF_ERROR(Enqueue(rows, shape, pool));
     RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "warming up a decode graph"));
     RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
                                "capturing a decode graph"));
-    const absl::Status enqueued = Enqueue(rows, rows, context, pool);
+    const absl::Status enqueued = Enqueue(rows, shape, pool);
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
     RETURN_IF_ERROR(enqueued);
@@ -249,8 +274,7 @@ absl::Status CudaModel::CaptureDecodeGraphs(const DeviceKvPool& pool, int32_t pa
   return CudaStatus(cudaStreamSynchronize(stream_), "capturing decode graphs");
 }
 
-absl::Status CudaModel::Enqueue(int64_t n, int64_t num_logits, int64_t max_context,
-                                const DeviceKvPool& pool) {
+absl::Status CudaModel::Enqueue(int64_t n, const StepShape& shape, const DeviceKvPool& pool) {
   namespace k = kernels::cuda;
   const ModelConfig& c = config_;
   const DeviceWeights& w = *weights_;
@@ -271,11 +295,25 @@ absl::Status CudaModel::Enqueue(int64_t n, int64_t num_logits, int64_t max_conte
   ap.positions = d_pos_;
   ap.block_tables = d_tables_;
   ap.block_table_stride = max_table_stride_;
-  ap.num_tokens = n;
+  ap.num_tokens = shape.num_tiles > 0 ? shape.num_other : n;
+  ap.tokens = shape.num_tiles > 0 ? d_other_ : nullptr;
   ap.num_heads = c.num_heads;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  ap.plan = k::PlanPagedAttention(n, c.num_heads, c.num_kv_heads, max_context, opts_.num_sms,
-                                  max_split_rows_);
+  ap.plan = k::PlanPagedAttention(ap.num_tokens, c.num_heads, c.num_kv_heads, shape.max_context,
+                                  opts_.num_sms, max_split_rows_);
+  k::PrefillAttentionParams pa;
+  pa.q = qkv_.get();
+  pa.q_stride = qkv_dim;
+  pa.out = attn_.get();
+  pa.out_stride = q_dim;
+  pa.token_seq = d_seq_;
+  pa.positions = d_pos_;
+  pa.block_tables = d_tables_;
+  pa.block_table_stride = max_table_stride_;
+  pa.tiles = d_tiles_;
+  pa.num_tiles = shape.num_tiles;
+  pa.num_heads = c.num_heads;
+  pa.scale = ap.scale;
   ap.workspace = attn_ws_.as<float>();
   k::RopeKvParams rp;
   rp.qkv = qkv_.get();
@@ -304,8 +342,14 @@ absl::Status CudaModel::Enqueue(int64_t n, int64_t num_logits, int64_t max_conte
     rp.bias = l.qkv_bias;
     rp.kv = kv;
     RETURN_IF_ERROR(CudaStatus(k::LaunchRopeKv(rp, stream_), "RoPE and KV write"));
-    ap.kv = kv;
-    RETURN_IF_ERROR(CudaStatus(k::LaunchPagedAttention(ap, stream_), "paged attention"));
+    if (pa.num_tiles > 0) {
+      pa.kv = kv;
+      RETURN_IF_ERROR(CudaStatus(k::LaunchPrefillAttention(pa, stream_), "prefill attention"));
+    }
+    if (ap.num_tokens > 0) {
+      ap.kv = kv;
+      RETURN_IF_ERROR(CudaStatus(k::LaunchPagedAttention(ap, stream_), "paged attention"));
+    }
     RETURN_IF_ERROR(Gemm(l.o, hs, q_dim, attn_.get(), n, sub_out_.get(), false));
     np.add = sub_out_.get();
     np.weight = l.ffn_norm;
@@ -315,14 +359,14 @@ absl::Status CudaModel::Enqueue(int64_t n, int64_t num_logits, int64_t max_conte
         CudaStatus(k::LaunchSiluMul(gate_up_.get(), n, inter, t, act_.get(), stream_), "SiLU"));
     RETURN_IF_ERROR(Gemm(l.down, hs, inter, act_.get(), n, sub_out_.get(), false));
   }
-  if (num_logits == 0) return absl::OkStatus();
+  if (shape.num_logits == 0) return absl::OkStatus();
   np.add = sub_out_.get();
   np.index = d_logit_rows_;
   np.write_residual = false;
-  np.rows = num_logits;
+  np.rows = shape.num_logits;
   np.weight = w.final_norm;
   RETURN_IF_ERROR(CudaStatus(k::LaunchAddRmsNorm(np, stream_), "final norm"));
-  return Gemm(w.lm_head, c.vocab_size, hs, hidden_.get(), num_logits, logits_.get(), true);
+  return Gemm(w.lm_head, c.vocab_size, hs, hidden_.get(), shape.num_logits, logits_.get(), true);
 }
 
 }  // namespace pagellm::cuda

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/cuda/prefill_attention.h"
 #include "worker/backend/cuda/cublas_api.h"
 #include "worker/backend/cuda/device_kv_pool.h"
 #include "worker/backend/cuda/device_memory.h"
@@ -78,20 +79,29 @@ class CudaModel {
   struct BatchLayout {
     BatchLayout() = default;
     BatchLayout(int64_t tokens, int64_t table_stride);
-    int64_t slots = 0, ids = 0, pos = 0, seq = 0, logit_rows = 0, tables = 0, total = 0;
+    int64_t slots = 0, ids = 0, pos = 0, seq = 0, logit_rows = 0, tiles = 0, other = 0, tables = 0,
+            total = 0;
+  };
+  // What Enqueue needs to know of a step beyond its token count.
+  struct StepShape {
+    int64_t num_logits = 0;
+    int64_t max_context = 0;  // the longest context among the tokens of paged_attention.h
+    // Prefill tiles (kernels/cuda/prefill_attention.h) at d_tiles_; 0: every token goes through
+    // paged_attention.h. Otherwise the num_other tokens listed at d_other_ do.
+    int64_t num_tiles = 0;
+    int64_t num_other = 0;
   };
   struct DecodeGraph {
     int64_t rows = 0;
     cudaGraphExec_t exec = nullptr;
   };
 
-  // Copies the batch's arrays to the device, padded to `padded_rows` rows (0: none); returns
-  // the longest context.
-  absl::StatusOr<int64_t> UploadBatch(const ForwardBatch& b, int64_t padded_rows);
+  // Copies the batch's arrays to the device, padded to `padded_rows` rows (0: none, and then
+  // prefill chunks are tiled for the tensor-core kernel); returns the step's shape.
+  absl::StatusOr<StepShape> UploadBatch(const ForwardBatch& b, int64_t padded_rows);
   // Launches the whole step for n tokens whose arrays are on the device (no host work, no
   // synchronization: capturable).
-  absl::Status Enqueue(int64_t n, int64_t num_logits, int64_t max_context,
-                       const DeviceKvPool& pool);
+  absl::Status Enqueue(int64_t n, const StepShape& shape, const DeviceKvPool& pool);
 
   ModelConfig config_;
   bool rope_neox_ = true;
@@ -114,6 +124,11 @@ class CudaModel {
   int32_t *d_ids_ = nullptr, *d_pos_ = nullptr, *d_seq_ = nullptr, *d_tables_ = nullptr,
           *d_logit_rows_ = nullptr;
   int64_t* d_slots_ = nullptr;
+  kernels::cuda::PrefillTile* d_tiles_ = nullptr;
+  int32_t* d_other_ = nullptr;
+  int prefill_tile_tokens_ = 0;  // 0: no tensor-core prefill for this model's GQA ratio
+  std::vector<kernels::cuda::PrefillTile> tiles_;  // UploadBatch's scratch
+  std::vector<int32_t> other_;
   int32_t pad_block_ = 0;
   std::vector<DecodeGraph> graphs_;  // by rows, ascending; empty when eager
 };
