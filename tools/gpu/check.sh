@@ -11,7 +11,8 @@
 # run: prints the GPU and driver; unpacks the bundle and finds the CUDA libraries (toolkit or
 # torch's wheels) for the bundle's LD_LIBRARY_PATH, and nothing else's; runs every
 # bin/*cuda*_test; builds the references with hf_reference.py on the GPU (with transformers'
-# fp32 run as the noise floor); runs pagellm-gpu-ref on each and scores it with compare.py.
+# fp32 run as the noise floor), greedy and beam search; runs pagellm-gpu-ref on each and scores
+# it with compare.py (greedy prefix, teacher-forced top-1, beams).
 # Each stage has its own timeout inside a deadline (run 7 min, bench 5.5 min). $OUT gets summary.txt (the table
 # printed last: stage | result | figure) and logs.tar.gz (every log, gtest XML and JSON).
 # dry-run: unpacks and checks the bundle, runs the CUDA tests (all must pass or skip), runs

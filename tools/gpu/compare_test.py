@@ -26,6 +26,29 @@ def Ours(greedy, forced):
     return {"greedy": greedy, "teacher_forced_top1": forced}
 
 
+class BeamScoreTest(unittest.TestCase):
+    def Ref(self, beams):
+        ref = Ref([[1, 2]])
+        ref["beam"] = {"width": 2, "max_tokens": 4, "beams": beams}
+        return ref
+
+    def testNoBeamsInTheReference(self):
+        self.assertIsNone(compare.BeamScore(Ref([[1, 2]]), {}))
+
+    def testPrefixPerPromptAndRank(self):
+        beams = [[[1, 2, 3, 4], [1, 2, 3, 5]], [[7, 7, 7, 7], [8, 8, 8, 8]]]
+        ours = {"beams": [[[1, 2, 3, 4], [1, 9, 3, 5]], [[8, 8, 8, 8], [7, 7, 7, 7]]]}
+        # Ranks swapped in prompt 1 count as divergence at 0; prompt 0 rank 1 at 1.
+        self.assertEqual(compare.BeamScore(self.Ref(beams), ours), (1 + 1 / 4 + 0 + 0) / 4)
+
+    def testMalformed(self):
+        beams = [[[1, 2, 3, 4], [1, 2, 3, 5]]]
+        for ours in ({}, {"beams": []}, {"beams": [[[1, 2, 3, 4]]]},
+                     {"beams": [[[1, 2, 3, 4], [1, 2, 3]]]}):
+            with self.assertRaises(compare.Malformed):
+                compare.BeamScore(self.Ref(beams), ours)
+
+
 class ScoreTest(unittest.TestCase):
     def testIdenticalScoresOne(self):
         g = [[5, 6, 7, 8], [9, 9, 9, 9]]

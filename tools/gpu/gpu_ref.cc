@@ -5,7 +5,10 @@
 //                          EOS ignored), all prompts batched through one Engine;
 //   "teacher_forced_top1": for each prompt, the backend's argmax next token at each position of
 //                          prompt + ref greedy whose next token ref greedy holds (one prefill per
-//                          sequence, in chunks of --max-num-batched-tokens).
+//                          sequence, in chunks of --max-num-batched-tokens);
+//   "beams":               when REF.json has "beam" ({"width", "max_tokens", "beams"}), the
+//                          engine's beam search (ignore_eos: no hypothesis closes; length
+//                          penalty 1) on the first len(beams) prompts, best beam first.
 // Token ids in and out: the tokenizer plays no part in the comparison.
 //
 // Usage: pagellm-gpu-ref --model DIR --device cuda --input REF.json --output OURS.json
@@ -64,6 +67,44 @@ absl::StatusOr<std::vector<int32_t>> TeacherForced(Backend& backend,
   return out;
 }
 
+// The engine's beam search on the first len(spec["beams"]) prompts, all in one batch.
+absl::StatusOr<nlohmann::json> BeamSearch(Engine& engine,
+                                          const std::vector<std::vector<int32_t>>& prompts,
+                                          const nlohmann::json& spec) {
+  if (!spec.contains("width") || !spec.contains("max_tokens") || !spec.contains("beams") ||
+      spec["beams"].size() > prompts.size()) {
+    return absl::InvalidArgumentError("--input: beam needs width, max_tokens and beams");
+  }
+  SamplingParams params;
+  params.temperature = 0.0;
+  params.beam_width = spec["width"].get<int32_t>();
+  params.max_tokens = spec["max_tokens"].get<int32_t>();
+  params.ignore_eos = true;
+  params.length_penalty = 1.0f;
+  params.early_stopping = false;
+  const size_t n = spec["beams"].size();
+  for (size_t i = 0; i < n; ++i) {
+    RETURN_IF_ERROR(engine.AddRequest(absl::StrCat("beam", i), prompts[i], params));
+  }
+  std::vector<std::vector<std::vector<int32_t>>> beams(
+      n, std::vector<std::vector<int32_t>>(params.beam_width));
+  std::vector<SequenceOutput> outputs;
+  while (engine.HasUnfinished()) {
+    outputs.clear();
+    RETURN_IF_ERROR(engine.Step(&outputs));
+    for (const SequenceOutput& o : outputs) {
+      if (!o.error.ok()) return o.error;
+      const size_t i = std::stoul(o.request_id.substr(4));
+      if (o.sample_index < 0 || o.sample_index >= params.beam_width) {
+        return absl::InternalError(absl::StrCat("beam rank ", o.sample_index));
+      }
+      auto& ids = beams[i][o.sample_index];
+      ids.insert(ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    }
+  }
+  return nlohmann::json(beams);
+}
+
 absl::Status Run() {
   std::ifstream in(absl::GetFlag(FLAGS_input));
   if (!in)
@@ -112,6 +153,9 @@ absl::Status Run() {
     }
   }
   out["greedy"] = ours;
+  if (ref.contains("beam")) {
+    ASSIGN_OR_RETURN(out["beams"], BeamSearch(*engine, prompts, ref["beam"]));
+  }
   std::ofstream f(absl::GetFlag(FLAGS_output));
   f << out.dump() << "\n";
   if (!f)

@@ -4,16 +4,21 @@
   python3 tools/gpu/hf_reference.py --out DIR --tokenizer PATH/tokenizer.json
       [--device cuda|cpu] [--dtype bfloat16|float32] [--prompts 32] [--max-tokens 64]
       [--max-prompt-tokens 1500] [--check-dtype float32] [--tiny]
+      [--beam-prompts 8] [--beam-width 2] [--beam-tokens 16]
 
 Writes, for each model in MODELS (llama3: LlamaForCausalLM, GQA 16/4, head_dim 128, llama3 RoPE
 scaling; qwen2: Qwen2ForCausalLM, QKV bias, GQA 16/2, head_dim 64; 4 layers each):
   DIR/<name>/model.safetensors, config.json   bf16 weights, built from a seed (no downloads)
   DIR/<name>/tokenizer.json (+ tokenizer_config.json when it sits beside --tokenizer)
   DIR/<name>/ref.json   {"model", "prompts": [[ids]], "greedy": [[ids]], "max_tokens", "dtype",
-                         "device"}: greedy continuations of exactly --max-tokens tokens (EOS never
-                         stops them), batch 1, from the checkpoint as loaded back in --dtype
+                         "device", "beam"}: greedy continuations of exactly --max-tokens tokens
+                         (EOS never stops them), batch 1, from the checkpoint as loaded back in
+                         --dtype; "beam": {"width", "max_tokens", "beams": [[[ids] x width]]},
+                         transformers' beam search on the first --beam-prompts prompts (no EOS:
+                         every beam is --beam-tokens long; length penalty 1), best first
   DIR/<name>/hf_<check-dtype>.json   with --check-dtype: transformers in that dtype, in the format
-                         of our tool's output ({"greedy", "teacher_forced_top1"}), for compare.py:
+                         of our tool's output ({"greedy", "teacher_forced_top1", "beams"}), for
+                         compare.py:
                          the noise floor between two transformers precisions.
 Prompts are reference_texts.txt (beside this script), tokenized with the `tokenizers` library and
 cut to lengths spread geometrically from 5 to --max-prompt-tokens.
@@ -209,6 +214,23 @@ def TeacherForcedTop1(model, prompt, continuation, device):
     return logits.float().argmax(dim=-1).tolist()
 
 
+@torch.inference_mode()
+def Beams(model, prompt, width, max_tokens, device):
+    """transformers' beam search: `width` sequences of exactly max_tokens tokens, best first
+    (the checkpoint has no EOS, so no hypothesis closes early; length penalty 1)."""
+    ids = torch.tensor([prompt], device=device)
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                         num_beams=width, num_return_sequences=width, max_new_tokens=max_tokens,
+                         length_penalty=1.0, early_stopping=False, pad_token_id=0)
+    return [row[len(prompt):].tolist() for row in out]
+
+
+def BeamDoc(model, prompts, args):
+    return {"width": args.beam_width, "max_tokens": args.beam_tokens,
+            "beams": [Beams(model, p, args.beam_width, args.beam_tokens, args.device)
+                      for p in prompts[:args.beam_prompts]]}
+
+
 def Load(path, dtype, device):
     return transformers.AutoModelForCausalLM.from_pretrained(
         path, dtype=getattr(torch, dtype)).to(device).eval()
@@ -231,6 +253,11 @@ def main():
     ap.add_argument("--check-dtype", choices=["bfloat16", "float32"],
                     help="also write hf_<dtype>.json from transformers in this dtype")
     ap.add_argument("--tiny", action="store_true", help="tiny layers (a smoke test of this code)")
+    ap.add_argument("--beam-prompts", type=int, default=8,
+                    help="beam search on the first N prompts (0: none)")
+    ap.add_argument("--beam-width", type=int, default=2,
+                    help="2: each beam's two strong successors decide (see Weights)")
+    ap.add_argument("--beam-tokens", type=int, default=16)
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("hf_reference: --device cuda but torch sees no CUDA device")
@@ -249,9 +276,11 @@ def main():
         SaveCheckpoint(MakeModel(name, vocab, args.tiny), out, args.tokenizer)
         model = Load(out, args.dtype, args.device)
         greedy = [Greedy(model, p, args.max_tokens, args.device) for p in prompts]
-        WriteJson(os.path.join(out, "ref.json"),
-                  {"model": name, "prompts": prompts, "greedy": greedy,
-                   "max_tokens": args.max_tokens, "dtype": args.dtype, "device": args.device})
+        ref = {"model": name, "prompts": prompts, "greedy": greedy,
+               "max_tokens": args.max_tokens, "dtype": args.dtype, "device": args.device}
+        if args.beam_prompts > 0:
+            ref["beam"] = BeamDoc(model, prompts, args)
+        WriteJson(os.path.join(out, "ref.json"), ref)
         t1 = time.time()
         print(f"hf_reference: {name}: {len(prompts)} prompts "
               f"({sum(map(len, prompts))} tokens) in {args.dtype} on {args.device}, "
@@ -262,6 +291,8 @@ def main():
             doc = {"greedy": [Greedy(model, p, args.max_tokens, args.device) for p in prompts],
                    "teacher_forced_top1": [TeacherForcedTop1(model, p, g, args.device)
                                            for p, g in zip(prompts, greedy)]}
+            if args.beam_prompts > 0:
+                doc["beams"] = BeamDoc(model, prompts, args)["beams"]
             WriteJson(os.path.join(out, f"hf_{args.check_dtype}.json"), doc)
             print(f"hf_reference: {name}: {args.check_dtype} check in {time.time() - t1:.1f} s",
                   flush=True)
