@@ -240,12 +240,12 @@ void SplitAttentionStep(const int32_t* query_start, int64_t num_seqs, int tile_t
 }
 
 cudaError_t LaunchPrefillAttention(const PrefillAttentionParams& p, cudaStream_t stream) {
+  if (p.num_tiles == 0) return cudaSuccess;
   const int tile_tokens = PrefillTileTokens(p.num_heads, p.kv.num_kv_heads);
   if (p.num_tiles < 0 || p.num_tiles > (1ll << 31) - 1 || tile_tokens == 0 ||
       p.kv.num_kv_heads > 65535 || p.kv.block_size <= 0) {
     return cudaErrorInvalidValue;
   }
-  if (p.num_tiles == 0) return cudaSuccess;
   const int group = static_cast<int>(p.num_heads / p.kv.num_kv_heads);
   PAGELLM_DISPATCH_HALF(p.kv.dtype, T, return LaunchForType<T>(p, group, stream));
   return cudaSuccess;

@@ -387,10 +387,10 @@ __global__ void __launch_bounds__(kThreads)
 cudaError_t LaunchBeamCandidates(const float* logits, int64_t vocab, const BeamRow* rows, int64_t n,
                                  const int32_t* suppress_ids, int32_t* ids, double* logprobs,
                                  cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
   if (n < 0 || n > (1ll << 31) - 1 || vocab <= 0 || vocab > kMaxBeamVocab) {
     return cudaErrorInvalidValue;
   }
-  if (n == 0) return cudaSuccess;
   const size_t smem = (vocab + 31) / 32 * sizeof(uint32_t);
   BeamKernel<<<static_cast<unsigned>(n), kThreads, smem, stream>>>(logits, vocab, rows,
                                                                    suppress_ids, ids, logprobs);
