@@ -1,0 +1,172 @@
+// The ceilings the CPU kernels are judged against (kernels/cpu/README.md): the int8 dot-product
+// rate (AVX-512 VNNI vpdpbusd), the bf16 one (AVX512_BF16 vdpbf16ps), fp32 FMA, and memory
+// bandwidth, per core and on all cores.
+//
+//   build/bin/kernels_cpu_peak_bench [--benchmark_filter=Int8]
+//
+// Compute: 12 independent accumulator chains of one instruction on register operands (no
+// memory traffic), 512-bit and 256-bit forms; counters are operations per second (a multiply
+// and an add count 2, as GEMM FLOPs are counted: vpdpbusd zmm = 64 int8 MACs = 128 ops).
+// Memory: a read pass (sum of 64-byte vectors) and a copy pass over 1 GiB, far beyond the
+// caches; bytes per second counts bytes read plus bytes written. Threads(N) runs N copies at
+// once, each on its own buffer; counters are the sum over threads.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+
+namespace pagellm::kernels {
+namespace {
+
+constexpr int kChains = 12;
+constexpr int64_t kInnerIters = 1 << 16;
+
+bool Has(const std::string& feature) {
+  __builtin_cpu_init();
+  if (feature == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (feature == "avx512vnni") {
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+  }
+  if (feature == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
+  return false;
+}
+
+// Twelve independent accumulators c0..c11 += one instruction of (a, b) each, in inline assembly
+// so that the compiler keeps them in registers and cannot fold the loop away. `insn` is the AT&T
+// mnemonic (sources b, a; destination c); `reg` the register prefix ("zmm" or "ymm").
+#define PAGELLM_CHAIN(insn, V)                                                                  \
+  asm volatile(insn " %[b], %[a], %[c0]\n\t" insn " %[b], %[a], %[c1]\n\t" insn              \
+                    " %[b], %[a], %[c2]\n\t" insn " %[b], %[a], %[c3]\n\t" insn                \
+                    " %[b], %[a], %[c4]\n\t" insn " %[b], %[a], %[c5]\n\t" insn                \
+                    " %[b], %[a], %[c6]\n\t" insn " %[b], %[a], %[c7]\n\t" insn                \
+                    " %[b], %[a], %[c8]\n\t" insn " %[b], %[a], %[c9]\n\t" insn                \
+                    " %[b], %[a], %[c10]\n\t" insn " %[b], %[a], %[c11]\n\t"                   \
+               : [c0] "+v"(V##0), [c1] "+v"(V##1), [c2] "+v"(V##2), [c3] "+v"(V##3),          \
+                 [c4] "+v"(V##4), [c5] "+v"(V##5), [c6] "+v"(V##6), [c7] "+v"(V##7),          \
+                 [c8] "+v"(V##8), [c9] "+v"(V##9), [c10] "+v"(V##10), [c11] "+v"(V##11)       \
+               : [a] "v"(a), [b] "v"(b))
+
+// Twelve named accumulators (an array would be stored back to the stack every iteration).
+#define PAGELLM_ACCUMULATORS(type, init)                                                    \
+  type acc0 = init(0), acc1 = init(1), acc2 = init(2), acc3 = init(3), acc4 = init(4),      \
+       acc5 = init(5), acc6 = init(6), acc7 = init(7), acc8 = init(8), acc9 = init(9),      \
+       acc10 = init(10), acc11 = init(11)
+#define PAGELLM_SUM() \
+  Sum({&acc0, &acc1, &acc2, &acc3, &acc4, &acc5, &acc6, &acc7, &acc8, &acc9, &acc10, &acc11})
+
+// The first 32-bit lane of each accumulator, summed: keeps every chain live.
+int64_t Sum(std::initializer_list<const void*> accs) {
+  int64_t s = 0;
+  for (const void* a : accs) {
+    int32_t lane;
+    std::memcpy(&lane, a, 4);
+    s += lane;
+  }
+  return s;
+}
+
+__attribute__((target("avx512f,avx512vnni"))) int64_t Int8Zmm(int64_t iters) {
+  PAGELLM_ACCUMULATORS(__m512i, _mm512_set1_epi32);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(5);
+  for (int64_t i = 0; i < iters; ++i) PAGELLM_CHAIN("vpdpbusd", acc);
+  return PAGELLM_SUM();
+}
+
+__attribute__((target("avx512f,avx512vl,avx512vnni"))) int64_t Int8Ymm(int64_t iters) {
+  PAGELLM_ACCUMULATORS(__m256i, _mm256_set1_epi32);
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(5);
+  for (int64_t i = 0; i < iters; ++i) PAGELLM_CHAIN("vpdpbusd", acc);
+  return PAGELLM_SUM();
+}
+
+__attribute__((target("avx512f,avx512bf16"))) int64_t Bf16Zmm(int64_t iters) {
+  PAGELLM_ACCUMULATORS(__m512, _mm512_set1_ps);
+  const __m512i a = _mm512_set1_epi16(0x3f80), b = _mm512_set1_epi16(0x3f00);
+  for (int64_t i = 0; i < iters; ++i) PAGELLM_CHAIN("vdpbf16ps", acc);
+  return PAGELLM_SUM();
+}
+
+__attribute__((target("avx512f,fma"))) int64_t Fp32Zmm(int64_t iters) {
+  PAGELLM_ACCUMULATORS(__m512, _mm512_set1_ps);
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
+  for (int64_t i = 0; i < iters; ++i) PAGELLM_CHAIN("vfmadd231ps", acc);
+  return PAGELLM_SUM();
+}
+
+// ops: per instruction (2 per multiply-add).
+template <typename Fn>
+void Compute(benchmark::State& state, const char* feature, Fn fn, double ops) {
+  if (!Has(feature)) {
+    state.SkipWithError((std::string("no ") + feature).c_str());
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(fn(kInnerIters));
+  state.counters["ops_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kInnerIters * kChains * ops,
+                         benchmark::Counter::kIsRate);
+}
+
+void BM_Int8DotZmm(benchmark::State& s) { Compute(s, "avx512vnni", Int8Zmm, 2.0 * 64); }
+void BM_Int8DotYmm(benchmark::State& s) { Compute(s, "avx512vnni", Int8Ymm, 2.0 * 32); }
+void BM_Bf16DotZmm(benchmark::State& s) { Compute(s, "avx512bf16", Bf16Zmm, 2.0 * 32); }
+void BM_Fp32FmaZmm(benchmark::State& s) { Compute(s, "avx512f", Fp32Zmm, 2.0 * 16); }
+
+constexpr int64_t kBufferBytes = int64_t{1} << 30;
+
+__attribute__((target("avx512f"))) int64_t ReadPass(const uint8_t* p, int64_t bytes) {
+  __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = 0; i < bytes; i += 256) {
+    s0 = _mm512_add_epi64(s0, _mm512_load_si512(p + i));
+    s1 = _mm512_add_epi64(s1, _mm512_load_si512(p + i + 64));
+    s2 = _mm512_add_epi64(s2, _mm512_load_si512(p + i + 128));
+    s3 = _mm512_add_epi64(s3, _mm512_load_si512(p + i + 192));
+  }
+  alignas(64) int64_t out[8];
+  _mm512_store_si512(out, _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+  return out[0] + out[7];
+}
+
+void BM_MemoryRead(benchmark::State& state) {
+  if (!Has("avx512f")) {
+    state.SkipWithError("no avx512f");
+    return;
+  }
+  const int64_t bytes = kBufferBytes / state.threads();
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+  std::memset(p, 1, bytes);
+  for (auto _ : state) benchmark::DoNotOptimize(ReadPass(p, bytes));
+  state.counters["bytes_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * bytes, benchmark::Counter::kIsRate);
+  std::free(p);
+}
+
+void BM_MemoryCopy(benchmark::State& state) {
+  const int64_t bytes = kBufferBytes / 2 / state.threads();
+  std::vector<uint8_t> a(bytes, 1), b(bytes, 0);
+  for (auto _ : state) {
+    std::memcpy(b.data(), a.data(), bytes);
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2 * bytes, benchmark::Counter::kIsRate);
+}
+
+const int kAllCores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+BENCHMARK(BM_Int8DotZmm)->Threads(1)->Threads(kAllCores)->UseRealTime();
+BENCHMARK(BM_Int8DotYmm)->Threads(1)->Threads(kAllCores)->UseRealTime();
+BENCHMARK(BM_Bf16DotZmm)->Threads(1)->Threads(kAllCores)->UseRealTime();
+BENCHMARK(BM_Fp32FmaZmm)->Threads(1)->Threads(kAllCores)->UseRealTime();
+BENCHMARK(BM_MemoryRead)->Threads(1)->Threads(kAllCores)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_MemoryCopy)->Threads(1)->Threads(kAllCores)->UseRealTime()->MinTime(2.0);
+
+}  // namespace
+}  // namespace pagellm::kernels
+
+BENCHMARK_MAIN();

@@ -1,0 +1,89 @@
+// QuantMatmul against the int8 ceiling (kernels_cpu_peak_bench): SmolLM2-135M's layer shapes and
+// a 7B-class one, at M = 1 (decode), 64 (batched decode) and 512 (prefill) activation rows, for
+// Q4_0, Q4_1 and Q8_0 weights, on one thread and on all cores. The counter is int8 operations
+// per second (2 per multiply-add, the weights' n x k x M), comparable with the peak's ops_per_s;
+// activation quantization is outside the timed region.
+//
+//   build/bin/kernels_cpu_quant_matmul_bench [--benchmark_filter=Q4_1]
+#include <cstring>
+#include <string>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "common/half.h"
+#include "kernels/cpu/quant_matmul.h"
+
+namespace pagellm::kernels {
+namespace {
+
+std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t n, int64_t k) {
+  const GgmlTypeTraits traits = GetGgmlTypeTraits(static_cast<uint32_t>(type));
+  std::mt19937 rng(7);
+  std::vector<uint8_t> w(n * k / 32 * traits.block_bytes);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  for (int64_t blk = 0; blk < n * k / 32; ++blk) {
+    const uint16_t d = FloatToHalf(0.01f);
+    std::memcpy(w.data() + blk * traits.block_bytes, &d, 2);
+    if (type == GgmlType::kQ4_1) std::memcpy(w.data() + blk * traits.block_bytes + 2, &d, 2);
+  }
+  return w;
+}
+
+// args: type, M, N, K, threads
+void BM_QuantMatmul(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t m = state.range(1), n = state.range(2), k = state.range(3);
+  const int threads = static_cast<int>(state.range(4));
+  const std::vector<uint8_t> blocks = RandomBlocks(type, n, k);
+  auto packed = PackQuantMatrix(type, blocks.data(), n, k);
+  if (!packed.ok()) {
+    state.SkipWithError(std::string(packed.status().message()).c_str());
+    return;
+  }
+  std::mt19937 rng(8);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(m * k), y(m * n);
+  for (float& v : x) v = dist(rng);
+  ThreadPool pool(threads);
+  QuantizedActivations qx;
+  QuantizeActivations(x.data(), m, k, k, &qx, &pool);
+  for (auto _ : state) {
+    QuantMatmul(*packed, qx, y.data(), n, &pool);
+    benchmark::ClobberMemory();
+  }
+  state.counters["ops_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * m * n * k, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(GetGgmlTypeTraits(static_cast<uint32_t>(type)).name));
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  struct Shape {
+    int64_t n, k;
+  };
+  // SmolLM2-135M: QKV (576 -> 960), gate/up (576 -> 3072), down (1536 -> 576); a 7B gate/up.
+  const Shape shapes[] = {{960, 576}, {3072, 576}, {576, 1536}, {22016, 4096}};
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+    for (const Shape& s : shapes) {
+      for (int64_t m : {1, 64, 512}) {
+        if (s.n > 10000 && m > 64) continue;  // minutes per point
+        for (int threads : {1, all}) {
+          b->Args({static_cast<int64_t>(t), m, s.n, s.k, threads});
+        }
+      }
+    }
+  }
+}
+
+BENCHMARK(BM_QuantMatmul)
+    ->Apply(Shapes)
+    ->ArgNames({"type", "M", "N", "K", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace pagellm::kernels
+
+BENCHMARK_MAIN();
