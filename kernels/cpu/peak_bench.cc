@@ -40,22 +40,22 @@ bool Has(const std::string& feature) {
 // Twelve independent accumulators c0..c11 += one instruction of (a, b) each, in inline assembly
 // so that the compiler keeps them in registers and cannot fold the loop away. `insn` is the AT&T
 // mnemonic (sources b, a; destination c); `reg` the register prefix ("zmm" or "ymm").
-#define PAGELLM_CHAIN(insn, V)                                                                  \
-  asm volatile(insn " %[b], %[a], %[c0]\n\t" insn " %[b], %[a], %[c1]\n\t" insn              \
-                    " %[b], %[a], %[c2]\n\t" insn " %[b], %[a], %[c3]\n\t" insn                \
-                    " %[b], %[a], %[c4]\n\t" insn " %[b], %[a], %[c5]\n\t" insn                \
-                    " %[b], %[a], %[c6]\n\t" insn " %[b], %[a], %[c7]\n\t" insn                \
-                    " %[b], %[a], %[c8]\n\t" insn " %[b], %[a], %[c9]\n\t" insn                \
-                    " %[b], %[a], %[c10]\n\t" insn " %[b], %[a], %[c11]\n\t"                   \
-               : [c0] "+v"(V##0), [c1] "+v"(V##1), [c2] "+v"(V##2), [c3] "+v"(V##3),          \
-                 [c4] "+v"(V##4), [c5] "+v"(V##5), [c6] "+v"(V##6), [c7] "+v"(V##7),          \
-                 [c8] "+v"(V##8), [c9] "+v"(V##9), [c10] "+v"(V##10), [c11] "+v"(V##11)       \
+#define PAGELLM_CHAIN(insn, V)                                                          \
+  asm volatile(insn " %[b], %[a], %[c0]\n\t" insn " %[b], %[a], %[c1]\n\t" insn         \
+                    " %[b], %[a], %[c2]\n\t" insn " %[b], %[a], %[c3]\n\t" insn         \
+                    " %[b], %[a], %[c4]\n\t" insn " %[b], %[a], %[c5]\n\t" insn         \
+                    " %[b], %[a], %[c6]\n\t" insn " %[b], %[a], %[c7]\n\t" insn         \
+                    " %[b], %[a], %[c8]\n\t" insn " %[b], %[a], %[c9]\n\t" insn         \
+                    " %[b], %[a], %[c10]\n\t" insn " %[b], %[a], %[c11]\n\t"            \
+               : [c0] "+v"(V##0), [c1] "+v"(V##1), [c2] "+v"(V##2), [c3] "+v"(V##3),    \
+                 [c4] "+v"(V##4), [c5] "+v"(V##5), [c6] "+v"(V##6), [c7] "+v"(V##7),    \
+                 [c8] "+v"(V##8), [c9] "+v"(V##9), [c10] "+v"(V##10), [c11] "+v"(V##11) \
                : [a] "v"(a), [b] "v"(b))
 
 // Twelve named accumulators (an array would be stored back to the stack every iteration).
-#define PAGELLM_ACCUMULATORS(type, init)                                                    \
-  type acc0 = init(0), acc1 = init(1), acc2 = init(2), acc3 = init(3), acc4 = init(4),      \
-       acc5 = init(5), acc6 = init(6), acc7 = init(7), acc8 = init(8), acc9 = init(9),      \
+#define PAGELLM_ACCUMULATORS(type, init)                                               \
+  type acc0 = init(0), acc1 = init(1), acc2 = init(2), acc3 = init(3), acc4 = init(4), \
+       acc5 = init(5), acc6 = init(6), acc7 = init(7), acc8 = init(8), acc9 = init(9), \
        acc10 = init(10), acc11 = init(11)
 #define PAGELLM_SUM() \
   Sum({&acc0, &acc1, &acc2, &acc3, &acc4, &acc5, &acc6, &acc7, &acc8, &acc9, &acc10, &acc11})

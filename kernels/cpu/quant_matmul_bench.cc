@@ -6,8 +6,8 @@
 //
 //   build/bin/kernels_cpu_quant_matmul_bench [--benchmark_filter=Q4_1]
 #include <cstring>
-#include <string>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
