@@ -1,6 +1,8 @@
 // Two-pass softmax per (token, kv head): scores for all positions of the group's query heads,
 // then max, exp, sum, and the probability-weighted sum of values, in position order. The
-// AVX-512 and portable variants differ only in how dot products and axpys are vectorized.
+// AVX-512 and portable variants differ only in how dot products and axpys are vectorized; for
+// the common (head_dim, group) shapes the AVX-512 task also reads each K/V row once for the
+// whole group and keeps the outputs in registers, with the same operations per element.
 #include "kernels/cpu/paged_attention.h"
 
 #include <immintrin.h>
@@ -74,6 +76,117 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void AxpyAvx512(float a, co
   }
 }
 
+// Turns each of the `group` score rows (ctx entries, ctx apart) into probabilities: max, exp,
+// a double sum, one multiply by the float inverse.
+void Softmax(float* scores, int64_t group, int64_t ctx) {
+  for (int64_t g = 0; g < group; ++g) {
+    float* s = scores + g * ctx;
+    float mx = -INFINITY;
+    for (int64_t p = 0; p < ctx; ++p) mx = std::max(mx, s[p]);
+    double sum = 0.0;
+    for (int64_t p = 0; p < ctx; ++p) {
+      s[p] = std::exp(s[p] - mx);
+      sum += s[p];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t p = 0; p < ctx; ++p) s[p] *= inv;
+  }
+}
+
+// The context of one (token, KV head) task.
+struct Task {
+  const PagedKvLayer* layer;
+  const int32_t* table;
+  int64_t ctx;
+  int64_t kvh;
+  const float* q0;  // the group's query heads, head_dim apart
+  float* o0;        // their outputs
+  float scale;
+  float* scores;  // [group][ctx]
+};
+
+// One task on AVX-512 for head_dim = 16 C and G query heads per KV head: each K and V row is
+// loaded (and widened) once for all G heads, and the G output rows stay in registers. Per
+// (head, position) the operations are the generic loop's, in the same order: bit-identical.
+// GCC 12 reports its own _mm512_cvtph_ps as maybe-uninitialized when inlined into arrays.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <int C, int G>
+__attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task& t) {
+  const PagedKvLayer& layer = *t.layer;
+  const int64_t bs = layer.block_size, nkv = layer.num_kv_heads, hd = 16 * C;
+  const int64_t eb = KvDtypeBytes(layer.dtype);
+  auto row = [&](int64_t p) {
+    return ((static_cast<int64_t>(t.table[p / bs]) * nkv + t.kvh) * bs + p % bs) * hd * eb;
+  };
+  __m512 q[G][C];
+  for (int g = 0; g < G; ++g) {
+    for (int c = 0; c < C; ++c) q[g][c] = _mm512_loadu_ps(t.q0 + g * hd + 16 * c);
+  }
+  alignas(64) float lanes[16];
+  for (int64_t p = 0; p < t.ctx; ++p) {
+    const void* kp = static_cast<const char*>(layer.k) + row(p);
+    __m512 k[C];
+    for (int c = 0; c < C; ++c) k[c] = Load16(kp, layer.dtype, 16 * c);
+    for (int g = 0; g < G; ++g) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int c = 0; c < C; ++c) acc = _mm512_fmadd_ps(q[g][c], k[c], acc);
+      _mm512_store_ps(lanes, acc);
+      t.scores[g * t.ctx + p] = ReduceLanes16(lanes) * t.scale;
+    }
+  }
+  Softmax(t.scores, G, t.ctx);
+  __m512 o[G][C];
+  for (int g = 0; g < G; ++g) {
+    for (int c = 0; c < C; ++c) o[g][c] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < t.ctx; ++p) {
+    const void* vp = static_cast<const char*>(layer.v) + row(p);
+    __m512 v[C];
+    for (int c = 0; c < C; ++c) v[c] = Load16(vp, layer.dtype, 16 * c);
+    for (int g = 0; g < G; ++g) {
+      const __m512 a = _mm512_set1_ps(t.scores[g * t.ctx + p]);
+      for (int c = 0; c < C; ++c) o[g][c] = _mm512_fmadd_ps(a, v[c], o[g][c]);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(t.o0 + g * hd + 16 * c, o[g][c]);
+  }
+}
+
+using TaskFn = void (*)(const Task&);
+
+// The specialized task for (head_dim, group), or null.
+TaskFn FastTask(int64_t hd, int64_t group) {
+  if (hd == 64) {
+    switch (group) {
+      case 1:
+        return TaskAvx512<4, 1>;
+      case 2:
+        return TaskAvx512<4, 2>;
+      case 3:
+        return TaskAvx512<4, 3>;
+      case 4:
+        return TaskAvx512<4, 4>;
+      default:
+        return nullptr;
+    }
+  }
+  if (hd == 128) {
+    switch (group) {
+      case 1:
+        return TaskAvx512<8, 1>;
+      case 2:
+        return TaskAvx512<8, 2>;
+      default:
+        return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+#pragma GCC diagnostic pop
+
 }  // namespace
 
 void WriteKv(const PagedKvLayer& layer, const float* k, const float* v, int64_t stride,
@@ -103,12 +216,19 @@ void WriteKv(const PagedKvLayer& layer, const float* k, const float* v, int64_t 
 
 void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
                     AttentionWorkspace* workspace, ThreadPool* pool) {
+  internal::PagedAttentionTasks(layer, batch, workspace, pool, /*specialized=*/true);
+}
+
+void internal::PagedAttentionTasks(const PagedKvLayer& layer, const AttentionBatch& batch,
+                                   AttentionWorkspace* workspace, ThreadPool* pool,
+                                   bool specialized) {
   const int64_t hd = layer.head_dim, bs = layer.block_size, nkv = layer.num_kv_heads;
   const int64_t group = batch.num_heads / nkv;
   const int64_t eb = KvDtypeBytes(layer.dtype);
   const bool fast = GetCpuFeatures().avx512 && hd % 16 == 0;
   auto dot = fast ? DotAvx512 : DotPortable;
   auto axpy = fast ? AxpyAvx512 : AxpyPortable;
+  const TaskFn fast_task = fast && specialized ? FastTask(hd, group) : nullptr;
 
   const int threads = pool != nullptr ? pool->num_threads() : 1;
   if (static_cast<int>(workspace->per_thread.size()) < threads)
@@ -128,25 +248,18 @@ void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
       const int32_t* table = batch.block_tables + batch.token_seq[t] * batch.max_blocks_per_seq;
       const float* q0 = batch.q + t * batch.q_stride + kvh * group * hd;
       float* o0 = batch.out + t * batch.out_stride + kvh * group * hd;
+      if (fast_task != nullptr) {
+        fast_task(Task{&layer, table, ctx, kvh, q0, o0, batch.scale, scores});
+        continue;
+      }
       for (int64_t p = 0; p < ctx; ++p) {
         const int64_t base = ((static_cast<int64_t>(table[p / bs]) * nkv + kvh) * bs + p % bs) * hd;
         const void* kp = static_cast<const char*>(layer.k) + base * eb;
         for (int64_t g = 0; g < group; ++g)
           scores[g * ctx + p] = dot(q0 + g * hd, kp, layer.dtype, hd) * batch.scale;
       }
-      for (int64_t g = 0; g < group; ++g) {
-        float* s = scores + g * ctx;
-        float mx = -INFINITY;
-        for (int64_t p = 0; p < ctx; ++p) mx = std::max(mx, s[p]);
-        double sum = 0.0;
-        for (int64_t p = 0; p < ctx; ++p) {
-          s[p] = std::exp(s[p] - mx);
-          sum += s[p];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t p = 0; p < ctx; ++p) s[p] *= inv;
-        std::memset(o0 + g * hd, 0, hd * sizeof(float));
-      }
+      Softmax(scores, group, ctx);
+      for (int64_t g = 0; g < group; ++g) std::memset(o0 + g * hd, 0, hd * sizeof(float));
       for (int64_t p = 0; p < ctx; ++p) {
         const int64_t base = ((static_cast<int64_t>(table[p / bs]) * nkv + kvh) * bs + p % bs) * hd;
         const void* vp = static_cast<const char*>(layer.v) + base * eb;

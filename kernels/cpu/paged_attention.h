@@ -46,6 +46,13 @@ struct AttentionWorkspace {
 void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
                     AttentionWorkspace* workspace, ThreadPool* pool);
 
+namespace internal {
+// PagedAttention with the shape-specialized AVX-512 tasks allowed or not (tests compare the
+// two: they must be bit-identical).
+void PagedAttentionTasks(const PagedKvLayer& layer, const AttentionBatch& batch,
+                         AttentionWorkspace* workspace, ThreadPool* pool, bool specialized);
+}  // namespace internal
+
 }  // namespace pagellm::kernels
 
 #endif  // PAGELLM_KERNELS_CPU_PAGED_ATTENTION_H_

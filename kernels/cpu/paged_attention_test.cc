@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -22,7 +23,7 @@ struct Result {
   std::vector<float> q, k, v;
 };
 
-Result RunCase(const Case& c, uint32_t seed, bool one_token_at_a_time) {
+Result RunCase(const Case& c, uint32_t seed, bool one_token_at_a_time, bool specialized = true) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist;
   Result r;
@@ -62,7 +63,7 @@ Result RunCase(const Case& c, uint32_t seed, bool one_token_at_a_time) {
     b.token_pos = pos.data() + first;
     b.block_tables = table.data();
     b.max_blocks_per_seq = pool_blocks;
-    PagedAttention(layer, b, &ws, &pool);
+    internal::PagedAttentionTasks(layer, b, &ws, &pool, specialized);
   };
   if (one_token_at_a_time) {
     for (int64_t t = 0; t < c.len; ++t) run(t, 1);
@@ -115,6 +116,27 @@ TEST(PagedAttentionTest, OutputIndependentOfBlockSizeAndBatching) {
         EXPECT_EQ(0, std::memcmp(base.out.data(), r.out.data(), base.out.size() * sizeof(float)))
             << "block size " << bs << " single " << single;
       }
+    }
+  }
+}
+
+// The AVX-512 tasks specialized for (head_dim, group) read each K/V row once for the group and
+// keep outputs in registers; they must give the generic loop's bits exactly.
+TEST(PagedAttentionTest, SpecializedTasksAreBitIdenticalToTheGenericLoop) {
+  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+    for (auto [hd, nh, nkv] : {std::tuple<int64_t, int64_t, int64_t>{64, 9, 3},
+                               {64, 4, 4},
+                               {64, 8, 4},
+                               {64, 8, 2},
+                               {64, 8, 1},
+                               {128, 4, 4},
+                               {128, 8, 4},
+                               {128, 8, 1}}) {
+      const Case c{70, nh, nkv, hd, 16, dt};
+      const Result fast = RunCase(c, 11, false, true), generic = RunCase(c, 11, false, false);
+      EXPECT_EQ(0,
+                std::memcmp(fast.out.data(), generic.out.data(), fast.out.size() * sizeof(float)))
+          << "hd " << hd << " heads " << nh << "/" << nkv;
     }
   }
 }
