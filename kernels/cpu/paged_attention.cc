@@ -105,6 +105,31 @@ struct Task {
   float* scores;  // [group][ctx]
 };
 
+// ReduceLanes16 of 16 rows at once (rows[j] = one position's 16 lanes): the same additions in
+// the same pairs (lanes i and i + 8, then 4, 2, 1 apart), as a butterfly across the rows that
+// leaves position j's sum in lane j.
+__attribute__((target("avx512f"))) inline __m512 ReduceRows16(const float (*rows)[16]) {
+  __m512 w[8], x[4], y[2];
+  for (int m = 0; m < 8; ++m) {
+    const __m512 a = _mm512_load_ps(rows[2 * m]), b = _mm512_load_ps(rows[2 * m + 1]);
+    w[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  for (int n = 0; n < 4; ++n) {
+    x[n] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  for (int s = 0; s < 2; ++s) {
+    y[s] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * s], x[2 * s + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(x[2 * s], x[2 * s + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // Lane k of `sums` holds row 4 (k % 4) + k / 4: a 4 x 4 transpose, its own inverse.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, sums);
+}
+
 // One task on AVX-512 for head_dim = 16 C and G query heads per KV head: each K and V row is
 // loaded (and widened) once for all G heads, and the G output rows stay in registers. Per
 // (head, position) the operations are the generic loop's, in the same order: bit-identical.
@@ -123,8 +148,27 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task&
   for (int g = 0; g < G; ++g) {
     for (int c = 0; c < C; ++c) q[g][c] = _mm512_loadu_ps(t.q0 + g * hd + 16 * c);
   }
+  // Scores 16 positions at a time: each position's 16 lanes per head, then one butterfly.
+  alignas(64) float rows[G][16][16];
+  const __m512 scale = _mm512_set1_ps(t.scale);
+  int64_t p0 = 0;
+  for (; p0 + 16 <= t.ctx; p0 += 16) {
+    for (int j = 0; j < 16; ++j) {
+      const void* kp = static_cast<const char*>(layer.k) + row(p0 + j);
+      __m512 k[C];
+      for (int c = 0; c < C; ++c) k[c] = Load16(kp, layer.dtype, 16 * c);
+      for (int g = 0; g < G; ++g) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int c = 0; c < C; ++c) acc = _mm512_fmadd_ps(q[g][c], k[c], acc);
+        _mm512_store_ps(rows[g][j], acc);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      _mm512_storeu_ps(t.scores + g * t.ctx + p0, _mm512_mul_ps(ReduceRows16(rows[g]), scale));
+    }
+  }
   alignas(64) float lanes[16];
-  for (int64_t p = 0; p < t.ctx; ++p) {
+  for (int64_t p = p0; p < t.ctx; ++p) {
     const void* kp = static_cast<const char*>(layer.k) + row(p);
     __m512 k[C];
     for (int c = 0; c < C; ++c) k[c] = Load16(kp, layer.dtype, 16 * c);
