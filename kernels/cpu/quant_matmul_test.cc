@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -98,13 +99,17 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
 
 TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
   const GgmlType type = GetParam();
-  const int64_t m = 7, n = 45, k = 576;  // n: a partial group of 8
-  Problem p = MakeProblem(type, m, n, k, 11);
-  std::vector<float> a(m * n), b(m * n);
-  internal::QuantMatmulGroupsPortable(p.packed, 0, p.packed.groups, p.qx, a.data(), n);
-  if (!__builtin_cpu_supports("avx512vnni")) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  internal::QuantMatmulGroupsAvx512(p.packed, 0, p.packed.groups, p.qx, b.data(), n);
-  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  // n: a partial group of 8 (45), an odd number of groups (70: the 512-bit pairs and a single
+  // group); m: the decode path (2) and the tiled one (7: tiles of 4 and 3).
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{7, 45}, {7, 70}, {2, 70}}) {
+    const int64_t k = 576;
+    Problem p = MakeProblem(type, m, n, k, 11);
+    std::vector<float> a(m * n), b(m * n);
+    internal::QuantMatmulGroupsPortable(p.packed, 0, p.packed.groups, p.qx, a.data(), n);
+    if (!__builtin_cpu_supports("avx512vnni")) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+    internal::QuantMatmulGroupsAvx512(p.packed, 0, p.packed.groups, p.qx, b.data(), n);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << m << "x" << n;
+  }
 }
 
 TEST_P(QuantMatmulTest, RowResultDoesNotDependOnBatchOrThreads) {
