@@ -53,6 +53,18 @@ void LlamaModel::Linear(const Matrix& w, const float* x, int64_t rows, int64_t l
   }
 }
 
+// Runs fn(begin, end) over row ranges covering [0, rows): on the pool when there are enough rows
+// to pay for the hand-off, else on this thread. Row-wise ops give the same bits either way.
+template <typename Fn>
+void LlamaModel::ByRows(int64_t rows, Fn&& fn) {
+  constexpr int64_t kMinParallelRows = 16;
+  if (pool_ != nullptr && rows >= kMinParallelRows) {
+    pool_->ParallelFor(rows, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+  } else {
+    fn(0, rows);
+  }
+}
+
 absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* logits) {
   const ModelConfig& c = weights_->config;
   const LlamaWeights& w = *weights_;
@@ -93,27 +105,39 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
 
   for (int64_t li = 0; li < c.num_layers; ++li) {
     const LlamaLayerWeights& l = w.layers[li];
-    kernels::RmsNorm(x_.data(), l.attn_norm.data(), n, hs, c.rms_norm_eps, h_.data());
+    ByRows(n, [&](int64_t r0, int64_t r1) {
+      kernels::RmsNorm(x_.data() + r0 * hs, l.attn_norm.data(), r1 - r0, hs, c.rms_norm_eps,
+                       h_.data() + r0 * hs);
+    });
     Linear(l.wq, h_.data(), n, hs, qkv_.data(), qkv_ld, false);
     Linear(l.wk, h_.data(), n, hs, qkv_.data() + q_dim, qkv_ld, l.wq.type == l.wk.type);
     Linear(l.wv, h_.data(), n, hs, qkv_.data() + q_dim + kv_dim, qkv_ld, l.wk.type == l.wv.type);
-    kernels::ApplyRope(qkv_.data(), n, qkv_ld, c.num_heads, hd, b.positions, rope_.data(),
-                       w.rope_neox);
-    kernels::ApplyRope(qkv_.data() + q_dim, n, qkv_ld, c.num_kv_heads, hd, b.positions,
-                       rope_.data(), w.rope_neox);
     const kernels::PagedKvLayer kv = cache->layer(li);
-    kernels::WriteKv(kv, qkv_.data() + q_dim, qkv_.data() + q_dim + kv_dim, qkv_ld, n, b.slots);
+    ByRows(n, [&](int64_t r0, int64_t r1) {
+      float* q = qkv_.data() + r0 * qkv_ld;
+      kernels::ApplyRope(q, r1 - r0, qkv_ld, c.num_heads, hd, b.positions + r0, rope_.data(),
+                         w.rope_neox);
+      kernels::ApplyRope(q + q_dim, r1 - r0, qkv_ld, c.num_kv_heads, hd, b.positions + r0,
+                         rope_.data(), w.rope_neox);
+      kernels::WriteKv(kv, q + q_dim, q + q_dim + kv_dim, qkv_ld, r1 - r0, b.slots + r0);
+    });
     kernels::PagedAttention(kv, ab, &attn_ws_, pool_);
     Linear(l.wo, attn_.data(), n, q_dim, tmp_.data(), hs, false);
-    kernels::AddInPlace(x_.data(), tmp_.data(), n * hs);
-
-    kernels::RmsNorm(x_.data(), l.ffn_norm.data(), n, hs, c.rms_norm_eps, h_.data());
+    ByRows(n, [&](int64_t r0, int64_t r1) {
+      kernels::AddInPlace(x_.data() + r0 * hs, tmp_.data() + r0 * hs, (r1 - r0) * hs);
+      kernels::RmsNorm(x_.data() + r0 * hs, l.ffn_norm.data(), r1 - r0, hs, c.rms_norm_eps,
+                       h_.data() + r0 * hs);
+    });
     Linear(l.w_gate, h_.data(), n, hs, gate_up_.data(), 2 * inter, false);
     Linear(l.w_up, h_.data(), n, hs, gate_up_.data() + inter, 2 * inter,
            l.w_gate.type == l.w_up.type);
-    kernels::SiluMul(gate_up_.data(), n, inter, act_.data());
+    ByRows(n, [&](int64_t r0, int64_t r1) {
+      kernels::SiluMul(gate_up_.data() + r0 * 2 * inter, r1 - r0, inter, act_.data() + r0 * inter);
+    });
     Linear(l.w_down, act_.data(), n, inter, tmp_.data(), hs, false);
-    kernels::AddInPlace(x_.data(), tmp_.data(), n * hs);
+    ByRows(n, [&](int64_t r0, int64_t r1) {
+      kernels::AddInPlace(x_.data() + r0 * hs, tmp_.data() + r0 * hs, (r1 - r0) * hs);
+    });
   }
 
   // Final norm and output projection for the requested rows only.

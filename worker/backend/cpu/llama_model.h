@@ -42,6 +42,9 @@ class LlamaModel {
  private:
   LlamaModel() = default;
   // y = x W^T (+ bias) for `rows` rows; x row stride ldx, y row stride ldy.
+  // fn(begin, end) over row ranges covering [0, rows), on the pool when rows are many.
+  template <typename Fn>
+  void ByRows(int64_t rows, Fn&& fn);
   void Linear(const Matrix& w, const float* x, int64_t rows, int64_t ldx, float* y, int64_t ldy,
               bool x_already_quantized);
 
