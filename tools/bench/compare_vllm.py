@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""pagellm against vLLM's CPU backend on the same prompts, in one run: output tok/s and ratios.
+
+Workloads (issue 11): 64 x (~115 prompt tokens, 128 out), 64 x (~13, 256), 1 x (114, 256);
+greedy, ignore_eos, every request forced to its output length (min = max tokens).
+
+Prompts: paragraphs of tools/gpu/reference_texts.txt (read cyclically, a different start per
+request), tokenized with the model's tokenizer.json (HF `tokenizers`), cut to the length and
+decoded back to text; the same text goes to both engines, which tokenize it themselves (the
+counts in the table are pagellm's).
+
+pagellm: `build/bin/pagellm generate --prompts-file F --max-tokens N --min-tokens N --ignore-eos
+  --temperature 0 --threads T --stats` (output tok/s = generated_tokens / elapsed_s of its
+  generation loop, model load excluded), on --pagellm-model (default: the Q4_1 GGUF).
+vLLM: `LLM(model=--vllm-model, dtype="bfloat16")` (the HF layout made from the GGUF by
+  tools/prepare_models.sh), `llm.generate` timed around the call; vLLM is a peer, never a
+  dependency: run this with the venv ../shared/PEERS.md describes (--vllm-python), e.g.
+  /tmp/vllm-venv/bin/python. The environment it needs (VLLM_CPU_KVCACHE_SPACE,
+  VLLM_CPU_OMP_THREADS_BIND, VLLM_CPU_NUM_OF_RESERVED_CPU, LD_PRELOAD of the venv's
+  libiomp5.so) is set for its child only; both OpenBLAS variables are unset for both engines.
+
+Usage: python3 tools/bench/compare_vllm.py --vllm-python /tmp/vllm-venv/bin/python
+           [--threads 2] [--workloads all|64x115x128,64x13x256,1x114x256] [--json-out F]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORKLOADS = [(64, 115, 128), (64, 13, 256), (1, 114, 256)]
+
+VLLM_CHILD = r'''
+import json, sys, time
+def main():
+    cfg = json.load(open(sys.argv[1]))
+    from vllm import LLM, SamplingParams
+    llm = LLM(model=cfg["model"], dtype="bfloat16", gpu_memory_utilization=0.3,
+              max_model_len=1024, seed=0)
+    out = []
+    for w in cfg["workloads"]:
+        sp = SamplingParams(temperature=0.0, max_tokens=w["out"], min_tokens=w["out"],
+                            ignore_eos=True)
+        llm.generate(w["prompts"][:1], SamplingParams(max_tokens=4))  # warm-up
+        t0 = time.perf_counter()
+        res = llm.generate(w["prompts"], sp, use_tqdm=False)
+        dt = time.perf_counter() - t0
+        toks = sum(len(r.outputs[0].token_ids) for r in res)
+        out.append({"generated_tokens": toks, "elapsed_s": dt})
+    print("VLLM_RESULT " + json.dumps(out), flush=True)
+if __name__ == "__main__":
+    main()
+'''
+
+
+def Prompts(tokenizer_json, n, length):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(tokenizer_json)
+    with open(os.path.join(ROOT, "tools", "gpu", "reference_texts.txt")) as f:
+        paragraphs = [p.strip() for p in f.read().split("\n\n") if p.strip()]
+    prompts = []
+    for i in range(n):
+        ids, k = [], i
+        while len(ids) < length:
+            ids += tok.encode(paragraphs[k % len(paragraphs)] + " ", add_special_tokens=False).ids
+            k += 1
+        prompts.append(tok.decode(ids[:length]).replace("\n", " "))
+    return prompts
+
+
+def PeerEnv(extra=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env.update(extra or {})
+    return env
+
+
+def RunPagellm(args, prompts, out_len):
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(prompts) + "\n")
+        path = f.name
+    cmd = [args.pagellm, "generate", "--model", args.pagellm_model, "--prompts-file", path,
+           "--max-tokens", str(out_len), "--min-tokens", str(out_len), "--ignore-eos",
+           "--temperature", "0", "--threads", str(args.threads), "--stats", "--json"]
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       env=PeerEnv())
+    os.unlink(path)
+    if p.returncode != 0:
+        sys.exit(f"compare_vllm: pagellm failed: {p.stderr[-2000:]}")
+    stats = json.loads(p.stderr.strip().splitlines()[-1])
+    return {"generated_tokens": stats["generated_tokens"], "elapsed_s": stats["elapsed_s"],
+            "prompt_tokens": stats["computed_prompt_tokens"] + stats["prefix_cache_hit_tokens"]}
+
+
+def RunVllm(args, workloads):
+    with tempfile.TemporaryDirectory() as d:
+        cfg = os.path.join(d, "cfg.json")
+        child = os.path.join(d, "child.py")
+        with open(cfg, "w") as f:
+            json.dump({"model": args.vllm_model, "workloads": workloads}, f)
+        with open(child, "w") as f:
+            f.write(VLLM_CHILD)
+        venv = os.path.dirname(os.path.dirname(args.vllm_python))
+        env = PeerEnv({"VLLM_CPU_KVCACHE_SPACE": "4",
+                       "VLLM_CPU_OMP_THREADS_BIND": f"0-{args.threads - 1}",
+                       "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+                       "LD_PRELOAD": os.path.join(venv, "lib", "libiomp5.so")})
+        print(f"+ {args.vllm_python} <vllm child>", file=sys.stderr, flush=True)
+        p = subprocess.run([args.vllm_python, child, cfg], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=env)
+        for line in p.stdout.splitlines():
+            if line.startswith("VLLM_RESULT "):
+                return json.loads(line[len("VLLM_RESULT "):])
+        sys.exit(f"compare_vllm: vLLM failed (exit {p.returncode}): {p.stderr[-3000:]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--vllm-python", required=True)
+    ap.add_argument("--vllm-model", default=os.path.join(ROOT, "models",
+                                                         "SmolLM2-135M-Instruct-hf"))
+    ap.add_argument("--pagellm", default=os.path.join(ROOT, "build", "bin", "pagellm"))
+    ap.add_argument("--pagellm-model", default=os.path.join(ROOT, "models",
+                                                            "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--workloads", default="all")
+    ap.add_argument("--json-out")
+    args = ap.parse_args()
+    shapes = WORKLOADS if args.workloads == "all" else [
+        tuple(int(x) for x in w.split("x")) for w in args.workloads.split(",")]
+    tokenizer = os.path.join(args.vllm_model, "tokenizer.json")
+    workloads = [{"n": n, "in": i, "out": o, "prompts": Prompts(tokenizer, n, i)}
+                 for n, i, o in shapes]
+    ours = [RunPagellm(args, w["prompts"], w["out"]) for w in workloads]
+    theirs = RunVllm(args, workloads)
+    rows = []
+    print(f"| {'workload':28s} | {'vLLM tok/s':>10s} | {'pagellm tok/s':>13s} | {'ratio':>6s} |")
+    print(f"| {'-' * 28} | {'-' * 10} | {'-' * 13} | {'-' * 6} |")
+    for w, a, b in zip(workloads, ours, theirs):
+        pt = a["generated_tokens"] / a["elapsed_s"]
+        vt = b["generated_tokens"] / b["elapsed_s"]
+        name = f"{w['n']} x (~{a['prompt_tokens'] // w['n']} in, {w['out']} out)"
+        print(f"| {name:28s} | {vt:10.1f} | {pt:13.1f} | {pt / vt:6.2f} |")
+        rows.append({"workload": name, "vllm": b, "pagellm": a, "ratio": pt / vt})
+    print("ratio = pagellm / vLLM output tok/s (higher is better for pagellm)")
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
