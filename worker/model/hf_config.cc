@@ -107,37 +107,63 @@ absl::StatusOr<const Architecture*> FindArchitecture(const Json& root) {
              absl::StrCat("'", name, "' is not supported (Llama, Mistral or Qwen2 only)"));
 }
 
-absl::StatusOr<RopeScaling> ParseRopeScaling(const Json& root) {
+// The scaling object `rs` (transformers' rope_scaling, or since transformers 5 rope_parameters),
+// named `field` in errors.
+absl::StatusOr<RopeScaling> ParseRopeScaling(const Json& rs, const std::string& field) {
   RopeScaling scaling;
-  const Json* rs = Lookup(root, "rope_scaling");
-  if (rs == nullptr) return scaling;
-  if (!rs->is_object()) return Bad("rope_scaling", "must be an object or null");
-  const Json* type = Lookup(*rs, "rope_type");
-  if (type == nullptr) type = Lookup(*rs, "type");  // the older spelling
-  if (type == nullptr || !type->is_string()) return Bad("rope_scaling.rope_type", "is missing");
+  const Json* type = Lookup(rs, "rope_type");
+  if (type == nullptr) type = Lookup(rs, "type");  // the older spelling
+  if (type == nullptr || !type->is_string()) return Bad(field + ".rope_type", "is missing");
   const std::string name = type->get<std::string>();
   if (name == "default") return scaling;
   if (name == "linear") {
     scaling.type = RopeScaling::Type::kLinear;
-    ASSIGN_OR_RETURN(scaling.factor, GetFloat(*rs, "factor"));
+    ASSIGN_OR_RETURN(scaling.factor, GetFloat(rs, "factor"));
   } else if (name == "llama3") {
     scaling.type = RopeScaling::Type::kLlama3;
-    ASSIGN_OR_RETURN(scaling.factor, GetFloat(*rs, "factor"));
-    ASSIGN_OR_RETURN(scaling.low_freq_factor, GetFloat(*rs, "low_freq_factor"));
-    ASSIGN_OR_RETURN(scaling.high_freq_factor, GetFloat(*rs, "high_freq_factor"));
+    ASSIGN_OR_RETURN(scaling.factor, GetFloat(rs, "factor"));
+    ASSIGN_OR_RETURN(scaling.low_freq_factor, GetFloat(rs, "low_freq_factor"));
+    ASSIGN_OR_RETURN(scaling.high_freq_factor, GetFloat(rs, "high_freq_factor"));
     ASSIGN_OR_RETURN(scaling.original_max_position_embeddings,
-                     GetInt(*rs, "original_max_position_embeddings"));
+                     GetInt(rs, "original_max_position_embeddings"));
     if (!(scaling.low_freq_factor > 0) || !(scaling.high_freq_factor > scaling.low_freq_factor)) {
-      return Bad("rope_scaling", "needs 0 < low_freq_factor < high_freq_factor");
+      return Bad(field, "needs 0 < low_freq_factor < high_freq_factor");
     }
     if (scaling.original_max_position_embeddings <= 0) {
-      return Bad("rope_scaling.original_max_position_embeddings", "must be positive");
+      return Bad(field + ".original_max_position_embeddings", "must be positive");
     }
   } else {
-    return Bad("rope_scaling", absl::StrCat("type '", name, "' is not supported"));
+    return Bad(field, absl::StrCat("type '", name, "' is not supported"));
   }
-  if (!(scaling.factor > 0)) return Bad("rope_scaling.factor", "must be positive");
+  if (!(scaling.factor > 0)) return Bad(field + ".factor", "must be positive");
   return scaling;
+}
+
+// rope_theta and the scaling: from rope_parameters (transformers 5 writes only that object) or
+// from the older top-level rope_theta and rope_scaling. A config with both must agree on theta
+// and may not scale twice.
+absl::Status ParseRope(const Json& root, ModelConfig& c) {
+  const Json* rp = Lookup(root, "rope_parameters");
+  const Json* rs = Lookup(root, "rope_scaling");
+  ASSIGN_OR_RETURN(c.rope_theta, GetFloat(root, "rope_theta", 10000.0f));
+  if (rp == nullptr) {
+    if (rs == nullptr) return absl::OkStatus();
+    if (!rs->is_object()) return Bad("rope_scaling", "must be an object or null");
+    ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(*rs, "rope_scaling"));
+    return absl::OkStatus();
+  }
+  if (!rp->is_object()) return Bad("rope_parameters", "must be an object or null");
+  if (rs != nullptr) return Bad("rope_scaling", "and rope_parameters are both given");
+  const float top_theta = c.rope_theta;
+  ASSIGN_OR_RETURN(c.rope_theta, GetFloat(*rp, "rope_theta", top_theta));
+  if (Lookup(root, "rope_theta") != nullptr && c.rope_theta != top_theta) {
+    return Bad("rope_theta", "disagrees with rope_parameters.rope_theta");
+  }
+  if (Lookup(*rp, "rope_type") == nullptr && Lookup(*rp, "type") == nullptr) {
+    return absl::OkStatus();  // theta alone: no scaling
+  }
+  ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(*rp, "rope_parameters"));
+  return absl::OkStatus();
 }
 
 // The attention window when the config turns sliding-window attention on, else nullopt.
@@ -184,8 +210,7 @@ absl::StatusOr<ModelConfig> ParseHfConfig(std::string_view json_text) {
   ASSIGN_OR_RETURN(c.max_position_embeddings,
                    GetInt(root, "max_position_embeddings", arch->default_max_positions));
   ASSIGN_OR_RETURN(c.rms_norm_eps, GetFloat(root, "rms_norm_eps", 1e-6f));
-  ASSIGN_OR_RETURN(c.rope_theta, GetFloat(root, "rope_theta", 10000.0f));
-  ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(root));
+  RETURN_IF_ERROR(ParseRope(root, c));
   ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(root, "tie_word_embeddings", false));
   if (arch->family == "qwen2") {
     c.attention_bias = true;

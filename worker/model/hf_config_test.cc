@@ -204,6 +204,42 @@ TEST(HfConfigTest, RejectsBadValues) {
                 "vocab_size");
 }
 
+// transformers 5 writes rope_theta and the scaling into one rope_parameters object (as
+// LlamaConfig(...).to_json_string() of transformers 5.17 does), and no top-level keys.
+TEST(HfConfigTest, RopeParametersOfTransformers5) {
+  auto llama3 = ParseHfConfig(Minimal(
+      R"(,"max_position_embeddings":131072,"rope_parameters":{"factor":8.0,"high_freq_factor":4.0,)"
+      R"("low_freq_factor":1.0,"original_max_position_embeddings":8192,"rope_theta":500000.0,)"
+      R"("rope_type":"llama3"})"));
+  ASSERT_TRUE(llama3.ok()) << llama3.status();
+  EXPECT_FLOAT_EQ(llama3->rope_theta, 500000.0f);
+  EXPECT_EQ(llama3->rope_scaling.type, RopeScaling::Type::kLlama3);
+  EXPECT_FLOAT_EQ(llama3->rope_scaling.factor, 8.0f);
+  EXPECT_EQ(llama3->rope_scaling.original_max_position_embeddings, 8192);
+
+  auto plain = ParseHfConfig(
+      Minimal(R"(,"rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"})"));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FLOAT_EQ(plain->rope_theta, 1000000.0f);  // not the 10000 default
+  EXPECT_EQ(plain->rope_scaling.type, RopeScaling::Type::kNone);
+
+  auto theta_only = ParseHfConfig(Minimal(R"(,"rope_parameters":{"rope_theta":250000.0})"));
+  ASSERT_TRUE(theta_only.ok()) << theta_only.status();
+  EXPECT_FLOAT_EQ(theta_only->rope_theta, 250000.0f);
+
+  auto both_agree = ParseHfConfig(
+      Minimal(R"(,"rope_theta":1e6,"rope_parameters":{"rope_theta":1e6,"rope_type":"default"})"));
+  ASSERT_TRUE(both_agree.ok()) << both_agree.status();
+  ExpectInvalid(
+      Minimal(R"(,"rope_theta":1e4,"rope_parameters":{"rope_theta":1e6,"rope_type":"default"})"),
+      "disagrees");
+  ExpectInvalid(Minimal(R"(,"rope_scaling":{"rope_type":"linear","factor":2},)"
+                        R"("rope_parameters":{"rope_theta":1e6,"rope_type":"linear","factor":2})"),
+                "both given");
+  ExpectInvalid(Minimal(R"(,"rope_parameters":[1])"), "rope_parameters must be an object");
+  ExpectInvalid(Minimal(R"(,"rope_parameters":{"rope_type":"yarn","factor":4})"), "'yarn'");
+}
+
 TEST(HfConfigTest, RejectsUnsupportedFeatures) {
   ExpectInvalid(Minimal(R"(,"hidden_act":"gelu")"), "hidden_act");
   ExpectInvalid(Minimal(R"(,"mlp_bias":true)"), "mlp_bias");
