@@ -2,6 +2,17 @@
 // must continue 24 varied prompts exactly as llama.cpp does (greedy, 64 tokens), and agree on
 // the top-1 token under teacher forcing. The reference is tests/data/fidelity/
 // llamacpp_smollm2.json, made by tools/fixtures/make_llamacpp_fixture.py with llama-cpp-python.
+//
+// The same on the Q4_K_M file llama.cpp's quantizer makes from it (tools/convert/
+// llamacpp_quantize.py; tools/prepare_models.sh makes it when llama-cpp-python is installed, and
+// the cases skip without it): Q5_0, Q8_0, Q4_K and Q6_K weights, which pagellm multiplies in
+// its own integer kernels. There llama.cpp quantizes activations per 256 elements for K-quants
+// (pagellm per 32) and its batched and one-token kernels differ (its own teacher-forced top-1
+// disagrees with its greedy run 55 times in the fixture), so near-ties go either way and whole
+// continuations rarely stay identical: the bars are the mean common prefix (measured 21.9 of
+// 64), top-1 agreement (95.3%) and agreement where llama.cpp is confident (1759/1760). Against
+// the exact product of the same weights (the file dequantized to F32, run in fp32), pagellm's
+// continuations stay closer than llama.cpp's: tools/bench/quant_fidelity.py.
 #include <fstream>
 
 #include "gtest/gtest.h"
@@ -11,21 +22,28 @@
 namespace pagellm {
 namespace {
 
-constexpr char kModel[] = "models/SmolLM2-135M-Instruct.F32.gguf";
-constexpr char kFixture[] = "tests/data/fidelity/llamacpp_smollm2.json";
+struct FidelityCase {
+  const char* name;
+  const char* model;
+  const char* fixture;
+  int min_identical_percent;       // greedy 64-token continuations identical to llama.cpp's
+  int min_mean_prefix;             // mean tokens before a continuation leaves llama.cpp's
+  int min_top1_percent;            // teacher-forced top-1 agreement
+  int min_confident_top1_percent;  // the same where llama.cpp's top-2 trails by >= 0.5 logits
+};
 
-class FidelityTest : public ::testing::Test {
+class FidelityTest : public ::testing::TestWithParam<FidelityCase> {
  protected:
   void SetUp() override {
-    PAGELLM_SKIP_WITHOUT_MODEL(kModel);
-    std::ifstream in(kFixture);
-    ASSERT_TRUE(in) << kFixture;
+    PAGELLM_SKIP_WITHOUT_MODEL(GetParam().model);
+    std::ifstream in(GetParam().fixture);
+    ASSERT_TRUE(in) << GetParam().fixture;
     fixture_ = nlohmann::json::parse(in);
     CpuBackendOptions o;
     o.threads = 2;
     o.kv_cache_dtype = "f32";  // as the reference (type_k/type_v f32)
     o.num_kv_blocks = 512;
-    auto m = testing::OpenModel(kModel, o);
+    auto m = testing::OpenModel(GetParam().model, o);
     ASSERT_TRUE(m.ok()) << m.status();
     model_ = std::move(*m);
   }
@@ -33,14 +51,14 @@ class FidelityTest : public ::testing::Test {
   testing::TestModel model_;
 };
 
-TEST_F(FidelityTest, PromptTokenizationMatchesLlamaCpp) {
+TEST_P(FidelityTest, PromptTokenizationMatchesLlamaCpp) {
   for (const auto& c : fixture_["cases"]) {
     auto ids = model_.tokenizer->Encode(c["prompt"].get<std::string>(), true, true);
     EXPECT_EQ(ids, c["prompt_ids"].get<std::vector<int32_t>>()) << c["name"];
   }
 }
 
-TEST_F(FidelityTest, GreedyContinuationsMatchLlamaCpp) {
+TEST_P(FidelityTest, GreedyContinuationsMatchLlamaCpp) {
   std::vector<std::vector<int32_t>> prompts, want;
   for (const auto& c : fixture_["cases"]) {
     prompts.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
@@ -51,29 +69,36 @@ TEST_F(FidelityTest, GreedyContinuationsMatchLlamaCpp) {
                                      /*together=*/true);
   ASSERT_TRUE(got.ok()) << got.status();
   int identical = 0;
+  size_t prefix_sum = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
+    size_t k = 0;
+    while (k < want[i].size() && k < (*got)[i].size() && (*got)[i][k] == want[i][k]) ++k;
+    prefix_sum += k;
     if ((*got)[i] == want[i]) {
       ++identical;
     } else {
-      size_t k = 0;
-      while (k < want[i].size() && (*got)[i][k] == want[i][k]) ++k;
       std::printf("case %s diverges from llama.cpp at token %zu\n",
                   fixture_["cases"][i]["name"].get<std::string>().c_str(), k);
     }
   }
-  std::printf("greedy 64-token continuations identical to llama.cpp: %d/%zu\n", identical,
-              prompts.size());
-  EXPECT_GE(identical * 10, static_cast<int>(prompts.size()) * 9);
+  const double mean_prefix = static_cast<double>(prefix_sum) / prompts.size();
+  std::printf(
+      "greedy 64-token continuations identical to llama.cpp: %d/%zu, mean common prefix "
+      "%.1f tokens\n",
+      identical, prompts.size(), mean_prefix);
+  EXPECT_GE(mean_prefix, GetParam().min_mean_prefix);
+  EXPECT_GE(identical * 100, static_cast<int>(prompts.size()) * GetParam().min_identical_percent);
 }
 
-TEST_F(FidelityTest, TeacherForcedTop1AgreesWithLlamaCpp) {
-  int64_t agree = 0, total = 0;
+TEST_P(FidelityTest, TeacherForcedTop1AgreesWithLlamaCpp) {
+  int64_t agree = 0, total = 0, confident_agree = 0, confident = 0;
   const int64_t vocab = model_.backend->config().vocab_size;
   for (const auto& c : fixture_["cases"]) {
     std::vector<int32_t> tokens = c["prompt_ids"].get<std::vector<int32_t>>();
     const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
     tokens.insert(tokens.end(), greedy.begin(), greedy.end());
     const auto top1 = c["tf_top1"].get<std::vector<int32_t>>();
+    const auto margin = c["tf_margin"].get<std::vector<double>>();
     ASSERT_EQ(top1.size(), tokens.size());
     auto logits = testing::AllPositionLogits(model_.backend.get(), tokens);
     ASSERT_TRUE(logits.ok()) << logits.status();
@@ -84,12 +109,29 @@ TEST_F(FidelityTest, TeacherForcedTop1AgreesWithLlamaCpp) {
         if (row[v] > row[best]) best = v;
       agree += best == top1[i];
       ++total;
+      if (margin[i] >= 0.5) {
+        confident_agree += best == top1[i];
+        ++confident;
+      }
     }
   }
-  std::printf("teacher-forced top-1 agreement with llama.cpp: %lld/%lld\n",
-              static_cast<long long>(agree), static_cast<long long>(total));
-  EXPECT_GE(agree * 100, total * 99);
+  std::printf(
+      "teacher-forced top-1 agreement with llama.cpp: %lld/%lld, where its margin is "
+      ">= 0.5: %lld/%lld\n",
+      static_cast<long long>(agree), static_cast<long long>(total),
+      static_cast<long long>(confident_agree), static_cast<long long>(confident));
+  EXPECT_GE(agree * 100, total * GetParam().min_top1_percent);
+  EXPECT_GE(confident_agree * 100, confident * GetParam().min_confident_top1_percent);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, FidelityTest,
+    ::testing::Values(FidelityCase{"F32", "models/SmolLM2-135M-Instruct.F32.gguf",
+                                   "tests/data/fidelity/llamacpp_smollm2.json", 90, 60, 99, 100},
+                      FidelityCase{"Q4_K_M", "models/SmolLM2-135M-Instruct.Q4_K_M.gguf",
+                                   "tests/data/fidelity/llamacpp_smollm2_q4_k_m.json", 0, 16, 93,
+                                   99}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace pagellm

@@ -15,6 +15,16 @@
 #include "absl/strings/str_cat.h"
 
 namespace pagellm::kernels {
+void KQuantScaleMin(int j, const uint8_t* q, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *mn = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 namespace {
 
 constexpr int kQK = 32;     // elements per block of the legacy formats (Q4_0 .. Q8_0)
@@ -142,17 +152,6 @@ void DequantQ3_K(const uint8_t* b, float* y) {
   }
 }
 
-// Scale and min of sub-block j (0..7) of Q4_K / Q5_K: 6 bits each, packed in 12 bytes.
-void ScaleMinK4(int j, const uint8_t* q, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // Q4_K: {f16 d; f16 dmin; u8 scales[12]; u8 qs[128]}: y = (d * sc) * q - (dmin * m).
 void DequantQ4_K(const uint8_t* b, float* y) {
   const float d = F16At(b);
@@ -161,9 +160,9 @@ void DequantQ4_K(const uint8_t* b, float* y) {
   const uint8_t* q = b + 16;
   for (int is = 0; is < 8; is += 2, q += 32) {
     int sc, mn;
-    ScaleMinK4(is, scales, &sc, &mn);
+    KQuantScaleMin(is, scales, &sc, &mn);
     const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(mn);
-    ScaleMinK4(is + 1, scales, &sc, &mn);
+    KQuantScaleMin(is + 1, scales, &sc, &mn);
     const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(mn);
     for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0x0F) - m1;
     for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
@@ -180,9 +179,9 @@ void DequantQ5_K(const uint8_t* b, float* y) {
   uint8_t u1 = 1, u2 = 2;
   for (int is = 0; is < 8; is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
     int sc, mn;
-    ScaleMinK4(is, scales, &sc, &mn);
+    KQuantScaleMin(is, scales, &sc, &mn);
     const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(mn);
-    ScaleMinK4(is + 1, scales, &sc, &mn);
+    KQuantScaleMin(is + 1, scales, &sc, &mn);
     const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(mn);
     for (int l = 0; l < 32; ++l) {
       *y++ = d1 * static_cast<float>((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;

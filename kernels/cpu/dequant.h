@@ -17,6 +17,10 @@ namespace pagellm::kernels {
 // type's block size. REQUIRES: `src` holds n / block_elems * block_bytes bytes; dst holds n floats.
 absl::Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 
+// Scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block: 6 bits each, packed in the
+// block's 12 scale bytes `q`.
+void KQuantScaleMin(int j, const uint8_t* q, int* sc, int* mn);
+
 }  // namespace pagellm::kernels
 
 #endif  // PAGELLM_KERNELS_CPU_DEQUANT_H_

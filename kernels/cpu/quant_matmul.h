@@ -1,17 +1,19 @@
-// Integer matrix products for GGML block-quantized weights (Q4_0, Q4_1, Q8_0).
+// Integer matrix products for GGML block-quantized weights: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
+// the K-quants Q4_K, Q5_K, Q6_K, Q8_K.
 //
-// Weights are repacked once at load (PackQuantMatrix) into groups of 8 output rows. For each
-// group and each 32-element block the packed data hold the 8 rows' fp16 scales (and Q4_1
-// mins), then the quants interleaved so that int32 lane r of a VNNI dot product belongs to row
-// r: vector t (t = 0..7) holds, at bytes 4r..4r+3, row r's unsigned quants of elements
-// 4t..4t+3 (Q4: vectors t and t+4 share 32 bytes as low / high nibbles). One activation
-// broadcast then feeds 8 rows at once.
+// Weights are repacked once at load (PackQuantMatrix) into groups of 8 output rows and blocks of
+// 32 input elements, quants unsigned and interleaved so that one activation broadcast feeds 8
+// rows of a VNNI dot product; quant_layout.h gives each type's layout. The packed matrix takes
+// about the GGML size (4.5 bits per Q4_0 weight as in the file, 4.75 per Q4_K against 4.5, 6.63
+// per Q6_K against 6.56), so a caller can release the source afterwards.
 //
 // Activations are quantized per row in blocks of 32 to int8 with one fp32 scale (as llama.cpp's
 // Q8_0/Q8_1). Per block, each row's dot product is exact in int32, weight offsets (Q4_0's 8,
-// Q8_0's 128 after the unsigned shift) are removed exactly in integer arithmetic, and then
-//   acc = fma(float(dot) * d_w, d_x, acc);   Q4_1 also: acc = fma(min_w, d_x * sum(q_x), acc)
-// sequentially over blocks.
+// Q5_0's 16, Q6_K's 32, Q8_0's 128 after the unsigned shift) are removed exactly in integer
+// arithmetic (Q6_K's two 16-element halves are scaled by their int8 scales there too), and then
+//   acc = fma(float(dot) * d_w, d_x, acc);   with mins also: acc = fma(m_w, d_x * sum(q_x), acc)
+// sequentially over blocks, where d_w and m_w are the block's fp32 scale and min (for K-quants
+// the exact products d * sc and -dmin * m).
 //
 // Determinism contract (what batch invariance rests on): y[m][n] depends only on row m of x and
 // row n of W, through the same fp32 operations whatever M, N, the tiling, the thread count or
@@ -32,11 +34,12 @@ namespace pagellm::kernels {
 // they reached the largest batch). Not thread-safe.
 struct QuantizedActivations {
   int64_t rows = 0;
-  int64_t cols = 0;           // multiple of 32
-  std::vector<int8_t> qs;     // [rows][cols]
-  std::vector<float> d;       // [rows][cols/32] scale: x ~= d * q
-  std::vector<float> s;       // [rows][cols/32] d * sum(q) of the block
-  std::vector<int32_t> sumq;  // [rows][cols/32] sum(q) of the block
+  int64_t cols = 0;              // multiple of 32
+  std::vector<int8_t> qs;        // [rows][cols]
+  std::vector<float> d;          // [rows][cols/32] scale: x ~= d * q
+  std::vector<float> s;          // [rows][cols/32] d * sum(q) of the block
+  std::vector<int32_t> sumq;     // [rows][cols/32] sum(q) of the block
+  std::vector<int32_t> sumq_lo;  // [rows][cols/32] sum(q) of the block's first 16 elements
 };
 
 // A weight matrix repacked for the kernels (see the file comment). Immutable once built.
@@ -47,13 +50,15 @@ struct PackedQuantMatrix {
   int64_t groups = 0;         // ceil(n_out / 8); rows past n_out are zero padding
   int64_t block_bytes = 0;    // per group and block
   std::vector<uint8_t> data;  // [groups][n_in / 32][block_bytes]
+  std::vector<float> super;   // K-quants: [groups][n_in / 256][8 or 16] super-block scales
 };
 
 // True for the weight types QuantMatmul accepts.
 bool IsQuantMatmulType(GgmlType type);
 
 // Repacks `n_out` rows of `n_in` elements in GGML `type` blocks (rows contiguous).
-// InvalidArgument for another type or n_in not a multiple of 32.
+// InvalidArgument for another type or n_in not a multiple of the type's block (32; 256 for
+// K-quants).
 absl::StatusOr<PackedQuantMatrix> PackQuantMatrix(GgmlType type, const uint8_t* blocks,
                                                   int64_t n_out, int64_t n_in);
 
@@ -62,10 +67,30 @@ absl::StatusOr<PackedQuantMatrix> PackQuantMatrix(GgmlType type, const uint8_t* 
 void QuantizeActivations(const float* x, int64_t rows, int64_t cols, int64_t ldx,
                          QuantizedActivations* out, ThreadPool* pool);
 
+// The same in two parts, for a caller that quantizes rows inside its own parallel region:
+// ResizeActivations sets out's shape to rows x cols (growing its buffers if needed), then
+// QuantizeActivationRows fills rows [r0, r1) from x (row r at x + r * ldx). Rows are
+// independent: any split gives QuantizeActivations' bits. REQUIRES: cols % 32 == 0,
+// 0 <= r0 <= r1 <= out->rows.
+void ResizeActivations(int64_t rows, int64_t cols, QuantizedActivations* out);
+void QuantizeActivationRows(const float* x, int64_t r0, int64_t r1, int64_t ldx,
+                            QuantizedActivations* out);
+
 // y[m][n] = sum_k x[m][k] * W[n][k] for m < x.rows, n < w.n_out; y has row stride `ldy`.
 // REQUIRES: x.cols == w.n_in.
 void QuantMatmul(const PackedQuantMatrix& w, const QuantizedActivations& x, float* y, int64_t ldy,
                  ThreadPool* pool);
+
+// Several products of the same activations (Q, K and V; gate and up) as one parallel region,
+// the matrices' row groups shared out across the threads together: one hand-off instead of one
+// per matrix, and no thread idle on a small matrix. Each y is what QuantMatmul gives.
+struct QuantMatmulJob {
+  const PackedQuantMatrix* w = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+void QuantMatmulMany(const QuantMatmulJob* jobs, int num_jobs, const QuantizedActivations& x,
+                     ThreadPool* pool);
 
 namespace internal {
 // One kernel invocation: row groups [g_begin, g_end) of W against all rows of x.
@@ -73,10 +98,6 @@ void QuantMatmulGroupsPortable(const PackedQuantMatrix& w, int64_t g_begin, int6
                                const QuantizedActivations& x, float* y, int64_t ldy);
 void QuantMatmulGroupsAvx512(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
                              const QuantizedActivations& x, float* y, int64_t ldy);
-// Weight offset subtracted from the unsigned packed quants, and whether mins are present.
-inline int QuantOffset(GgmlType t) {
-  return t == GgmlType::kQ4_0 ? 8 : t == GgmlType::kQ8_0 ? 128 : 0;
-}
 }  // namespace internal
 
 }  // namespace pagellm::kernels

@@ -1,14 +1,16 @@
 // AVX-512 VNNI kernel for QuantMatmul over packed groups of 8 rows (256-bit vectors, AVX512VL;
 // for more than two activation rows, pairs of groups in 512-bit vectors).
-// Per group-block: the 8 rows' quants are unpacked once into 8 vectors; each activation row
-// then needs 8 broadcasts and 8 dpbusd (two chains, summed exactly), one cvt, one mul and one
-// fma (+ one fma for Q4_1's min) to advance all 8 rows' accumulators. Bit-identical to the
-// portable kernel: the int32 dot products are exact and the fp32 operations are the same.
+// Per group-block: the 8 rows' quants are unpacked once into 8 vectors (quant_layout.h) and
+// their scales into one or two; each activation row then needs 8 broadcasts and 8 dpbusd (two
+// chains, one per 16-element half, summed exactly), one cvt, one mul and one fma (+ one fma for
+// a min) to advance all 8 rows' accumulators. Bit-identical to the portable kernel: the int32
+// dot products are exact and the fp32 operations are the same.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/quant_layout.h"
 #include "kernels/cpu/quant_matmul.h"
 
 namespace pagellm::kernels::internal {
@@ -16,61 +18,145 @@ namespace {
 
 constexpr int64_t kBlock = 32;
 
-template <GgmlType T>
-struct Fmt {
-  static constexpr bool kMin = T == GgmlType::kQ4_1;
-  static constexpr bool kNibbles = T != GgmlType::kQ8_0;
-  static constexpr int kOffset = T == GgmlType::kQ4_0 ? 8 : T == GgmlType::kQ8_0 ? 128 : 0;
-  static constexpr int64_t kScaleBytes = kMin ? 32 : 16;
+// One group-block unpacked for 8 rows: quant vectors, fp32 scale (and min), and for kHalves the
+// halves' int32 scales.
+struct Unpacked {
+  __m256i wv[8];
+  __m256 dw, mw;
+  __m256i sc_lo, sc_hi;
 };
 
-inline __m256i Broadcast4(const int8_t* p) {
+template <GgmlType T>
+inline void Unpack(const PackedQuantMatrix& w, int64_t g, int64_t b, int64_t nb, Unpacked* o) {
+  constexpr PackedLayout L = LayoutOf(T);
+  const uint8_t* gb = w.data.data() + (g * nb + b) * w.block_bytes;
+  const uint8_t* q = gb + L.scale_bytes;
+  auto load = [](const uint8_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  };
+  if constexpr (L.bits == 8) {
+    for (int t = 0; t < 8; ++t) o->wv[t] = load(q + 32 * t);
+  } else {
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    for (int t = 0; t < 4; ++t) {
+      const __m256i p = load(q + 32 * t);
+      o->wv[t] = _mm256_and_si256(p, low);
+      o->wv[t + 4] = _mm256_and_si256(_mm256_srli_epi16(p, 4), low);
+    }
+  }
+  if constexpr (L.bits == 5) {  // bit t of the plane -> bit 4 of vector t
+    const __m256i h = load(q + 128), bit4 = _mm256_set1_epi8(0x10);
+    o->wv[0] = _mm256_or_si256(o->wv[0], _mm256_and_si256(_mm256_slli_epi16(h, 4), bit4));
+    o->wv[1] = _mm256_or_si256(o->wv[1], _mm256_and_si256(_mm256_slli_epi16(h, 3), bit4));
+    o->wv[2] = _mm256_or_si256(o->wv[2], _mm256_and_si256(_mm256_slli_epi16(h, 2), bit4));
+    o->wv[3] = _mm256_or_si256(o->wv[3], _mm256_and_si256(_mm256_slli_epi16(h, 1), bit4));
+    o->wv[4] = _mm256_or_si256(o->wv[4], _mm256_and_si256(h, bit4));
+    o->wv[5] = _mm256_or_si256(o->wv[5], _mm256_and_si256(_mm256_srli_epi16(h, 1), bit4));
+    o->wv[6] = _mm256_or_si256(o->wv[6], _mm256_and_si256(_mm256_srli_epi16(h, 2), bit4));
+    o->wv[7] = _mm256_or_si256(o->wv[7], _mm256_and_si256(_mm256_srli_epi16(h, 3), bit4));
+  }
+  if constexpr (L.bits == 6) {  // bits 2s..2s+1 of plane k -> bits 4..5 of vector 4k+s
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    for (int k = 0; k < 2; ++k) {
+      const __m256i h = load(q + 128 + 32 * k);
+      __m256i* v = o->wv + 4 * k;
+      v[0] = _mm256_or_si256(v[0], _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45));
+      v[1] = _mm256_or_si256(v[1], _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45));
+      v[2] = _mm256_or_si256(v[2], _mm256_and_si256(h, bits45));
+      v[3] = _mm256_or_si256(v[3], _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
+    }
+  }
+  auto f16x8 = [](const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  };
+  auto u8x8 = [](const uint8_t* p) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  };
+  const float* sup = L.super_floats > 0 ? SuperOf(w.super.data(), L, g, b, nb) : nullptr;
+  if constexpr (L.scale == Scale::kF16 || L.scale == Scale::kF16Min) o->dw = f16x8(gb);
+  if constexpr (L.scale == Scale::kF16Min) o->mw = f16x8(gb + 16);
+  if constexpr (L.scale == Scale::kSubK) {
+    o->dw = _mm256_mul_ps(_mm256_loadu_ps(sup), u8x8(gb));
+    o->mw = _mm256_mul_ps(_mm256_loadu_ps(sup + 8), u8x8(gb + 8));
+  }
+  if constexpr (L.scale == Scale::kHalves || L.scale == Scale::kSuper) o->dw = _mm256_loadu_ps(sup);
+  if constexpr (L.scale == Scale::kHalves) {
+    o->sc_lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb)));
+    o->sc_hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb + 8)));
+  }
+}
+
+// The int32 dot products of one activation row (block xb, quants xq) with the unpacked rows, in
+// vectors V of int32 (256 or 512 bits): two chains, one per half, each starting from its part of
+// the weight offset; kHalves scales each half.
+template <GgmlType T, typename V, typename Ops>
+inline V Dot(const V* wv, const V& sc_lo, const V& sc_hi, const QuantizedActivations& x, int64_t xb,
+             const int8_t* xq) {
+  constexpr PackedLayout L = LayoutOf(T);
+  V d0, d1;
+  if constexpr (L.scale == Scale::kHalves) {
+    d0 = Ops::Set1(-L.offset * x.sumq_lo[xb]);
+    d1 = Ops::Set1(-L.offset * (x.sumq[xb] - x.sumq_lo[xb]));
+  } else {
+    d0 = L.offset != 0 ? Ops::Set1(-L.offset * x.sumq[xb]) : Ops::Zero();
+    d1 = Ops::Zero();
+  }
+  for (int t = 0; t < 4; ++t) {
+    d0 = Ops::Dpbusd(d0, wv[t], Ops::Bcast(xq + 4 * t));
+    d1 = Ops::Dpbusd(d1, wv[t + 4], Ops::Bcast(xq + 16 + 4 * t));
+  }
+  if constexpr (L.scale == Scale::kHalves) {
+    return Ops::Add(Ops::Mullo(d0, sc_lo), Ops::Mullo(d1, sc_hi));
+  } else {
+    return Ops::Add(d0, d1);
+  }
+}
+
+inline int32_t Word(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
+  return v;
 }
+
+struct Ops256 {
+  static __m256i Set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static __m256i Zero() { return _mm256_setzero_si256(); }
+  static __m256i Bcast(const int8_t* p) { return _mm256_set1_epi32(Word(p)); }
+  static __m256i Dpbusd(__m256i a, __m256i b, __m256i c) { return _mm256_dpbusd_epi32(a, b, c); }
+  static __m256i Add(__m256i a, __m256i b) { return _mm256_add_epi32(a, b); }
+  static __m256i Mullo(__m256i a, __m256i b) { return _mm256_mullo_epi32(a, b); }
+};
+
+struct Ops512 {
+  static __m512i Set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static __m512i Zero() { return _mm512_setzero_si512(); }
+  static __m512i Bcast(const int8_t* p) { return _mm512_set1_epi32(Word(p)); }
+  static __m512i Dpbusd(__m512i a, __m512i b, __m512i c) { return _mm512_dpbusd_epi32(a, b, c); }
+  static __m512i Add(__m512i a, __m512i b) { return _mm512_add_epi32(a, b); }
+  static __m512i Mullo(__m512i a, __m512i b) { return _mm512_mullo_epi32(a, b); }
+};
 
 template <GgmlType T, int MT, int NG>
 void Tile(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x, int64_t m0,
           float* y, int64_t ldy) {
-  using F = Fmt<T>;
+  constexpr PackedLayout L = LayoutOf(T);
   const int64_t nb = x.cols / kBlock;
   __m256 acc[NG][MT];
   for (int g = 0; g < NG; ++g)
     for (int i = 0; i < MT; ++i) acc[g][i] = _mm256_setzero_ps();
-  const __m256i low = _mm256_set1_epi8(0x0F);
+  Unpacked u;
   for (int64_t b = 0; b < nb; ++b) {
     for (int g = 0; g < NG; ++g) {
-      const uint8_t* gb = w.data.data() + ((g0 + g) * nb + b) * w.block_bytes;
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb)));
-      __m256 mw;
-      if constexpr (F::kMin)
-        mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16)));
-      const uint8_t* q = gb + F::kScaleBytes;
-      __m256i wv[8];
-      if constexpr (F::kNibbles) {
-        for (int t = 0; t < 4; ++t) {
-          const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t));
-          wv[t] = _mm256_and_si256(p, low);
-          wv[t + 4] = _mm256_and_si256(_mm256_srli_epi16(p, 4), low);
-        }
-      } else {
-        for (int t = 0; t < 8; ++t)
-          wv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t));
-      }
+      Unpack<T>(w, g0 + g, b, nb, &u);
       for (int i = 0; i < MT; ++i) {
         const int64_t xb = (m0 + i) * nb + b;
         const int8_t* xq = x.qs.data() + (m0 + i) * x.cols + b * kBlock;
-        __m256i d0 =
-            F::kOffset != 0 ? _mm256_set1_epi32(-F::kOffset * x.sumq[xb]) : _mm256_setzero_si256();
-        __m256i d1 = _mm256_setzero_si256();
-        for (int t = 0; t < 8; t += 2) {
-          d0 = _mm256_dpbusd_epi32(d0, wv[t], Broadcast4(xq + 4 * t));
-          d1 = _mm256_dpbusd_epi32(d1, wv[t + 1], Broadcast4(xq + 4 * t + 4));
-        }
-        const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(d0, d1));
-        acc[g][i] = _mm256_fmadd_ps(_mm256_mul_ps(dot, dw), _mm256_set1_ps(x.d[xb]), acc[g][i]);
-        if constexpr (F::kMin) acc[g][i] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s[xb]), acc[g][i]);
+        const __m256i dot = Dot<T, __m256i, Ops256>(u.wv, u.sc_lo, u.sc_hi, x, xb, xq);
+        acc[g][i] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), u.dw),
+                                    _mm256_set1_ps(x.d[xb]), acc[g][i]);
+        if constexpr (L.has_min())
+          acc[g][i] = _mm256_fmadd_ps(u.mw, _mm256_set1_ps(x.s[xb]), acc[g][i]);
       }
     }
   }
@@ -88,59 +174,37 @@ void Tile(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
 template <GgmlType T, int MT>
 void TilePair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x, int64_t m0,
               float* y, int64_t ldy) {
-  using F = Fmt<T>;
+  constexpr PackedLayout L = LayoutOf(T);
   const int64_t nb = x.cols / kBlock;
   __m512 acc[MT];
   for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
-  const __m256i low = _mm256_set1_epi8(0x0F);
+  auto pair = [](__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  };
+  auto pairf = [](__m256 lo, __m256 hi) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+  };
+  Unpacked a, c;
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* ga = w.data.data() + (g0 * nb + b) * w.block_bytes;
-    const uint8_t* gb = w.data.data() + ((g0 + 1) * nb + b) * w.block_bytes;
-    auto halves = [](const uint8_t* lo, const uint8_t* hi) {
-      return _mm512_cvtph_ps(_mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo))),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), 1));
-    };
-    const __m512 dw = halves(ga, gb);
-    __m512 mw;
-    if constexpr (F::kMin) mw = halves(ga + 16, gb + 16);
-    const uint8_t* qa = ga + F::kScaleBytes;
-    const uint8_t* qb = gb + F::kScaleBytes;
+    Unpack<T>(w, g0, b, nb, &a);
+    Unpack<T>(w, g0 + 1, b, nb, &c);
     __m512i wv[8];
-    auto load = [](const uint8_t* p) {
-      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    };
-    auto pair = [](__m256i lo, __m256i hi) {
-      return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    };
-    if constexpr (F::kNibbles) {
-      for (int t = 0; t < 4; ++t) {
-        const __m256i a = load(qa + 32 * t), c = load(qb + 32 * t);
-        wv[t] = pair(_mm256_and_si256(a, low), _mm256_and_si256(c, low));
-        wv[t + 4] = pair(_mm256_and_si256(_mm256_srli_epi16(a, 4), low),
-                         _mm256_and_si256(_mm256_srli_epi16(c, 4), low));
-      }
-    } else {
-      for (int t = 0; t < 8; ++t) wv[t] = pair(load(qa + 32 * t), load(qb + 32 * t));
+    for (int t = 0; t < 8; ++t) wv[t] = pair(a.wv[t], c.wv[t]);
+    const __m512 dw = pairf(a.dw, c.dw);
+    __m512 mw;
+    if constexpr (L.has_min()) mw = pairf(a.mw, c.mw);
+    __m512i sc_lo, sc_hi;
+    if constexpr (L.scale == Scale::kHalves) {
+      sc_lo = pair(a.sc_lo, c.sc_lo);
+      sc_hi = pair(a.sc_hi, c.sc_hi);
     }
     for (int i = 0; i < MT; ++i) {
       const int64_t xb = (m0 + i) * nb + b;
       const int8_t* xq = x.qs.data() + (m0 + i) * x.cols + b * kBlock;
-      auto bcast = [](const int8_t* p) {
-        int32_t v;
-        std::memcpy(&v, p, 4);
-        return _mm512_set1_epi32(v);
-      };
-      __m512i d0 =
-          F::kOffset != 0 ? _mm512_set1_epi32(-F::kOffset * x.sumq[xb]) : _mm512_setzero_si512();
-      __m512i d1 = _mm512_setzero_si512();
-      for (int t = 0; t < 8; t += 2) {
-        d0 = _mm512_dpbusd_epi32(d0, wv[t], bcast(xq + 4 * t));
-        d1 = _mm512_dpbusd_epi32(d1, wv[t + 1], bcast(xq + 4 * t + 4));
-      }
-      const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(d0, d1));
-      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dot, dw), _mm512_set1_ps(x.d[xb]), acc[i]);
-      if constexpr (F::kMin) acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x.s[xb]), acc[i]);
+      const __m512i dot = Dot<T, __m512i, Ops512>(wv, sc_lo, sc_hi, x, xb, xq);
+      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), dw), _mm512_set1_ps(x.d[xb]),
+                               acc[i]);
+      if constexpr (L.has_min()) acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x.s[xb]), acc[i]);
     }
   }
   const int64_t n0 = g0 * 8;
@@ -218,8 +282,22 @@ void QuantMatmulGroupsAvx512(const PackedQuantMatrix& w, int64_t g_begin, int64_
       return Groups<GgmlType::kQ4_0>(w, g_begin, g_end, x, y, ldy);
     case GgmlType::kQ4_1:
       return Groups<GgmlType::kQ4_1>(w, g_begin, g_end, x, y, ldy);
-    default:
+    case GgmlType::kQ5_0:
+      return Groups<GgmlType::kQ5_0>(w, g_begin, g_end, x, y, ldy);
+    case GgmlType::kQ5_1:
+      return Groups<GgmlType::kQ5_1>(w, g_begin, g_end, x, y, ldy);
+    case GgmlType::kQ8_0:
       return Groups<GgmlType::kQ8_0>(w, g_begin, g_end, x, y, ldy);
+    case GgmlType::kQ4_K:
+      return Groups<GgmlType::kQ4_K>(w, g_begin, g_end, x, y, ldy);
+    case GgmlType::kQ5_K:
+      return Groups<GgmlType::kQ5_K>(w, g_begin, g_end, x, y, ldy);
+    case GgmlType::kQ6_K:
+      return Groups<GgmlType::kQ6_K>(w, g_begin, g_end, x, y, ldy);
+    case GgmlType::kQ8_K:
+      return Groups<GgmlType::kQ8_K>(w, g_begin, g_end, x, y, ldy);
+    default:
+      return;  // PackQuantMatrix made no other type
   }
 }
 

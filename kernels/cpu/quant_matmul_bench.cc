@@ -1,8 +1,8 @@
 // QuantMatmul against the int8 ceiling (kernels_cpu_peak_bench): SmolLM2-135M's layer shapes and
 // a 7B-class one, at M = 1 (decode), 64 (batched decode) and 512 (prefill) activation rows, for
-// Q4_0, Q4_1 and Q8_0 weights, on one thread and on all cores. The counter is int8 operations
-// per second (2 per multiply-add, the weights' n x k x M), comparable with the peak's ops_per_s;
-// activation quantization is outside the timed region.
+// Q4_0, Q4_1, Q8_0, Q5_0, Q4_K and Q6_K weights (what Q4_K_M files hold), on one thread and on all
+// cores. The counter is int8 operations per second (2 per multiply-add, the weights' n x k x M),
+// comparable with the peak's ops_per_s; activation quantization is outside the timed region.
 //
 //   build/bin/kernels_cpu_quant_matmul_bench [--benchmark_filter=Q4_1]
 #include <cstring>
@@ -21,12 +21,21 @@ namespace {
 std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t n, int64_t k) {
   const GgmlTypeTraits traits = GetGgmlTypeTraits(static_cast<uint32_t>(type));
   std::mt19937 rng(7);
-  std::vector<uint8_t> w(n * k / 32 * traits.block_bytes);
+  const int64_t blocks = n * k / traits.block_elems;
+  std::vector<uint8_t> w(blocks * traits.block_bytes);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
-  for (int64_t blk = 0; blk < n * k / 32; ++blk) {
-    const uint16_t d = FloatToHalf(0.01f);
-    std::memcpy(w.data() + blk * traits.block_bytes, &d, 2);
-    if (type == GgmlType::kQ4_1) std::memcpy(w.data() + blk * traits.block_bytes + 2, &d, 2);
+  const uint16_t d = FloatToHalf(0.01f);
+  for (int64_t blk = 0; blk < blocks; ++blk) {  // finite scales where the format keeps them
+    uint8_t* p = w.data() + blk * traits.block_bytes;
+    if (type == GgmlType::kQ6_K) {
+      std::memcpy(p + 208, &d, 2);
+      continue;
+    }
+    std::memcpy(p, &d, 2);
+    if (type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1 || type == GgmlType::kQ4_K ||
+        type == GgmlType::kQ5_K) {
+      std::memcpy(p + 2, &d, 2);
+    }
   }
   return w;
 }
@@ -65,8 +74,10 @@ void Shapes(benchmark::internal::Benchmark* b) {
   };
   // SmolLM2-135M: QKV (576 -> 960), gate/up (576 -> 3072), down (1536 -> 576); a 7B gate/up.
   const Shape shapes[] = {{960, 576}, {3072, 576}, {576, 1536}, {22016, 4096}};
-  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ5_0,
+                     GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     for (const Shape& s : shapes) {
+      if (s.k % GetGgmlTypeTraits(t).block_elems != 0) continue;  // K-quants: 256-element rows
       for (int64_t m : {1, 64, 512}) {
         if (s.n > 10000 && m > 64) continue;  // minutes per point
         for (int threads : {1, all}) {

@@ -12,20 +12,48 @@
 namespace pagellm::kernels {
 namespace {
 
-// Random weights in GGML block format with finite fp16 scales.
+bool IsKQuant(GgmlType type) { return GetGgmlTypeTraits(type).block_elems == 256; }
+
+// A row length every type takes: `k`, or a multiple of 256 for the K-quants.
+int64_t RowLength(GgmlType type, int64_t k) { return IsKQuant(type) ? (k + 255) / 256 * 256 : k; }
+
+void PutHalf(uint8_t* p, float v) {
+  const uint16_t h = FloatToHalf(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Random weights in GGML block format: random quants and sub-block scales, finite scales.
 std::vector<uint8_t> RandomWeights(GgmlType type, int64_t n, int64_t k, std::mt19937& rng) {
   const auto traits = GetGgmlTypeTraits(type);
-  std::vector<uint8_t> w(n * k / 32 * traits.block_bytes);
+  const int64_t blocks = n * k / traits.block_elems;
+  std::vector<uint8_t> w(blocks * traits.block_bytes);
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
   for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
-  for (int64_t blk = 0; blk < n * k / 32; ++blk) {
+  for (int64_t blk = 0; blk < blocks; ++blk) {
     uint8_t* p = w.data() + blk * traits.block_bytes;
-    uint16_t d = FloatToHalf(scale(rng));
-    std::memcpy(p, &d, 2);
-    if (type == GgmlType::kQ4_1) {
-      uint16_t m = FloatToHalf(scale(rng) * 8);
-      std::memcpy(p + 2, &m, 2);
+    switch (type) {
+      case GgmlType::kQ4_1:
+      case GgmlType::kQ5_1:
+        PutHalf(p, scale(rng));
+        PutHalf(p + 2, scale(rng) * 8);
+        break;
+      case GgmlType::kQ4_K:
+      case GgmlType::kQ5_K:  // d, dmin; the 6-bit sub-block scales are random bytes
+        PutHalf(p, scale(rng) / 32);
+        PutHalf(p + 2, scale(rng) / 4);
+        break;
+      case GgmlType::kQ6_K:  // int8 sub-block scales, then d
+        PutHalf(p + 208, scale(rng) / 64);
+        break;
+      case GgmlType::kQ8_K: {
+        const float d = scale(rng);
+        std::memcpy(p, &d, 4);
+        break;
+      }
+      default:
+        PutHalf(p, scale(rng));
+        break;
     }
   }
   return w;
@@ -102,7 +130,7 @@ TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
   // n: a partial group of 8 (45), an odd number of groups (70: the 512-bit pairs and a single
   // group); m: the decode path (2) and the tiled one (7: tiles of 4 and 3).
   for (auto [m, n] : {std::pair<int64_t, int64_t>{7, 45}, {7, 70}, {2, 70}}) {
-    const int64_t k = 576;
+    const int64_t k = RowLength(type, 576);
     Problem p = MakeProblem(type, m, n, k, 11);
     std::vector<float> a(m * n), b(m * n);
     internal::QuantMatmulGroupsPortable(p.packed, 0, p.packed.groups, p.qx, a.data(), n);
@@ -114,7 +142,7 @@ TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
 
 TEST_P(QuantMatmulTest, RowResultDoesNotDependOnBatchOrThreads) {
   const GgmlType type = GetParam();
-  const int64_t m = 9, n = 70, k = 128;
+  const int64_t m = 9, n = 70, k = RowLength(type, 128);
   Problem p = MakeProblem(type, m, n, k, 13);
   const auto& x = p.x;
   ThreadPool pool(2);
@@ -129,8 +157,82 @@ TEST_P(QuantMatmulTest, RowResultDoesNotDependOnBatchOrThreads) {
   }
 }
 
+TEST_P(QuantMatmulTest, PackedMatrixTakesAboutTheGgmlSize) {
+  const GgmlType type = GetParam();
+  const int64_t n = 64, k = 1536;
+  std::mt19937 rng(3);
+  const std::vector<uint8_t> w = RandomWeights(type, n, k, rng);
+  auto packed = PackQuantMatrix(type, w.data(), n, k);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  const double bytes = packed->data.size() + packed->super.size() * sizeof(float);
+  // At most 6% over (Q4_K: 4.75 bits a weight against 4.5; its fp32 super-block scales).
+  EXPECT_LE(bytes, 1.06 * w.size()) << bytes << " vs " << w.size();
+}
+
+TEST(QuantMatmulManyTest, EqualsOneProductPerMatrixOfAnyTypes) {
+  // Q, K, V of different types and sizes (a Q4_K_M layer's mix), into one strided output.
+  const int64_t k = 512;
+  std::mt19937 rng(5);
+  const GgmlType types[] = {GgmlType::kQ5_0, GgmlType::kQ4_K, GgmlType::kQ8_0};
+  const int64_t rows[] = {72, 24, 40};
+  std::vector<PackedQuantMatrix> packed;
+  for (int j = 0; j < 3; ++j) {
+    const std::vector<uint8_t> w = RandomWeights(types[j], rows[j], k, rng);
+    auto p = PackQuantMatrix(types[j], w.data(), rows[j], k);
+    ASSERT_TRUE(p.ok()) << p.status();
+    packed.push_back(*std::move(p));
+  }
+  const int64_t ld = 72 + 24 + 40;
+  for (int64_t m : {1, 2, 7}) {
+    const std::vector<float> x = RandomActivations(m, k, rng);
+    QuantizedActivations qx;
+    QuantizeActivations(x.data(), m, k, k, &qx, nullptr);
+    std::vector<float> one(m * ld), many(m * ld, -1.0f);
+    QuantMatmulJob jobs[3];
+    for (int j = 0, col = 0; j < 3; col += rows[j], ++j) {
+      QuantMatmul(packed[j], qx, one.data() + col, ld, nullptr);
+      jobs[j] = {&packed[j], many.data() + col, ld};
+    }
+    ThreadPool pool(2);
+    QuantMatmulMany(jobs, 3, qx, &pool);
+    EXPECT_EQ(0, std::memcmp(one.data(), many.data(), one.size() * sizeof(float))) << m;
+  }
+}
+
+TEST(QuantMatmulActivationsTest, RowByRowEqualsWhole) {
+  std::mt19937 rng(9);
+  const int64_t m = 5, k = 96;
+  const std::vector<float> x = RandomActivations(m, k, rng);
+  QuantizedActivations whole, parts;
+  QuantizeActivations(x.data(), m, k, k, &whole, nullptr);
+  ResizeActivations(m, k, &parts);
+  QuantizeActivationRows(x.data(), 3, 5, k, &parts);
+  QuantizeActivationRows(x.data(), 0, 3, k, &parts);
+  EXPECT_EQ(whole.qs, parts.qs);
+  EXPECT_EQ(whole.d, parts.d);
+  EXPECT_EQ(whole.s, parts.s);
+  EXPECT_EQ(whole.sumq, parts.sumq);
+  EXPECT_EQ(whole.sumq_lo, parts.sumq_lo);
+  for (int64_t b = 0; b < m * k / 32; ++b) {  // the first half's sum, as the kernels use it
+    int32_t lo = 0;
+    for (int i = 0; i < 16; ++i) lo += whole.qs[b * 32 + i];
+    EXPECT_EQ(lo, whole.sumq_lo[b]) << b;
+  }
+}
+
+TEST(QuantMatmulPackTest, RefusesRowsThatAreNotWholeBlocks) {
+  std::vector<uint8_t> w(64 * 1024);
+  EXPECT_FALSE(PackQuantMatrix(GgmlType::kQ4_K, w.data(), 2, 576).ok());  // 256-element blocks
+  EXPECT_FALSE(PackQuantMatrix(GgmlType::kQ4_0, w.data(), 2, 48).ok());
+  EXPECT_FALSE(PackQuantMatrix(GgmlType::kF16, w.data(), 2, 64).ok());
+  EXPECT_FALSE(PackQuantMatrix(GgmlType::kQ2_K, w.data(), 2, 256).ok());
+  EXPECT_TRUE(PackQuantMatrix(GgmlType::kQ6_K, w.data(), 2, 512).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, QuantMatmulTest,
-                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0),
+                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                           GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                           GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_K),
                          [](const auto& info) {
                            return std::string(GetGgmlTypeTraits(info.param).name);
                          });

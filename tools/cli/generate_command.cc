@@ -3,6 +3,8 @@
 // object per completion with --json.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -56,8 +58,35 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-void PrintStats(const EngineStats& s, double seconds) {
+// A "Vm..." line of /proc/self/status in bytes; -1 where there is none (not Linux).
+int64_t ProcStatusBytes(const char* key) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t kb = -1;
+  const size_t n = std::strlen(key);
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, key, n) == 0 && line[n] == ':') {
+      kb = std::strtoll(line + n + 1, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
+
+// Resident memory at the phases --stats reports.
+struct MemoryStats {
+  int64_t after_load = -1;    // the model open (weights packed, checkpoint pages dropped)
+  int64_t after_engine = -1;  // and the engine made (KV cache allocated)
+};
+
+void PrintStats(const EngineStats& s, double seconds, const MemoryStats& mem) {
   nlohmann::json j;
+  j["rss_after_load_bytes"] = mem.after_load;
+  j["rss_after_engine_bytes"] = mem.after_engine;
+  j["rss_end_bytes"] = ProcStatusBytes("VmRSS");
+  j["peak_rss_bytes"] = ProcStatusBytes("VmHWM");
   j["steps"] = s.steps;
   j["preemptions"] = {{"recompute", s.preemptions_recompute},
                       {"swap", s.preemptions_swap},
@@ -82,11 +111,14 @@ absl::Status RunLocal(const std::vector<std::string>& prompts, const SamplingPar
                       std::vector<std::vector<int32_t>>* prompt_ids) {
   ASSIGN_OR_RETURN(EngineOptions eo, EngineOptionsFromFlags());
   ASSIGN_OR_RETURN(OpenedModel model, OpenModelFromFlags());
+  MemoryStats mem;
+  mem.after_load = ProcStatusBytes("VmRSS");
   std::unique_ptr<Tokenizer> tokenizer = std::move(model.tokenizer);
   std::unique_ptr<Backend> backend = std::move(model.backend);
   eo.collect_kv_stats = absl::GetFlag(FLAGS_stats);
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                    Engine::Create(backend.get(), tokenizer.get(), eo));
+  mem.after_engine = ProcStatusBytes("VmRSS");
   const int32_t per_prompt = params.NumSequences();
   for (size_t i = 0; i < prompts.size(); ++i) {
     (*prompt_ids)[i] =
@@ -115,7 +147,8 @@ absl::Status RunLocal(const std::vector<std::string>& prompts, const SamplingPar
   if (stream) std::fputc('\n', stdout);
   if (absl::GetFlag(FLAGS_stats)) {
     PrintStats(engine->stats(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+               mem);
   }
   return absl::OkStatus();
 }

@@ -122,6 +122,8 @@ absl::StatusOr<std::unique_ptr<ModelCheckpoint>> ReadGgufCheckpoint(
     view.data = t.data;
     RETURN_IF_ERROR(ckpt->tensors.Add(std::move(name), std::move(view)));
   }
+  // The tensors keep the file alive as long as the checkpoint.
+  ckpt->drop_pages = [file = gguf.get()](const uint8_t* p, uint64_t n) { file->DropPages(p, n); };
   ckpt->tensors.KeepAlive(std::move(gguf));
   RETURN_IF_ERROR(CheckLlamaTensors(*ckpt));
   return ckpt;

@@ -552,6 +552,8 @@ absl::StatusOr<std::string_view> GgufFile::GetString(std::string_view key) const
   return Typed(Find(key), key, &GgufValue::AsString);
 }
 
+void GgufFile::DropPages(const void* p, uint64_t n) const { bytes_->DropPages(p, n); }
+
 const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
   auto it = tensor_index_.find(Sv(name));
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];

@@ -110,6 +110,8 @@ class GgufFile {
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  // MappedFile::DropPages over the file's bytes (tensor data a backend has copied).
+  void DropPages(const void* p, uint64_t n) const;
   // nullptr when absent.
   const GgufTensorInfo* FindTensor(std::string_view name) const;
 

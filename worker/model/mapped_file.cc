@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -58,6 +60,22 @@ std::unique_ptr<MappedFile> MappedFile::FromBytes(std::string bytes) {
   file->data_ = reinterpret_cast<const uint8_t*>(file->owned_.data());
   file->size_ = file->owned_.size();
   return file;
+}
+
+void MappedFile::DropPages(const void* p, uint64_t n) const {
+  if (mapping_ == nullptr || p == nullptr) return;
+  const uint64_t base = reinterpret_cast<uintptr_t>(data_);
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t begin = reinterpret_cast<uintptr_t>(p);
+  uint64_t end = begin + n;
+  if (end < begin || end <= base || begin >= base + size_) return;
+  begin = std::max(begin, base);
+  end = std::min(end, base + size_);
+  begin = (begin + page - 1) / page * page;
+  end = end / page * page;
+  if (end > begin) {
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advisory
+  }
 }
 
 MappedFile::~MappedFile() {

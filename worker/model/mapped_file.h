@@ -30,6 +30,12 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
 
+  // Gives the pages wholly inside [p, p + n) back to the OS (madvise MADV_DONTNEED), for a
+  // reader that keeps its own copy of those bytes: they no longer count in the process's
+  // resident memory, and are read from the file again if touched. The bytes do not change.
+  // No-op for owned bytes and for the part of the range outside the file.
+  void DropPages(const void* p, uint64_t n) const;
+
  private:
   MappedFile() = default;
   const uint8_t* data_ = nullptr;

@@ -23,6 +23,7 @@
 #define PAGELLM_WORKER_MODEL_MODEL_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,11 @@ struct ModelCheckpoint {
     uint64_t seed = 0;
   };
   std::optional<Generated> generated;
+  // Gives the host pages of tensor bytes [data, data + bytes) back to the OS when they are a
+  // file mapping (MappedFile::DropPages); they are read again if touched. For a backend that
+  // keeps its own copy (the CPU backend's packed matrices), so the model is not resident twice.
+  // Empty (nothing to release) for checkpoints in owned memory.
+  std::function<void(const uint8_t* data, uint64_t bytes)> drop_pages;
 };
 
 // One tensor a config implies: its canonical name, shape, and how tensor parallelism splits it.

@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
   }
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaWeights> weights, PackLlamaWeights(std::move(checkpoint)));
   const ModelConfig c = weights->config;
+  const int64_t weight_bytes = weights->HostBytes();
   kernels::KvDtype dtype = kernels::KvDtype::kF16;
   if (o.kv_cache_dtype == "f32" ||
       (o.kv_cache_dtype == "auto" &&
@@ -114,9 +115,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
   }
   ASSIGN_OR_RETURN(auto model,
                    LlamaModel::Create(std::move(weights), o.max_batch_tokens, pool.get()));
-  PLOG_INFO("cpu backend: {} threads, {} KV blocks of {} tokens ({} MiB, {}), {} swap blocks",
-            threads, kv.num_blocks, kv.block_size, kv.num_blocks * KvCache::BytesPerBlock(kv) >> 20,
-            dtype == kernels::KvDtype::kF32 ? "f32" : "f16", swap_options.num_blocks);
+  PLOG_INFO(
+      "cpu backend: {} threads, weights {} MiB, {} KV blocks of {} tokens ({} MiB, {}), {} swap "
+      "blocks",
+      threads, weight_bytes >> 20, kv.num_blocks, kv.block_size,
+      kv.num_blocks * KvCache::BytesPerBlock(kv) >> 20,
+      dtype == kernels::KvDtype::kF32 ? "f32" : "f16", swap_options.num_blocks);
   return std::unique_ptr<Backend>(
       new CpuBackend(std::move(pool), std::move(model), std::move(cache), std::move(swap), o));
 }

@@ -1,6 +1,8 @@
 // Forward pass. Per layer: RMSNorm -> Q/K/V projections (one activation quantization shared by
-// the three) -> RoPE -> K/V written to their slots -> paged attention -> output projection and
-// residual -> RMSNorm -> gate/up projections -> SiLU * up -> down projection and residual.
+// the three, quantized in the norm's pass, one parallel region for the three products) -> RoPE
+// -> K/V written to their slots -> paged attention -> output projection and residual ->
+// RMSNorm -> gate/up projections (likewise) -> SiLU * up -> down projection and residual (added
+// in the next layer's norm pass). Ten parallel regions a layer.
 // Every kernel is row-local or reads the cache by position, so a token's result does not depend
 // on what else is in the batch.
 #include "worker/backend/cpu/llama_model.h"
@@ -40,16 +42,32 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   return m;
 }
 
-void LlamaModel::Linear(const Matrix& w, const float* x, int64_t rows, int64_t ldx, float* y,
-                        int64_t ldy, bool x_already_quantized) {
-  if (w.type == GgmlType::kF32) {
-    kernels::F32Matmul(x, rows, w.n_in, ldx, w.f32.data(), w.n_out, y, ldy);
-  } else {
-    if (!x_already_quantized) kernels::QuantizeActivations(x, rows, w.n_in, ldx, &qx_, pool_);
-    kernels::QuantMatmul(w.packed, qx_, y, ldy, pool_);
+namespace {
+bool IsQuantized(const Matrix& w) { return w.type != GgmlType::kF32; }
+}  // namespace
+
+void LlamaModel::Products(std::initializer_list<Product> products, const float* x, int64_t rows,
+                          int64_t ldx, bool x_quantized) {
+  kernels::QuantMatmulJob jobs[4];
+  int num_jobs = 0;
+  for (const Product& p : products) {
+    if (!IsQuantized(*p.w)) {
+      kernels::F32Matmul(x, rows, p.w->n_in, ldx, p.w->f32.data(), p.w->n_out, p.y, p.ldy);
+    } else {
+      jobs[num_jobs++] = {&p.w->packed, p.y, p.ldy};
+    }
   }
-  if (!w.bias.empty()) {
-    for (int64_t r = 0; r < rows; ++r) kernels::AddInPlace(y + r * ldy, w.bias.data(), w.n_out);
+  if (num_jobs > 0) {
+    if (!x_quantized) {
+      kernels::QuantizeActivations(x, rows, products.begin()->w->n_in, ldx, &qx_, pool_);
+    }
+    kernels::QuantMatmulMany(jobs, num_jobs, qx_, pool_);
+  }
+  for (const Product& p : products) {
+    if (p.w->bias.empty()) continue;
+    for (int64_t r = 0; r < rows; ++r) {
+      kernels::AddInPlace(p.y + r * p.ldy, p.w->bias.data(), p.w->n_out);
+    }
   }
 }
 
@@ -103,15 +121,29 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
   ab.block_tables = b.block_tables;
   ab.max_blocks_per_seq = b.block_table_stride;
 
+  // h_ = RmsNorm(x_), after x_ += tmp_ (the last product's residual) when `residual`, and qx_ =
+  // int8(h_) when `quantize`: one pass over the rows.
+  auto norm = [&](const std::vector<float>& weight, bool residual, bool quantize) {
+    if (quantize) kernels::ResizeActivations(n, hs, &qx_);
+    ByRows(n, [&](int64_t r0, int64_t r1) {
+      if (residual) {
+        kernels::AddInPlace(x_.data() + r0 * hs, tmp_.data() + r0 * hs, (r1 - r0) * hs);
+      }
+      kernels::RmsNorm(x_.data() + r0 * hs, weight.data(), r1 - r0, hs, c.rms_norm_eps,
+                       h_.data() + r0 * hs);
+      if (quantize) kernels::QuantizeActivationRows(h_.data(), r0, r1, hs, &qx_);
+    });
+  };
+
   for (int64_t li = 0; li < c.num_layers; ++li) {
     const LlamaLayerWeights& l = w.layers[li];
-    ByRows(n, [&](int64_t r0, int64_t r1) {
-      kernels::RmsNorm(x_.data() + r0 * hs, l.attn_norm.data(), r1 - r0, hs, c.rms_norm_eps,
-                       h_.data() + r0 * hs);
-    });
-    Linear(l.wq, h_.data(), n, hs, qkv_.data(), qkv_ld, false);
-    Linear(l.wk, h_.data(), n, hs, qkv_.data() + q_dim, qkv_ld, l.wq.type == l.wk.type);
-    Linear(l.wv, h_.data(), n, hs, qkv_.data() + q_dim + kv_dim, qkv_ld, l.wk.type == l.wv.type);
+    // The previous layer's down projection joins the residual stream here.
+    const bool qkv_quantized = IsQuantized(l.wq) || IsQuantized(l.wk) || IsQuantized(l.wv);
+    norm(l.attn_norm, li > 0, qkv_quantized);
+    Products({{&l.wq, qkv_.data(), qkv_ld},
+              {&l.wk, qkv_.data() + q_dim, qkv_ld},
+              {&l.wv, qkv_.data() + q_dim + kv_dim, qkv_ld}},
+             h_.data(), n, hs, qkv_quantized);
     const kernels::PagedKvLayer kv = cache->layer(li);
     ByRows(n, [&](int64_t r0, int64_t r1) {
       float* q = qkv_.data() + r0 * qkv_ld;
@@ -122,32 +154,30 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
       kernels::WriteKv(kv, q + q_dim, q + q_dim + kv_dim, qkv_ld, r1 - r0, b.slots + r0);
     });
     kernels::PagedAttention(kv, ab, &attn_ws_, pool_);
-    Linear(l.wo, attn_.data(), n, q_dim, tmp_.data(), hs, false);
-    ByRows(n, [&](int64_t r0, int64_t r1) {
-      kernels::AddInPlace(x_.data() + r0 * hs, tmp_.data() + r0 * hs, (r1 - r0) * hs);
-      kernels::RmsNorm(x_.data() + r0 * hs, l.ffn_norm.data(), r1 - r0, hs, c.rms_norm_eps,
-                       h_.data() + r0 * hs);
-    });
-    Linear(l.w_gate, h_.data(), n, hs, gate_up_.data(), 2 * inter, false);
-    Linear(l.w_up, h_.data(), n, hs, gate_up_.data() + inter, 2 * inter,
-           l.w_gate.type == l.w_up.type);
+    Products({{&l.wo, tmp_.data(), hs}}, attn_.data(), n, q_dim, false);
+    const bool ffn_quantized = IsQuantized(l.w_gate) || IsQuantized(l.w_up);
+    norm(l.ffn_norm, true, ffn_quantized);
+    Products(
+        {{&l.w_gate, gate_up_.data(), 2 * inter}, {&l.w_up, gate_up_.data() + inter, 2 * inter}},
+        h_.data(), n, hs, ffn_quantized);
+    const bool down_quantized = IsQuantized(l.w_down);
+    if (down_quantized) kernels::ResizeActivations(n, inter, &qx_);
     ByRows(n, [&](int64_t r0, int64_t r1) {
       kernels::SiluMul(gate_up_.data() + r0 * 2 * inter, r1 - r0, inter, act_.data() + r0 * inter);
+      if (down_quantized) kernels::QuantizeActivationRows(act_.data(), r0, r1, inter, &qx_);
     });
-    Linear(l.w_down, act_.data(), n, inter, tmp_.data(), hs, false);
-    ByRows(n, [&](int64_t r0, int64_t r1) {
-      kernels::AddInPlace(x_.data() + r0 * hs, tmp_.data() + r0 * hs, (r1 - r0) * hs);
-    });
+    Products({{&l.w_down, tmp_.data(), hs}}, act_.data(), n, inter, down_quantized);
   }
 
-  // Final norm and output projection for the requested rows only.
+  // Final residual, norm and output projection for the requested rows only.
   for (int64_t i = 0; i < b.num_logits; ++i) {
     const int32_t t = b.logit_indices[i];
     if (t < 0 || t >= n) return absl::InvalidArgumentError("logit index out of the batch");
     std::memcpy(h_.data() + i * hs, x_.data() + t * hs, hs * sizeof(float));
+    if (c.num_layers > 0) kernels::AddInPlace(h_.data() + i * hs, tmp_.data() + t * hs, hs);
   }
   kernels::RmsNorm(h_.data(), w.output_norm.data(), b.num_logits, hs, c.rms_norm_eps, h_.data());
-  Linear(w.lm_head, h_.data(), b.num_logits, hs, logits, c.vocab_size, false);
+  Products({{&w.lm_head, logits, c.vocab_size}}, h_.data(), b.num_logits, hs, false);
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 #ifndef PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_
 #define PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_
 
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -41,12 +42,20 @@ class LlamaModel {
 
  private:
   LlamaModel() = default;
-  // y = x W^T (+ bias) for `rows` rows; x row stride ldx, y row stride ldy.
   // fn(begin, end) over row ranges covering [0, rows), on the pool when rows are many.
   template <typename Fn>
   void ByRows(int64_t rows, Fn&& fn);
-  void Linear(const Matrix& w, const float* x, int64_t rows, int64_t ldx, float* y, int64_t ldy,
-              bool x_already_quantized);
+  // y = x W^T (+ bias) for `rows` rows of x (row stride ldx) into y (row stride ldy).
+  struct Product {
+    const Matrix* w;
+    float* y;
+    int64_t ldy;
+  };
+  // Every product of one input x: the quantized matrices in one parallel region (over qx_,
+  // which already holds x quantized when `x_quantized`, else is filled here), the fp32 ones
+  // through BLAS, then the biases.
+  void Products(std::initializer_list<Product> products, const float* x, int64_t rows, int64_t ldx,
+                bool x_quantized);
 
   std::unique_ptr<LlamaWeights> weights_;
   kernels::ThreadPool* pool_ = nullptr;

@@ -33,6 +33,12 @@ absl::StatusOr<std::vector<float>> Vector(const ModelCheckpoint& c, const std::s
   return ToF32(*t, name);
 }
 
+// The checkpoint's bytes of `t` are not read again (packing or widening made the copy the
+// kernels use): their pages leave the resident set.
+void DropSource(const ModelCheckpoint& c, const TensorView& t) {
+  if (c.drop_pages) c.drop_pages(t.data, static_cast<uint64_t>(t.num_rows() * t.row_bytes()));
+}
+
 // Quantized blocks the integer kernels multiply stay blocks (repacked); anything else is fp32.
 absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& name, bool bias) {
   ASSIGN_OR_RETURN(const TensorView* t, Contiguous(c, name + ".weight"));
@@ -40,23 +46,43 @@ absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& n
   m.n_out = t->shape[0];
   m.n_in = t->shape[1];
   if (kernels::IsQuantMatmulType(t->dtype)) {
-    if (m.n_in % 32 != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": unusable matrix type"));
-    }
     m.type = t->dtype;
-    m.blocks = t->data;
-    ASSIGN_OR_RETURN(m.packed, kernels::PackQuantMatrix(m.type, m.blocks, m.n_out, m.n_in));
+    auto packed = kernels::PackQuantMatrix(m.type, t->data, m.n_out, m.n_in);
+    if (!packed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", name, ": ", packed.status().message()));
+    }
+    m.packed = *std::move(packed);
   } else {
     m.type = GgmlType::kF32;
     ASSIGN_OR_RETURN(m.f32, ToF32(*t, name + ".weight"));
   }
+  DropSource(c, *t);
   if (bias) {
     ASSIGN_OR_RETURN(m.bias, Vector(c, name + ".bias"));
   }
   return m;
 }
 
+int64_t Bytes(const std::vector<float>& v) {
+  return static_cast<int64_t>(v.size() * sizeof(float));
+}
+
+int64_t Bytes(const Matrix& m) {
+  return static_cast<int64_t>(m.packed.data.size()) + Bytes(m.packed.super) + Bytes(m.f32) +
+         Bytes(m.bias);
+}
+
 }  // namespace
+
+int64_t LlamaWeights::HostBytes() const {
+  int64_t n = Bytes(rope_freq_factors) + Bytes(output_norm) + Bytes(lm_head);
+  for (const LlamaLayerWeights& l : layers) {
+    n += Bytes(l.attn_norm) + Bytes(l.ffn_norm) + Bytes(l.wq) + Bytes(l.wk) + Bytes(l.wv) +
+         Bytes(l.wo) + Bytes(l.w_gate) + Bytes(l.w_up) + Bytes(l.w_down);
+  }
+  return n;
+}
 
 absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
     std::shared_ptr<const ModelCheckpoint> checkpoint) {
@@ -105,14 +131,15 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
     Matrix& m = w->lm_head;
     m.n_out = e.rows;
     m.n_in = e.dim;
-    if (kernels::IsQuantMatmulType(e.type) && e.dim % 32 == 0) {
+    if (kernels::IsQuantMatmulType(e.type)) {
       m.type = e.type;
-      m.blocks = e.data;
-      ASSIGN_OR_RETURN(m.packed, kernels::PackQuantMatrix(m.type, m.blocks, m.n_out, m.n_in));
+      ASSIGN_OR_RETURN(m.packed, kernels::PackQuantMatrix(m.type, e.data, m.n_out, m.n_in));
     } else {
       m.type = GgmlType::kF32;
       ASSIGN_OR_RETURN(m.f32, ToF32(*embd, "model.embed_tokens.weight"));
     }
+    // Lookups read single rows again (a page each); the whole table need not stay resident.
+    DropSource(c, *embd);
   }
   w->source = std::move(checkpoint);
   return w;

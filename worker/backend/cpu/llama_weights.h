@@ -1,10 +1,12 @@
 // LlamaWeights: the tensors of a Llama-family decoder in the layout the CPU kernels consume,
 // packed from a backend-neutral ModelCheckpoint.
 //
-// Matrices in Q4_0 / Q4_1 / Q8_0 keep their GGML blocks (read in place from the checkpoint) and
-// are repacked for the integer kernels; every other type (F16, BF16, other GGML blocks) is
-// widened to fp32 here and runs through BLAS. Norms and biases become fp32. The embedding keeps
-// its rows as stored and is dequantized one looked-up row at a time.
+// Matrices in the GGML block types the integer kernels take (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+// Q5_K, Q6_K, Q8_K) are repacked for them, staying quantized; every other type (F16, BF16,
+// Q2_K, Q3_K) is widened to fp32 here and runs through BLAS. Norms and biases become fp32. The
+// embedding keeps its rows as stored in the checkpoint and is dequantized one looked-up row at a
+// time. Once a matrix is copied, its pages of a mapped checkpoint are given back to the OS
+// (ModelCheckpoint::drop_pages), so the model is resident once, in the kernels' layout.
 //
 // Immutable after packing; thread-safe for concurrent reads.
 #ifndef PAGELLM_WORKER_BACKEND_CPU_LLAMA_WEIGHTS_H_
@@ -21,14 +23,12 @@
 
 namespace pagellm {
 
-// W[n_out][n_in]: either GGML blocks (`type` in Q4_0/Q4_1/Q8_0, `blocks` points to n_out rows
-// in the checkpoint, `packed` is their kernel layout) or fp32 (`type` == kF32, `f32` holds
-// n_out * n_in values).
+// W[n_out][n_in]: either GGML blocks (`type` one the integer kernels take, `packed` their
+// kernel layout) or fp32 (`type` == kF32, `f32` holds n_out * n_in values).
 struct Matrix {
   GgmlType type = GgmlType::kF32;
   int64_t n_out = 0;
   int64_t n_in = 0;
-  const uint8_t* blocks = nullptr;
   kernels::PackedQuantMatrix packed;
   std::vector<float> f32;
   std::vector<float> bias;  // empty, or n_out values
@@ -60,11 +60,14 @@ struct LlamaWeights {
   Matrix lm_head;  // the embedding's blocks or an fp32 copy of it when tied
   // Keeps the checkpoint (and the files it maps) alive while views into it exist.
   std::shared_ptr<const ModelCheckpoint> source;
+
+  // Host bytes the packed matrices, norms and biases take (the checkpoint's embedding rows,
+  // read in place, not included).
+  int64_t HostBytes() const;
 };
 
 // Packs `checkpoint` for the CPU kernels. InvalidArgument naming the tensor when one has a type
-// the CPU cannot use (a quantized matrix whose rows are not whole 32-element blocks, a
-// non-dequantizable type).
+// the CPU cannot use (a non-dequantizable type).
 absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
     std::shared_ptr<const ModelCheckpoint> checkpoint);
 
