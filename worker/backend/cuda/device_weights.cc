@@ -170,6 +170,13 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> UploadWeights(const ModelCheckpoi
     }
     RETURN_IF_ERROR(UploadTensor(e, base + it->second, staging, scratch, stream));
     w->converted_tensors += e.converted;
+    // The host bytes are not read again (UploadTensor waited for their copy): their pages of a
+    // mapped file leave the host's resident set.
+    if (checkpoint.drop_pages && e.shard.num_rows() > 0) {
+      checkpoint.drop_pages(
+          e.shard.data, static_cast<uint64_t>((e.shard.num_rows() - 1) * e.shard.row_stride_bytes +
+                                              e.shard.row_bytes()));
+    }
   }
   RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "loading the weights"));
   const CudaUploadEntry* embed = by_name["model.embed_tokens.weight"];
