@@ -1,8 +1,59 @@
 #include "kernels/cpu/ops.h"
 
+#include <immintrin.h>
+
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/cpu_features.h"
 
 namespace pagellm::kernels {
+namespace {
+
+constexpr float kExpLo = -87.3f, kExpHi = 88.3f;  // 2^n stays a normal float
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
+                kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+
+__attribute__((target("avx512f"))) inline __m512 ExpApprox16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLo)), _mm512_set1_ps(kExpHi));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kP0);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(y, _mm512_castsi512_ps(bits));
+}
+
+}  // namespace
+
+float ExpApprox(float x) {
+  x = std::fmin(std::fmax(x, kExpLo), kExpHi);
+  const float n = std::nearbyint(x * kLog2e);
+  float r = std::fma(n, -kLn2Hi, x);
+  r = std::fma(n, -kLn2Lo, r);
+  float p = kP0;
+  p = std::fma(p, r, kP1);
+  p = std::fma(p, r, kP2);
+  p = std::fma(p, r, kP3);
+  p = std::fma(p, r, kP4);
+  p = std::fma(p, r, kP5);
+  const float y = std::fma(p, r * r, r) + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return y * scale;
+}
 
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -35,12 +86,44 @@ void ApplyRope(float* x, int64_t rows, int64_t ld, int64_t num_heads, int64_t he
   }
 }
 
-void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+namespace internal {
+
+void SiluMulPortable(const float* gate_up, int64_t rows, int64_t inter, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate_up + r * 2 * inter;
     const float* u = g + inter;
     float* o = out + r * inter;
-    for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + ExpApprox(-g[i])) * u[i];
+  }
+}
+
+__attribute__((target("avx512f"))) void SiluMulAvx512(const float* gate_up, int64_t rows,
+                                                      int64_t inter, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up + r * 2 * inter;
+    const float* u = g + inter;
+    float* o = out + r * inter;
+    int64_t i = 0;
+    for (; i + 16 <= inter; i += 16) {
+      const __m512 gv = _mm512_loadu_ps(g + i);
+      const __m512 neg =  // -g exactly (a sign flip), as the scalar loop
+          _mm512_castsi512_ps(
+              _mm512_xor_si512(_mm512_castps_si512(gv), _mm512_set1_epi32(INT32_MIN)));
+      const __m512 e = ExpApprox16(neg);
+      const __m512 s = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+      _mm512_storeu_ps(o + i, _mm512_mul_ps(s, _mm512_loadu_ps(u + i)));
+    }
+    for (; i < inter; ++i) o[i] = g[i] / (1.0f + ExpApprox(-g[i])) * u[i];
+  }
+}
+
+}  // namespace internal
+
+void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+  if (GetCpuFeatures().avx512) {
+    internal::SiluMulAvx512(gate_up, rows, inter, out);
+  } else {
+    internal::SiluMulPortable(gate_up, rows, inter, out);
   }
 }
 
