@@ -46,9 +46,10 @@ namespace {
 bool IsQuantized(const Matrix& w) { return w.type != GgmlType::kF32; }
 }  // namespace
 
-void LlamaModel::Products(std::initializer_list<Product> products, const float* x, int64_t rows,
-                          int64_t ldx, bool x_quantized) {
-  kernels::QuantMatmulJob jobs[4];
+template <size_t N>
+void LlamaModel::Products(const Product (&products)[N], const float* x, int64_t rows, int64_t ldx,
+                          bool x_quantized) {
+  kernels::QuantMatmulJob jobs[N];
   int num_jobs = 0;
   for (const Product& p : products) {
     if (!IsQuantized(*p.w)) {
@@ -59,7 +60,7 @@ void LlamaModel::Products(std::initializer_list<Product> products, const float* 
   }
   if (num_jobs > 0) {
     if (!x_quantized) {
-      kernels::QuantizeActivations(x, rows, products.begin()->w->n_in, ldx, &qx_, pool_);
+      kernels::QuantizeActivations(x, rows, products[0].w->n_in, ldx, &qx_, pool_);
     }
     kernels::QuantMatmulMany(jobs, num_jobs, qx_, pool_);
   }

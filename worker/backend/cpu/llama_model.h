@@ -9,7 +9,7 @@
 #ifndef PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_
 #define PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_
 
-#include <initializer_list>
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -53,8 +53,9 @@ class LlamaModel {
   };
   // Every product of one input x: the quantized matrices in one parallel region (over qx_,
   // which already holds x quantized when `x_quantized`, else is filled here), the fp32 ones
-  // through BLAS, then the biases.
-  void Products(std::initializer_list<Product> products, const float* x, int64_t rows, int64_t ldx,
+  // through BLAS, then the biases. N, the number of products, is fixed at the call site.
+  template <size_t N>
+  void Products(const Product (&products)[N], const float* x, int64_t rows, int64_t ldx,
                 bool x_quantized);
 
   std::unique_ptr<LlamaWeights> weights_;
