@@ -55,6 +55,12 @@ float ExpApprox(float x) {
   return y * scale;
 }
 
+float ReduceLanes16(const float* l) {
+  float r[8];
+  for (int i = 0; i < 8; ++i) r[i] = l[i] + l[i + 8];
+  return ((r[0] + r[4]) + (r[2] + r[6])) + ((r[1] + r[5]) + (r[3] + r[7]));
+}
+
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
@@ -117,7 +123,62 @@ __attribute__((target("avx512f"))) void SiluMulAvx512(const float* gate_up, int6
   }
 }
 
+void SoftmaxRowsPortable(float* s, int64_t rows, int64_t n, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x = s + r * ld;
+    float mx = x[0];
+    for (int64_t i = 1; i < n; ++i) mx = std::fmax(mx, x[i]);
+    float lanes[16] = {};
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = ExpApprox(x[i] - mx);
+      lanes[i % 16] += x[i];
+    }
+    const float inv = 1.0f / ReduceLanes16(lanes);
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  }
+}
+
+__attribute__((target("avx512f"))) void SoftmaxRowsAvx512(float* s, int64_t rows, int64_t n,
+                                                          int64_t ld) {
+  const int64_t full = n / 16 * 16;
+  const auto tail = static_cast<__mmask16>((1u << (n - full)) - 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x = s + r * ld;
+    // The tail's missing lanes read as -inf for the max and add +0 to the sum: no change.
+    __m512 m = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, x + full);
+    for (int64_t i = 0; i < full; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < full; i += 16) {
+      const __m512 e = ExpApprox16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mx));
+      _mm512_storeu_ps(x + i, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    if (tail != 0) {
+      const __m512 e = ExpApprox16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + full), mx));
+      _mm512_mask_storeu_ps(x + full, tail, e);
+      sum = _mm512_mask_add_ps(sum, tail, sum, e);
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, sum);
+    const __m512 inv = _mm512_set1_ps(1.0f / ReduceLanes16(lanes));
+    for (int64_t i = 0; i < full; i += 16)
+      _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+    if (tail != 0)
+      _mm512_mask_storeu_ps(x + full, tail,
+                            _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + full), inv));
+  }
+}
+
 }  // namespace internal
+
+void SoftmaxRows(float* s, int64_t rows, int64_t n, int64_t ld) {
+  if (GetCpuFeatures().avx512) {
+    internal::SoftmaxRowsAvx512(s, rows, n, ld);
+  } else {
+    internal::SoftmaxRowsPortable(s, rows, n, ld);
+  }
+}
 
 void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
   if (GetCpuFeatures().avx512) {

@@ -28,7 +28,19 @@ void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out);
 // The same explicit fma sequence as the vector form, so both give the same bits.
 float ExpApprox(float x);
 
+// The sum of 16 lanes in a fixed order: lanes i and i + 8 first, then 4, 2 and 1 apart. The
+// kernels that accumulate in 16 lanes (element i into lane i % 16) reduce with it, so their
+// vector and scalar forms agree bit for bit.
+float ReduceLanes16(const float* lanes);
+
+// Softmax in place of `rows` rows of n scores (row r at s + r * ld): e_i = ExpApprox(s_i - max),
+// their sum in 16 lanes reduced by ReduceLanes16, then each e_i times the float inverse of the
+// sum. Vector and portable forms give the same bits. REQUIRES: n >= 1, finite scores.
+void SoftmaxRows(float* s, int64_t rows, int64_t n, int64_t ld);
+
 namespace internal {
+void SoftmaxRowsPortable(float* s, int64_t rows, int64_t n, int64_t ld);
+void SoftmaxRowsAvx512(float* s, int64_t rows, int64_t n, int64_t ld);
 void SiluMulPortable(const float* gate_up, int64_t rows, int64_t inter, float* out);
 void SiluMulAvx512(const float* gate_up, int64_t rows, int64_t inter, float* out);
 }  // namespace internal

@@ -1,5 +1,6 @@
 #include "kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -74,6 +75,38 @@ TEST(SiluMulTest, Avx512AndPortableAreBitIdentical) {
   if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
   internal::SiluMulAvx512(gu.data(), rows, inter, b.data());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+// Softmax rows: probabilities within a few ulp of the double-precision definition, and the same
+// bits from both forms, for every length from 1 to 70 (full vectors and masked tails) and rows
+// that sit at a stride.
+TEST(SoftmaxRowsTest, MatchesTheDefinitionAndBothFormsAgree) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  for (int64_t n = 1; n <= 70; ++n) {
+    const int64_t rows = 3, ld = n + 3;
+    std::vector<float> x(rows * ld);
+    for (float& v : x) v = dist(rng);
+    std::vector<float> a = x, b = x;
+    internal::SoftmaxRowsPortable(a.data(), rows, n, ld);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* in = x.data() + r * ld;
+      float mx = in[0];
+      for (int64_t i = 0; i < n; ++i) mx = std::max(mx, in[i]);
+      // The definition on the float differences (their rounding is the input's, not the kernel's).
+      auto e = [&](int64_t i) { return std::exp(static_cast<double>(in[i] - mx)); };
+      double sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) sum += e(i);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = e(i) / sum;
+        EXPECT_NEAR(a[r * ld + i], want, 4e-7 * want + 1e-30) << n << " " << r << " " << i;
+      }
+      for (int64_t i = n; i < ld; ++i) EXPECT_EQ(x[r * ld + i], a[r * ld + i]) << "past the row";
+    }
+    if (!__builtin_cpu_supports("avx512f")) continue;
+    internal::SoftmaxRowsAvx512(b.data(), rows, n, ld);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << n;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Two-pass softmax per (token, kv head): scores for all positions of the group's query heads,
-// then max, exp, sum, and the probability-weighted sum of values, in position order. The
+// then the softmax (ops.h's SoftmaxRows), and the probability-weighted sum of values, in
+// position order. The
 // AVX-512 and portable variants differ only in how dot products and axpys are vectorized; for
 // the common (head_dim, group) shapes the AVX-512 task also reads each K/V row once for the
 // whole group and keeps the outputs in registers, with the same operations per element.
@@ -13,6 +14,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/ops.h"
 
 namespace pagellm::kernels {
 namespace {
@@ -20,12 +22,6 @@ namespace {
 // --- portable ---
 // Both paths accumulate dot products in 16 lanes (lane i % 16) with fma and reduce the lanes
 // with ReduceLanes16; axpy is one fma per element. So they are bit-identical.
-float ReduceLanes16(const float* l) {
-  float r[8];
-  for (int i = 0; i < 8; ++i) r[i] = l[i] + l[i + 8];
-  return ((r[0] + r[4]) + (r[2] + r[6])) + ((r[1] + r[5]) + (r[3] + r[7]));
-}
-
 float DotPortable(const float* q, const void* k, KvDtype t, int64_t n) {
   float lanes[16] = {};
   if (t == KvDtype::kF32) {
@@ -76,21 +72,14 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void AxpyAvx512(float a, co
   }
 }
 
-// Turns each of the `group` score rows (ctx entries, ctx apart) into probabilities: max, exp,
-// a double sum, one multiply by the float inverse.
-void Softmax(float* scores, int64_t group, int64_t ctx) {
-  for (int64_t g = 0; g < group; ++g) {
-    float* s = scores + g * ctx;
-    float mx = -INFINITY;
-    for (int64_t p = 0; p < ctx; ++p) mx = std::max(mx, s[p]);
-    double sum = 0.0;
-    for (int64_t p = 0; p < ctx; ++p) {
-      s[p] = std::exp(s[p] - mx);
-      sum += s[p];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t p = 0; p < ctx; ++p) s[p] *= inv;
-  }
+// A task's K and V rows sit in 2 KB runs (one block of one KV head) scattered over the pool,
+// too short for the hardware prefetcher to follow: each row is requested this many positions
+// (about two blocks, a few hundred nanoseconds of work) before it is read.
+constexpr int64_t kPrefetchAhead = 32;
+
+inline void Prefetch(const void* base, int64_t offset, int64_t bytes) {
+  const char* p = static_cast<const char*>(base) + offset;
+  for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
 }
 
 // The context of one (token, KV head) task.
@@ -144,6 +133,10 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task&
   auto row = [&](int64_t p) {
     return ((static_cast<int64_t>(t.table[p / bs]) * nkv + t.kvh) * bs + p % bs) * hd * eb;
   };
+  const int64_t row_bytes = hd * eb;
+  for (int64_t p = 0; p < std::min<int64_t>(t.ctx, kPrefetchAhead); ++p) {
+    Prefetch(layer.k, row(p), row_bytes);
+  }
   __m512 q[G][C];
   for (int g = 0; g < G; ++g) {
     for (int c = 0; c < C; ++c) q[g][c] = _mm512_loadu_ps(t.q0 + g * hd + 16 * c);
@@ -154,6 +147,8 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task&
   int64_t p0 = 0;
   for (; p0 + 16 <= t.ctx; p0 += 16) {
     for (int j = 0; j < 16; ++j) {
+      if (p0 + kPrefetchAhead + j < t.ctx)
+        Prefetch(layer.k, row(p0 + kPrefetchAhead + j), row_bytes);
       const void* kp = static_cast<const char*>(layer.k) + row(p0 + j);
       __m512 k[C];
       for (int c = 0; c < C; ++c) k[c] = Load16(kp, layer.dtype, 16 * c);
@@ -179,12 +174,16 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task&
       t.scores[g * t.ctx + p] = ReduceLanes16(lanes) * t.scale;
     }
   }
-  Softmax(t.scores, G, t.ctx);
+  for (int64_t p = 0; p < std::min<int64_t>(t.ctx, kPrefetchAhead); ++p) {
+    Prefetch(layer.v, row(p), row_bytes);
+  }
+  SoftmaxRows(t.scores, G, t.ctx, t.ctx);
   __m512 o[G][C];
   for (int g = 0; g < G; ++g) {
     for (int c = 0; c < C; ++c) o[g][c] = _mm512_setzero_ps();
   }
   for (int64_t p = 0; p < t.ctx; ++p) {
+    if (p + kPrefetchAhead < t.ctx) Prefetch(layer.v, row(p + kPrefetchAhead), row_bytes);
     const void* vp = static_cast<const char*>(layer.v) + row(p);
     __m512 v[C];
     for (int c = 0; c < C; ++c) v[c] = Load16(vp, layer.dtype, 16 * c);
@@ -231,12 +230,35 @@ TaskFn FastTask(int64_t hd, int64_t group) {
 
 #pragma GCC diagnostic pop
 
+// hd floats to fp16, rounding to nearest even: F16C's conversion rounds as FloatToHalf and, like
+// it, keeps a NaN quiet with the top payload bits, so both give the same bits.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,f16c"))) void FloatsToHalvesAvx512(const float* x, int64_t n,
+                                                                  uint16_t* h) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) h[i] = FloatToHalf(x[i]);
+}
+#pragma GCC diagnostic pop
+
 }  // namespace
+
+namespace internal {
+void FloatsToHalves(const float* x, int64_t n, uint16_t* h, bool vector) {
+  if (vector) return FloatsToHalvesAvx512(x, n, h);
+  for (int64_t i = 0; i < n; ++i) h[i] = FloatToHalf(x[i]);
+}
+}  // namespace internal
 
 void WriteKv(const PagedKvLayer& layer, const float* k, const float* v, int64_t stride,
              int64_t num_tokens, const int64_t* slots) {
   const int64_t hd = layer.head_dim, bs = layer.block_size, nkv = layer.num_kv_heads;
   const int64_t eb = KvDtypeBytes(layer.dtype);
+  const bool vector = GetCpuFeatures().avx512;
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int64_t block = slots[t] / bs, off = slots[t] % bs;
     for (int64_t h = 0; h < nkv; ++h) {
@@ -247,12 +269,8 @@ void WriteKv(const PagedKvLayer& layer, const float* k, const float* v, int64_t 
         std::memcpy(static_cast<float*>(layer.k) + dst, ks, hd * eb);
         std::memcpy(static_cast<float*>(layer.v) + dst, vs, hd * eb);
       } else {
-        uint16_t* kd = static_cast<uint16_t*>(layer.k) + dst;
-        uint16_t* vd = static_cast<uint16_t*>(layer.v) + dst;
-        for (int64_t i = 0; i < hd; ++i) {
-          kd[i] = FloatToHalf(ks[i]);
-          vd[i] = FloatToHalf(vs[i]);
-        }
+        internal::FloatsToHalves(ks, hd, static_cast<uint16_t*>(layer.k) + dst, vector);
+        internal::FloatsToHalves(vs, hd, static_cast<uint16_t*>(layer.v) + dst, vector);
       }
     }
   }
@@ -302,7 +320,7 @@ void internal::PagedAttentionTasks(const PagedKvLayer& layer, const AttentionBat
         for (int64_t g = 0; g < group; ++g)
           scores[g * ctx + p] = dot(q0 + g * hd, kp, layer.dtype, hd) * batch.scale;
       }
-      Softmax(scores, group, ctx);
+      SoftmaxRows(scores, group, ctx, ctx);
       for (int64_t g = 0; g < group; ++g) std::memset(o0 + g * hd, 0, hd * sizeof(float));
       for (int64_t p = 0; p < ctx; ++p) {
         const int64_t base = ((static_cast<int64_t>(table[p / bs]) * nkv + kvh) * bs + p % bs) * hd;

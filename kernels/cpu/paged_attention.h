@@ -47,6 +47,10 @@ void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
                     AttentionWorkspace* workspace, ThreadPool* pool);
 
 namespace internal {
+// n floats to IEEE fp16 (FloatToHalf's bits), 16 at a time with F16C when `vector` (REQUIRES
+// then: AVX-512), else one by one. WriteKv's conversion; tests compare the two.
+void FloatsToHalves(const float* x, int64_t n, uint16_t* h, bool vector);
+
 // PagedAttention with the shape-specialized AVX-512 tasks allowed or not (tests compare the
 // two: they must be bit-identical).
 void PagedAttentionTasks(const PagedKvLayer& layer, const AttentionBatch& batch,

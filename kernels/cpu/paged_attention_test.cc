@@ -1,5 +1,6 @@
 #include "kernels/cpu/paged_attention.h"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -138,6 +139,34 @@ TEST(PagedAttentionTest, SpecializedTasksAreBitIdenticalToTheGenericLoop) {
                 std::memcmp(fast.out.data(), generic.out.data(), fast.out.size() * sizeof(float)))
           << "hd " << hd << " heads " << nh << "/" << nkv;
     }
+  }
+}
+
+// WriteKv's fp16 conversion: F16C (16 at a time) against FloatToHalf, over float bit patterns
+// spread across the whole range (normals, subnormals, halfway cases, overflow, infinities,
+// NaNs with payloads) plus the patterns around each rounding boundary of the half format.
+TEST(PagedAttentionTest, VectorFp16ConversionIsFloatToHalf) {
+  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> x;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 65521) {
+    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+  }
+  for (uint32_t exp = 100; exp < 144; ++exp) {  // around 2^-27 .. 2^16: ties in every regime
+    for (uint32_t low : {0x0FFFu, 0x1000u, 0x1001u, 0x2FFFu, 0x3000u, 0x3001u, 0x7FFFFFu}) {
+      for (uint32_t sign : {0u, 0x80000000u}) {
+        x.push_back(std::bit_cast<float>(sign | (exp << 23) | low));
+      }
+    }
+  }
+  for (float v : {65504.0f, 65519.99f, 65520.0f, INFINITY, -INFINITY, NAN, -0.0f, 5.96e-8f}) {
+    x.push_back(v);
+  }
+  x.resize(x.size() / 16 * 16 + 5);  // a scalar tail too
+  std::vector<uint16_t> vec(x.size()), scalar(x.size());
+  internal::FloatsToHalves(x.data(), static_cast<int64_t>(x.size()), vec.data(), true);
+  internal::FloatsToHalves(x.data(), static_cast<int64_t>(x.size()), scalar.data(), false);
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(scalar[i], vec[i]) << std::hex << std::bit_cast<uint32_t>(x[i]);
   }
 }
 

@@ -133,36 +133,6 @@ uint8_t PackedQuant(const uint8_t* gb, const PackedLayout& l, int r, int e) {
   return static_cast<uint8_t>(u);
 }
 
-// One row of activations to int8 blocks. The clones compute identical results (exact IEEE
-// operations only; nearbyint rounds half to even in both).
-__attribute__((target_clones("avx512f", "default"))) void QuantizeRow(const float* x, int64_t nb,
-                                                                      int8_t* qs, float* ds,
-                                                                      float* ss, int32_t* sums,
-                                                                      int32_t* sums_lo) {
-  for (int64_t b = 0; b < nb; ++b) {
-    const float* src = x + b * kBlock;
-    float amax = 0.0f;
-    for (int i = 0; i < kBlock; ++i) {
-      const float a = src[i] < 0.0f ? -src[i] : src[i];
-      amax = a > amax ? a : amax;
-    }
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    int32_t vals[kBlock];
-    for (int i = 0; i < kBlock; ++i) vals[i] = static_cast<int32_t>(std::nearbyint(src[i] * id));
-    int32_t sum = 0, sum_lo = 0;
-    for (int i = 0; i < kBlock; ++i) {
-      qs[b * kBlock + i] = static_cast<int8_t>(vals[i]);
-      sum += vals[i];
-      if (i == kBlock / 2 - 1) sum_lo = sum;
-    }
-    ds[b] = d;
-    ss[b] = d * static_cast<float>(sum);
-    sums[b] = sum;
-    sums_lo[b] = sum_lo;
-  }
-}
-
 }  // namespace
 
 bool IsQuantMatmulType(GgmlType type) { return LayoutOf(type).ok; }
@@ -257,9 +227,11 @@ void ResizeActivations(int64_t rows, int64_t cols, QuantizedActivations* out) {
 void QuantizeActivationRows(const float* x, int64_t r0, int64_t r1, int64_t ldx,
                             QuantizedActivations* out) {
   const int64_t cols = out->cols, nb = cols / kBlock;
+  const auto row_fn =
+      GetCpuFeatures().avx512 ? internal::QuantizeRowAvx512 : internal::QuantizeRowPortable;
   for (int64_t r = r0; r < r1; ++r) {
-    QuantizeRow(x + r * ldx, nb, out->qs.data() + r * cols, out->d.data() + r * nb,
-                out->s.data() + r * nb, out->sumq.data() + r * nb, out->sumq_lo.data() + r * nb);
+    row_fn(x + r * ldx, nb, out->qs.data() + r * cols, out->d.data() + r * nb,
+           out->s.data() + r * nb, out->sumq.data() + r * nb, out->sumq_lo.data() + r * nb);
   }
 }
 
@@ -277,6 +249,28 @@ void QuantizeActivations(const float* x, int64_t rows, int64_t cols, int64_t ldx
 }
 
 namespace internal {
+
+void QuantizeRowPortable(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss,
+                         int32_t* sums, int32_t* sums_lo) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* src = x + b * kBlock;
+    float amax = 0.0f;
+    for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(src[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t sum = 0, sum_lo = 0;
+    for (int i = 0; i < kBlock; ++i) {
+      const auto q = static_cast<int32_t>(std::nearbyint(src[i] * id));
+      qs[b * kBlock + i] = static_cast<int8_t>(q);
+      sum += q;
+      if (i == kBlock / 2 - 1) sum_lo = sum;
+    }
+    ds[b] = d;
+    ss[b] = d * static_cast<float>(sum);
+    sums[b] = sum;
+    sums_lo[b] = sum_lo;
+  }
+}
 
 void QuantMatmulGroupsPortable(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
                                const QuantizedActivations& x, float* y, int64_t ldy) {

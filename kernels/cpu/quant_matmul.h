@@ -93,6 +93,13 @@ void QuantMatmulMany(const QuantMatmulJob* jobs, int num_jobs, const QuantizedAc
                      ThreadPool* pool);
 
 namespace internal {
+// One row of activations (nb blocks of 32) to int8 blocks: d = max|x| / 127, q = x / d rounded
+// half to even, and the block sums. Bit-identical to each other for finite inputs (max, one
+// division, one multiply and the rounding are exact IEEE steps; the sums are integers).
+void QuantizeRowPortable(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss,
+                         int32_t* sums, int32_t* sums_lo);
+void QuantizeRowAvx512(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss, int32_t* sums,
+                       int32_t* sums_lo);
 // One kernel invocation: row groups [g_begin, g_end) of W against all rows of x.
 void QuantMatmulGroupsPortable(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
                                const QuantizedActivations& x, float* y, int64_t ldy);

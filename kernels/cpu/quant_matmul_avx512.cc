@@ -217,7 +217,11 @@ template <GgmlType T>
 void RowsPair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
               int64_t m_begin, int64_t m_end, float* y, int64_t ldy) {
   int64_t m = m_begin;
-  for (; m + 4 <= m_end; m += 4) TilePair<T, 4>(w, g0, x, m, y, ldy);
+  for (; m + 8 <= m_end; m += 8) TilePair<T, 8>(w, g0, x, m, y, ldy);
+  if (m + 4 <= m_end) {
+    TilePair<T, 4>(w, g0, x, m, y, ldy);
+    m += 4;
+  }
   switch (m_end - m) {
     case 3:
       TilePair<T, 3>(w, g0, x, m, y, ldy);
@@ -264,7 +268,7 @@ void Groups(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
     return;
   }
   // Activation rows in chunks that stay in L1 while this thread's weight groups stream past.
-  const int64_t chunk = std::max<int64_t>(4, (16384 / x.cols) / 4 * 4);
+  const int64_t chunk = std::max<int64_t>(8, (16384 / x.cols) / 8 * 8);
   for (int64_t m0 = 0; m0 < x.rows; m0 += chunk) {
     const int64_t m1 = std::min(x.rows, m0 + chunk);
     int64_t g = g_begin;
@@ -274,6 +278,27 @@ void Groups(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
 }
 
 }  // namespace
+
+void QuantizeRowAvx512(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss, int32_t* sums,
+                       int32_t* sums_lo) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 lo = _mm512_loadu_ps(x + b * kBlock), hi = _mm512_loadu_ps(x + b * kBlock + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+    const float d = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m512i q_lo = _mm512_cvt_roundps_epi32(_mm512_mul_ps(lo, id), kRound);
+    const __m512i q_hi = _mm512_cvt_roundps_epi32(_mm512_mul_ps(hi, id), kRound);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * kBlock), _mm512_cvtepi32_epi8(q_lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * kBlock + 16), _mm512_cvtepi32_epi8(q_hi));
+    const int32_t sum_lo = _mm512_reduce_add_epi32(q_lo);
+    const int32_t sum = sum_lo + _mm512_reduce_add_epi32(q_hi);
+    ds[b] = d;
+    ss[b] = d * static_cast<float>(sum);
+    sums[b] = sum;
+    sums_lo[b] = sum_lo;
+  }
+}
 
 void QuantMatmulGroupsAvx512(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
                              const QuantizedActivations& x, float* y, int64_t ldy) {

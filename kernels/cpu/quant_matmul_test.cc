@@ -220,6 +220,39 @@ TEST(QuantMatmulActivationsTest, RowByRowEqualsWhole) {
   }
 }
 
+// The block quantizer's two forms agree bit for bit, on ordinary values and on the edges: an
+// all-zero block, a block whose quotients land exactly on .5 (rounded half to even: 0.5 -> 0,
+// 1.5 -> 2, -2.5 -> -2), negative zeros, and a block of one huge and many tiny values.
+TEST(QuantMatmulActivationsTest, Avx512AndPortableQuantizeIdentically) {
+  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(21);
+  constexpr int64_t kBlocks = 64;
+  std::vector<float> x = RandomActivations(1, kBlocks * 32, rng);
+  for (int i = 0; i < 32; ++i) x[i] = 0.0f;
+  for (int i = 0; i < 32; ++i) x[32 + i] = -0.0f;
+  x[64] = 127.0f;  // d = 1, so every other value is its own quotient
+  const float ties[] = {0.5f, 1.5f, -2.5f, 3.5f, -0.5f, 126.5f, -126.5f, 2.5f};
+  for (int i = 0; i < 8; ++i) x[65 + i] = ties[i];
+  x[96] = 3e38f;
+  for (int i = 1; i < 32; ++i) x[96 + i] = 1e-30f * i;
+  std::vector<int8_t> qa(x.size()), qb(x.size());
+  std::vector<float> da(kBlocks), db(kBlocks), sa(kBlocks), sb(kBlocks);
+  std::vector<int32_t> ua(kBlocks), ub(kBlocks), la(kBlocks), lb(kBlocks);
+  internal::QuantizeRowPortable(x.data(), kBlocks, qa.data(), da.data(), sa.data(), ua.data(),
+                                la.data());
+  internal::QuantizeRowAvx512(x.data(), kBlocks, qb.data(), db.data(), sb.data(), ub.data(),
+                              lb.data());
+  EXPECT_EQ(qa, qb);
+  EXPECT_EQ(0, std::memcmp(da.data(), db.data(), kBlocks * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), kBlocks * sizeof(float)));
+  EXPECT_EQ(ua, ub);
+  EXPECT_EQ(la, lb);
+  const int8_t want_ties[] = {0, 2, -2, 4, 0, 126, -126, 2};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(want_ties[i], qa[65 + i]) << ties[i];
+  EXPECT_EQ(127, qa[64]);
+  EXPECT_EQ(0.0f, da[0]);
+}
+
 TEST(QuantMatmulPackTest, RefusesRowsThatAreNotWholeBlocks) {
   std::vector<uint8_t> w(64 * 1024);
   EXPECT_FALSE(PackQuantMatrix(GgmlType::kQ4_K, w.data(), 2, 576).ok());  // 256-element blocks
