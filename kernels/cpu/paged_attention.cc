@@ -1,9 +1,9 @@
 // Two-pass softmax per (token, kv head): scores for all positions of the group's query heads,
 // then the softmax (ops.h's SoftmaxRows), and the probability-weighted sum of values, in
-// position order. The
-// AVX-512 and portable variants differ only in how dot products and axpys are vectorized; for
-// the common (head_dim, group) shapes the AVX-512 task also reads each K/V row once for the
-// whole group and keeps the outputs in registers, with the same operations per element.
+// position order. Each task first lists its positions' row offsets, block by block. The AVX-512
+// and portable variants differ only in how dot products and axpys are vectorized; for the
+// common (head_dim, group) shapes the AVX-512 task also reads each K/V row once for the whole
+// group and keeps the outputs in registers, with the same operations per element.
 #include "kernels/cpu/paged_attention.h"
 
 #include <immintrin.h>
@@ -74,7 +74,9 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void AxpyAvx512(float a, co
 
 // A task's K and V rows sit in 2 KB runs (one block of one KV head) scattered over the pool,
 // too short for the hardware prefetcher to follow: each row is requested this many positions
-// (about two blocks, a few hundred nanoseconds of work) before it is read.
+// (about two blocks, a few hundred nanoseconds of work) before it is read. While the scores
+// are computed, the V rows are requested into L2 as well, so that the second pass does not
+// start from DRAM.
 constexpr int64_t kPrefetchAhead = 32;
 
 inline void Prefetch(const void* base, int64_t offset, int64_t bytes) {
@@ -82,17 +84,32 @@ inline void Prefetch(const void* base, int64_t offset, int64_t bytes) {
   for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
 }
 
+inline void PrefetchL2(const void* base, int64_t offset, int64_t bytes) {
+  const char* p = static_cast<const char*>(base) + offset;
+  for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T1);
+}
+
 // The context of one (token, KV head) task.
 struct Task {
   const PagedKvLayer* layer;
-  const int32_t* table;
+  const int64_t* rows;  // [ctx] byte offset of each position's K (and V) row
   int64_t ctx;
-  int64_t kvh;
   const float* q0;  // the group's query heads, head_dim apart
   float* o0;        // their outputs
   float scale;
   float* scores;  // [group][ctx]
 };
+
+// The byte offsets of positions 0..ctx-1's rows of KV head kvh, block by block: one table
+// lookup per block rather than a division per position.
+void RowOffsets(const PagedKvLayer& layer, const int32_t* table, int64_t ctx, int64_t kvh,
+                int64_t* rows) {
+  const int64_t bs = layer.block_size, row_bytes = layer.head_dim * KvDtypeBytes(layer.dtype);
+  for (int64_t b = 0, p = 0; p < ctx; ++b) {
+    const int64_t base = (static_cast<int64_t>(table[b]) * layer.num_kv_heads + kvh) * bs;
+    for (int64_t j = 0; j < bs && p < ctx; ++j, ++p) rows[p] = (base + j) * row_bytes;
+  }
+}
 
 // ReduceLanes16 of 16 rows at once (rows[j] = one position's 16 lanes): the same additions in
 // the same pairs (lanes i and i + 8, then 4, 2, 1 apart), as a butterfly across the rows that
@@ -128,14 +145,11 @@ __attribute__((target("avx512f"))) inline __m512 ReduceRows16(const float (*rows
 template <int C, int G>
 __attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task& t) {
   const PagedKvLayer& layer = *t.layer;
-  const int64_t bs = layer.block_size, nkv = layer.num_kv_heads, hd = 16 * C;
-  const int64_t eb = KvDtypeBytes(layer.dtype);
-  auto row = [&](int64_t p) {
-    return ((static_cast<int64_t>(t.table[p / bs]) * nkv + t.kvh) * bs + p % bs) * hd * eb;
-  };
-  const int64_t row_bytes = hd * eb;
+  const int64_t hd = 16 * C;
+  const int64_t* row = t.rows;
+  const int64_t row_bytes = hd * KvDtypeBytes(layer.dtype);
   for (int64_t p = 0; p < std::min<int64_t>(t.ctx, kPrefetchAhead); ++p) {
-    Prefetch(layer.k, row(p), row_bytes);
+    Prefetch(layer.k, row[p], row_bytes);
   }
   __m512 q[G][C];
   for (int g = 0; g < G; ++g) {
@@ -147,9 +161,11 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task&
   int64_t p0 = 0;
   for (; p0 + 16 <= t.ctx; p0 += 16) {
     for (int j = 0; j < 16; ++j) {
-      if (p0 + kPrefetchAhead + j < t.ctx)
-        Prefetch(layer.k, row(p0 + kPrefetchAhead + j), row_bytes);
-      const void* kp = static_cast<const char*>(layer.k) + row(p0 + j);
+      if (p0 + kPrefetchAhead + j < t.ctx) {
+        Prefetch(layer.k, row[p0 + kPrefetchAhead + j], row_bytes);
+        PrefetchL2(layer.v, row[p0 + kPrefetchAhead + j], row_bytes);
+      }
+      const void* kp = static_cast<const char*>(layer.k) + row[p0 + j];
       __m512 k[C];
       for (int c = 0; c < C; ++c) k[c] = Load16(kp, layer.dtype, 16 * c);
       for (int g = 0; g < G; ++g) {
@@ -164,7 +180,7 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task&
   }
   alignas(64) float lanes[16];
   for (int64_t p = p0; p < t.ctx; ++p) {
-    const void* kp = static_cast<const char*>(layer.k) + row(p);
+    const void* kp = static_cast<const char*>(layer.k) + row[p];
     __m512 k[C];
     for (int c = 0; c < C; ++c) k[c] = Load16(kp, layer.dtype, 16 * c);
     for (int g = 0; g < G; ++g) {
@@ -175,7 +191,7 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task&
     }
   }
   for (int64_t p = 0; p < std::min<int64_t>(t.ctx, kPrefetchAhead); ++p) {
-    Prefetch(layer.v, row(p), row_bytes);
+    Prefetch(layer.v, row[p], row_bytes);
   }
   SoftmaxRows(t.scores, G, t.ctx, t.ctx);
   __m512 o[G][C];
@@ -183,8 +199,8 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task&
     for (int c = 0; c < C; ++c) o[g][c] = _mm512_setzero_ps();
   }
   for (int64_t p = 0; p < t.ctx; ++p) {
-    if (p + kPrefetchAhead < t.ctx) Prefetch(layer.v, row(p + kPrefetchAhead), row_bytes);
-    const void* vp = static_cast<const char*>(layer.v) + row(p);
+    if (p + kPrefetchAhead < t.ctx) Prefetch(layer.v, row[p + kPrefetchAhead], row_bytes);
+    const void* vp = static_cast<const char*>(layer.v) + row[p];
     __m512 v[C];
     for (int c = 0; c < C; ++c) v[c] = Load16(vp, layer.dtype, 16 * c);
     for (int g = 0; g < G; ++g) {
@@ -221,6 +237,8 @@ TaskFn FastTask(int64_t hd, int64_t group) {
         return TaskAvx512<8, 1>;
       case 2:
         return TaskAvx512<8, 2>;
+      case 4:  // Llama-3-8B's shape; q does not fit the registers, its loads come from L1
+        return TaskAvx512<8, 4>;
       default:
         return nullptr;
     }
@@ -284,9 +302,8 @@ void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
 void internal::PagedAttentionTasks(const PagedKvLayer& layer, const AttentionBatch& batch,
                                    AttentionWorkspace* workspace, ThreadPool* pool,
                                    bool specialized) {
-  const int64_t hd = layer.head_dim, bs = layer.block_size, nkv = layer.num_kv_heads;
+  const int64_t hd = layer.head_dim, nkv = layer.num_kv_heads;
   const int64_t group = batch.num_heads / nkv;
-  const int64_t eb = KvDtypeBytes(layer.dtype);
   const bool fast = GetCpuFeatures().avx512 && hd % 16 == 0;
   auto dot = fast ? DotAvx512 : DotPortable;
   auto axpy = fast ? AxpyAvx512 : AxpyPortable;
@@ -299,32 +316,33 @@ void internal::PagedAttentionTasks(const PagedKvLayer& layer, const AttentionBat
   for (int64_t t = 0; t < batch.num_tokens; ++t)
     max_ctx = std::max<int64_t>(max_ctx, batch.token_pos[t] + 1);
   for (auto& s : workspace->per_thread) {
-    if (static_cast<int64_t>(s.size()) < max_ctx * group) s.resize(max_ctx * group);
+    if (static_cast<int64_t>(s.scores.size()) < max_ctx * group) s.scores.resize(max_ctx * group);
+    if (static_cast<int64_t>(s.rows.size()) < max_ctx) s.rows.resize(max_ctx);
   }
 
   auto work = [&](int64_t begin, int64_t end, int thread) {
-    float* scores = workspace->per_thread[thread].data();
+    float* scores = workspace->per_thread[thread].scores.data();
+    int64_t* rows = workspace->per_thread[thread].rows.data();
     for (int64_t task = begin; task < end; ++task) {
       const int64_t t = task / nkv, kvh = task % nkv;
       const int64_t ctx = batch.token_pos[t] + 1;
       const int32_t* table = batch.block_tables + batch.token_seq[t] * batch.max_blocks_per_seq;
       const float* q0 = batch.q + t * batch.q_stride + kvh * group * hd;
       float* o0 = batch.out + t * batch.out_stride + kvh * group * hd;
+      RowOffsets(layer, table, ctx, kvh, rows);
       if (fast_task != nullptr) {
-        fast_task(Task{&layer, table, ctx, kvh, q0, o0, batch.scale, scores});
+        fast_task(Task{&layer, rows, ctx, q0, o0, batch.scale, scores});
         continue;
       }
       for (int64_t p = 0; p < ctx; ++p) {
-        const int64_t base = ((static_cast<int64_t>(table[p / bs]) * nkv + kvh) * bs + p % bs) * hd;
-        const void* kp = static_cast<const char*>(layer.k) + base * eb;
+        const void* kp = static_cast<const char*>(layer.k) + rows[p];
         for (int64_t g = 0; g < group; ++g)
           scores[g * ctx + p] = dot(q0 + g * hd, kp, layer.dtype, hd) * batch.scale;
       }
       SoftmaxRows(scores, group, ctx, ctx);
       for (int64_t g = 0; g < group; ++g) std::memset(o0 + g * hd, 0, hd * sizeof(float));
       for (int64_t p = 0; p < ctx; ++p) {
-        const int64_t base = ((static_cast<int64_t>(table[p / bs]) * nkv + kvh) * bs + p % bs) * hd;
-        const void* vp = static_cast<const char*>(layer.v) + base * eb;
+        const void* vp = static_cast<const char*>(layer.v) + rows[p];
         for (int64_t g = 0; g < group; ++g)
           axpy(scores[g * ctx + p], vp, layer.dtype, hd, o0 + g * hd);
       }

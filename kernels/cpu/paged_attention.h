@@ -36,9 +36,14 @@ struct AttentionBatch {
   int64_t max_blocks_per_seq = 0;
 };
 
-// Per-thread scratch for scores; grows to the longest context seen, then stays.
+// Per-thread scratch (scores, and each position's K/V row offset); grows to the longest context
+// seen, then stays.
 struct AttentionWorkspace {
-  std::vector<std::vector<float>> per_thread;
+  struct Scratch {
+    std::vector<float> scores;
+    std::vector<int64_t> rows;
+  };
+  std::vector<Scratch> per_thread;
 };
 
 // Causal attention of every token over its own sequence. REQUIRES: the keys/values of every

@@ -20,18 +20,21 @@
 namespace pagellm::kernels {
 namespace {
 
-// args: sequences, context length, query heads, KV heads, head_dim, threads
+// args: sequences, context length, query heads, KV heads, head_dim, threads, cold. cold = 0 keeps
+// one layer's cache, which then stays in the last-level cache: the kernel's own cost without
+// DRAM's.
 void BM_DecodeAttention(benchmark::State& state) {
   const int64_t seqs = state.range(0), ctx = state.range(1), nh = state.range(2),
                 nkv = state.range(3), hd = state.range(4);
   const int threads = static_cast<int>(state.range(5));
+  const bool cold = state.range(6) != 0;
   constexpr int64_t kBlockSize = 16;
   const int64_t blocks_per_seq = (ctx + kBlockSize - 1) / kBlockSize;
   const int64_t pool_blocks = seqs * blocks_per_seq;
   const int64_t elems = pool_blocks * nkv * kBlockSize * hd;
   // Several layers' caches, visited in turn, so that what one call reads is out of the caches by
   // its next turn, as in a forward pass (every other layer's K/V is read in between).
-  const int64_t layers = std::max<int64_t>(2, (256 << 20) / (4 * elems));
+  const int64_t layers = cold ? std::max<int64_t>(2, (256 << 20) / (4 * elems)) : 1;
   std::mt19937 rng(3);
   std::normal_distribution<float> dist;
   std::vector<uint16_t> k(layers * elems), v(layers * elems);
@@ -76,15 +79,16 @@ void Shapes(benchmark::internal::Benchmark* b) {
   const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int64_t ctx : {256, 1024}) {
     for (int threads : {1, all}) {
-      b->Args({64, ctx, 9, 3, 64, threads});    // SmolLM2-135M, 64 sequences
-      b->Args({16, ctx, 32, 8, 128, threads});  // Llama-3-8B-like, 16 sequences
+      b->Args({64, ctx, 9, 3, 64, threads, 1});    // SmolLM2-135M, 64 sequences
+      b->Args({16, ctx, 32, 8, 128, threads, 1});  // Llama-3-8B-like, 16 sequences
     }
   }
+  b->Args({64, 256, 9, 3, 64, 1, 0});  // 12.6 MB: one layer's cache, cached
 }
 
 BENCHMARK(BM_DecodeAttention)
     ->Apply(Shapes)
-    ->ArgNames({"seqs", "ctx", "heads", "kv_heads", "head_dim", "threads"})
+    ->ArgNames({"seqs", "ctx", "heads", "kv_heads", "head_dim", "threads", "cold"})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

@@ -132,6 +132,8 @@ TEST(PagedAttentionTest, SpecializedTasksAreBitIdenticalToTheGenericLoop) {
                                {64, 8, 1},
                                {128, 4, 4},
                                {128, 8, 4},
+                               {128, 8, 2},
+                               {128, 32, 8},
                                {128, 8, 1}}) {
       const Case c{70, nh, nkv, hd, 16, dt};
       const Result fast = RunCase(c, 11, false, true), generic = RunCase(c, 11, false, false);

@@ -222,6 +222,17 @@ void ResizeActivations(int64_t rows, int64_t cols, QuantizedActivations* out) {
     out->sumq.resize(rows * nb);
     out->sumq_lo.resize(rows * nb);
   }
+  if (!out->has_panels()) return;
+  constexpr int64_t kP = QuantizedActivations::kPanelRows;
+  const int64_t slots = (rows + kP - 1) / kP * kP * nb;  // block slots over all panels
+  if (static_cast<int64_t>(out->panel_qs.size()) < slots * kBlock)
+    out->panel_qs.resize(slots * kBlock);
+  if (static_cast<int64_t>(out->panel_d.size()) < slots) {
+    out->panel_d.resize(slots);
+    out->panel_s.resize(slots);
+    out->panel_sumq.resize(slots);
+    out->panel_sumq_lo.resize(slots);
+  }
 }
 
 void QuantizeActivationRows(const float* x, int64_t r0, int64_t r1, int64_t ldx,
@@ -229,9 +240,21 @@ void QuantizeActivationRows(const float* x, int64_t r0, int64_t r1, int64_t ldx,
   const int64_t cols = out->cols, nb = cols / kBlock;
   const auto row_fn =
       GetCpuFeatures().avx512 ? internal::QuantizeRowAvx512 : internal::QuantizeRowPortable;
+  constexpr int64_t kP = QuantizedActivations::kPanelRows;
   for (int64_t r = r0; r < r1; ++r) {
-    row_fn(x + r * ldx, nb, out->qs.data() + r * cols, out->d.data() + r * nb,
-           out->s.data() + r * nb, out->sumq.data() + r * nb, out->sumq_lo.data() + r * nb);
+    const int64_t o = r * nb;
+    row_fn(x + r * ldx, nb, out->qs.data() + r * cols, out->d.data() + o, out->s.data() + o,
+           out->sumq.data() + o, out->sumq_lo.data() + o);
+    if (!out->has_panels()) continue;
+    for (int64_t b = 0; b < nb; ++b) {  // the row's blocks into its panel
+      const int64_t slot = ((r / kP) * nb + b) * kP + r % kP;
+      std::memcpy(out->panel_qs.data() + slot * kBlock, out->qs.data() + r * cols + b * kBlock,
+                  kBlock);
+      out->panel_d[slot] = out->d[o + b];
+      out->panel_s[slot] = out->s[o + b];
+      out->panel_sumq[slot] = out->sumq[o + b];
+      out->panel_sumq_lo[slot] = out->sumq_lo[o + b];
+    }
   }
 }
 

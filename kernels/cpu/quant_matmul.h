@@ -32,7 +32,15 @@ namespace pagellm::kernels {
 
 // Activations in int8 blocks of 32. Buffers grow on demand and are reused (no allocation once
 // they reached the largest batch). Not thread-safe.
+//
+// With more than kPanelMinRows rows the same values are also stored in panels of kPanelRows
+// rows, block-major (what the multi-row kernel reads: one pointer and constant offsets reach a
+// block of all the rows of its tile): for row r and block b, with P = r / 16 and i = r % 16,
+// the quants at panel_qs[((P * cols/32 + b) * 16 + i) * 32], the rest at
+// panel_*[(P * cols/32 + b) * 16 + i]. Slots of rows past `rows` are unspecified.
 struct QuantizedActivations {
+  static constexpr int64_t kPanelRows = 16;
+  static constexpr int64_t kPanelMinRows = 2;
   int64_t rows = 0;
   int64_t cols = 0;              // multiple of 32
   std::vector<int8_t> qs;        // [rows][cols]
@@ -40,6 +48,10 @@ struct QuantizedActivations {
   std::vector<float> s;          // [rows][cols/32] d * sum(q) of the block
   std::vector<int32_t> sumq;     // [rows][cols/32] sum(q) of the block
   std::vector<int32_t> sumq_lo;  // [rows][cols/32] sum(q) of the block's first 16 elements
+  std::vector<int8_t> panel_qs;  // the panels (see above), when rows > kPanelMinRows
+  std::vector<float> panel_d, panel_s;
+  std::vector<int32_t> panel_sumq, panel_sumq_lo;
+  bool has_panels() const { return rows > kPanelMinRows; }
 };
 
 // A weight matrix repacked for the kernels (see the file comment). Immutable once built.

@@ -5,6 +5,11 @@
 // chains, one per 16-element half, summed exactly), one cvt, one mul and one fma (+ one fma for
 // a min) to advance all 8 rows' accumulators. Bit-identical to the portable kernel: the int32
 // dot products are exact and the fp32 operations are the same.
+//
+// The multi-row path: tiles of up to 16 activation rows x 16 weight rows, the activations read
+// from their panels (quant_matmul.h: one pointer per block for the whole tile, so the 16
+// accumulators, 8 weight vectors and scales stay in registers), rows in chunks sized for L1,
+// and the next pair's weights requested while a chunk's first tile computes.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -90,16 +95,17 @@ inline void Unpack(const PackedQuantMatrix& w, int64_t g, int64_t b, int64_t nb,
 // The int32 dot products of one activation row (block xb, quants xq) with the unpacked rows, in
 // vectors V of int32 (256 or 512 bits): two chains, one per half, each starting from its part of
 // the weight offset; kHalves scales each half.
+// (sq, sq_lo: the block's sum of quants and of its first half's.)
 template <GgmlType T, typename V, typename Ops>
-inline V Dot(const V* wv, const V& sc_lo, const V& sc_hi, const QuantizedActivations& x, int64_t xb,
+inline V Dot(const V* wv, const V& sc_lo, const V& sc_hi, int32_t sq, int32_t sq_lo,
              const int8_t* xq) {
   constexpr PackedLayout L = LayoutOf(T);
   V d0, d1;
   if constexpr (L.scale == Scale::kHalves) {
-    d0 = Ops::Set1(-L.offset * x.sumq_lo[xb]);
-    d1 = Ops::Set1(-L.offset * (x.sumq[xb] - x.sumq_lo[xb]));
+    d0 = Ops::Set1(-L.offset * sq_lo);
+    d1 = Ops::Set1(-L.offset * (sq - sq_lo));
   } else {
-    d0 = L.offset != 0 ? Ops::Set1(-L.offset * x.sumq[xb]) : Ops::Zero();
+    d0 = L.offset != 0 ? Ops::Set1(-L.offset * sq) : Ops::Zero();
     d1 = Ops::Zero();
   }
   for (int t = 0; t < 4; ++t) {
@@ -152,7 +158,8 @@ void Tile(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
       for (int i = 0; i < MT; ++i) {
         const int64_t xb = (m0 + i) * nb + b;
         const int8_t* xq = x.qs.data() + (m0 + i) * x.cols + b * kBlock;
-        const __m256i dot = Dot<T, __m256i, Ops256>(u.wv, u.sc_lo, u.sc_hi, x, xb, xq);
+        const __m256i dot =
+            Dot<T, __m256i, Ops256>(u.wv, u.sc_lo, u.sc_hi, x.sumq[xb], x.sumq_lo[xb], xq);
         acc[g][i] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), u.dw),
                                     _mm256_set1_ps(x.d[xb]), acc[g][i]);
         if constexpr (L.has_min())
@@ -170,13 +177,19 @@ void Tile(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
 
 // Two adjacent groups (16 rows) in 512-bit vectors: every activation broadcast feeds 16 rows'
 // dot products, half the instructions per multiply-add of Tile (whose issue rate, not the VNNI
-// units, limits it). Per output the operations are Tile's.
-template <GgmlType T, int MT>
+// units, limits it). Per output the operations are Tile's. With kPrefetch the tile also requests
+// the next pair's weights, block by block, while it computes (the first tile of a chunk, whose
+// weights come from L3 or DRAM).
+template <GgmlType T, int MT, bool kPrefetch = false>
 void TilePair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x, int64_t m0,
               float* y, int64_t ldy) {
   constexpr PackedLayout L = LayoutOf(T);
   const int64_t nb = x.cols / kBlock;
+  // The tile's rows lie in one panel (RowsPair's tiles never straddle two).
+  const int64_t panel = m0 / QuantizedActivations::kPanelRows;
+  const int64_t i0 = m0 % QuantizedActivations::kPanelRows;
   __m512 acc[MT];
+#pragma GCC unroll 16
   for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
   auto pair = [](__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
@@ -186,6 +199,14 @@ void TilePair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations
   };
   Unpacked a, c;
   for (int64_t b = 0; b < nb; ++b) {
+    if constexpr (kPrefetch) {
+      const char* next =
+          reinterpret_cast<const char*>(w.data.data()) + ((g0 + 2) * nb + b) * w.block_bytes;
+      for (int64_t off = 0; off < w.block_bytes; off += 64) {
+        _mm_prefetch(next + off, _MM_HINT_T0);
+        _mm_prefetch(next + nb * w.block_bytes + off, _MM_HINT_T0);
+      }
+    }
     Unpack<T>(w, g0, b, nb, &a);
     Unpack<T>(w, g0 + 1, b, nb, &c);
     __m512i wv[8];
@@ -198,13 +219,20 @@ void TilePair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations
       sc_lo = pair(a.sc_lo, c.sc_lo);
       sc_hi = pair(a.sc_hi, c.sc_hi);
     }
+    // Block b of the tile's rows in their panel: constant offsets from one slot.
+    const int64_t slot = (panel * nb + b) * QuantizedActivations::kPanelRows + i0;
+    const int8_t* xq = x.panel_qs.data() + slot * kBlock;
+    const float* xd = x.panel_d.data() + slot;
+    const float* xs = x.panel_s.data() + slot;
+    const int32_t* sq = x.panel_sumq.data() + slot;
+    const int32_t* sq_lo = x.panel_sumq_lo.data() + slot;
+#pragma GCC unroll 16
     for (int i = 0; i < MT; ++i) {
-      const int64_t xb = (m0 + i) * nb + b;
-      const int8_t* xq = x.qs.data() + (m0 + i) * x.cols + b * kBlock;
-      const __m512i dot = Dot<T, __m512i, Ops512>(wv, sc_lo, sc_hi, x, xb, xq);
-      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), dw), _mm512_set1_ps(x.d[xb]),
+      const __m512i dot =
+          Dot<T, __m512i, Ops512>(wv, sc_lo, sc_hi, sq[i], sq_lo[i], xq + i * kBlock);
+      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), dw), _mm512_set1_ps(xd[i]),
                                acc[i]);
-      if constexpr (L.has_min()) acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x.s[xb]), acc[i]);
+      if constexpr (L.has_min()) acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[i]), acc[i]);
     }
   }
   const int64_t n0 = g0 * 8;
@@ -213,11 +241,22 @@ void TilePair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations
   for (int i = 0; i < MT; ++i) _mm512_mask_storeu_ps(y + (m0 + i) * ldy + n0, mask, acc[i]);
 }
 
+// Rows [m_begin, m_end) against the pair g0, g0 + 1. REQUIRES: m_begin % 16 == 0, and x has
+// panels; the tiles (16s, then 8, 4 and the rest) each stay inside one panel.
 template <GgmlType T>
 void RowsPair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
               int64_t m_begin, int64_t m_end, float* y, int64_t ldy) {
   int64_t m = m_begin;
-  for (; m + 8 <= m_end; m += 8) TilePair<T, 8>(w, g0, x, m, y, ldy);
+  // 16 activation rows a tile: the pair's unpacking shared by 16 rows (26 of the 32 registers).
+  if (m + 16 <= m_end && g0 + 4 <= w.groups) {  // the first tile fetches the next pair's weights
+    TilePair<T, 16, true>(w, g0, x, m, y, ldy);
+    m += 16;
+  }
+  for (; m + 16 <= m_end; m += 16) TilePair<T, 16>(w, g0, x, m, y, ldy);
+  if (m + 8 <= m_end) {
+    TilePair<T, 8>(w, g0, x, m, y, ldy);
+    m += 8;
+  }
   if (m + 4 <= m_end) {
     TilePair<T, 4>(w, g0, x, m, y, ldy);
     m += 4;
@@ -260,15 +299,20 @@ void Rows(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
 template <GgmlType T>
 void Groups(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
             const QuantizedActivations& x, float* y, int64_t ldy) {
-  if (x.rows <= 2) {
+  if (!x.has_panels()) {
     // Decode: few activation rows; several groups in flight for instruction-level parallelism.
     int64_t g = g_begin;
     for (; g + 4 <= g_end; g += 4) Rows<T, 4>(w, g, x, 0, x.rows, y, ldy);
     for (; g < g_end; ++g) Rows<T, 1>(w, g, x, 0, x.rows, y, ldy);
     return;
   }
-  // Activation rows in chunks that stay in L1 while this thread's weight groups stream past.
-  const int64_t chunk = std::max<int64_t>(8, (16384 / x.cols) / 8 * 8);
+  // Activation rows in chunks that stay in L1 (24 KB) while this thread's weight groups stream
+  // past, each chunk reading the weights again (from L2 or L3 the second time) -- unless the
+  // weights are too large for the cache (the output projection of a large vocabulary): then the
+  // chunks take up to 256 KB (L2), so that the weights come from DRAM fewer times.
+  const int64_t weight_bytes = (g_end - g_begin) * (x.cols / kBlock) * w.block_bytes;
+  const int64_t chunk_bytes = weight_bytes > (4 << 20) ? (256 << 10) : (24 << 10);
+  const int64_t chunk = std::max<int64_t>(16, (chunk_bytes / x.cols) / 16 * 16);
   for (int64_t m0 = 0; m0 < x.rows; m0 += chunk) {
     const int64_t m1 = std::min(x.rows, m0 + chunk);
     int64_t g = g_begin;

@@ -128,8 +128,9 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
 TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
   const GgmlType type = GetParam();
   // n: a partial group of 8 (45), an odd number of groups (70: the 512-bit pairs and a single
-  // group); m: the decode path (2) and the tiled one (7: tiles of 4 and 3).
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{7, 45}, {7, 70}, {2, 70}}) {
+  // group); m: the decode path (2) and the tiled one (7: tiles of 4 and 3; 45: two chunks of
+  // rows, tiles of 16 (the first fetching the next pair's weights), 8, 4 and 1).
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{7, 45}, {7, 70}, {2, 70}, {45, 70}}) {
     const int64_t k = RowLength(type, 576);
     Problem p = MakeProblem(type, m, n, k, 11);
     std::vector<float> a(m * n), b(m * n);
@@ -138,6 +139,19 @@ TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
     internal::QuantMatmulGroupsAvx512(p.packed, 0, p.packed.groups, p.qx, b.data(), n);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << m << "x" << n;
   }
+}
+
+// A matrix too large for the cache (over 4 MB, as a vocabulary's output projection) is run
+// with larger chunks of activation rows: the same bits.
+TEST(QuantMatmulLargeTest, Avx512AndPortableAreBitIdentical) {
+  if (!__builtin_cpu_supports("avx512vnni")) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  const int64_t m = 20, n = 6900, k = 576;  // Q8_0: 863 groups of 4,896 bytes
+  Problem p = MakeProblem(GgmlType::kQ8_0, m, n, k, 17);
+  ASSERT_GT(static_cast<int64_t>(p.packed.data.size()), int64_t{4} << 20);
+  std::vector<float> a(m * n), b(m * n);
+  internal::QuantMatmulGroupsPortable(p.packed, 0, p.packed.groups, p.qx, a.data(), n);
+  internal::QuantMatmulGroupsAvx512(p.packed, 0, p.packed.groups, p.qx, b.data(), n);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
 }
 
 TEST_P(QuantMatmulTest, RowResultDoesNotDependOnBatchOrThreads) {
