@@ -18,8 +18,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The peers run without the OpenBLAS tuning variables (llama.cpp does not use OpenBLAS here, and
-# the variables must not leak into its numbers).
+# Both sides run without the OpenBLAS tuning variables: these machines set them for tests, and a
+# benchmark's numbers must not depend on them.
 PEER_ENV = ["env", "-u", "OPENBLAS_CORETYPE", "-u", "OPENBLAS_L2_SIZE"]
 
 
@@ -67,9 +67,9 @@ def BatchedBench(binary, args, batches):
 
 def PagellmBench(binary, args, batches):
     """Returns pagellm-bench's JSON object with decode_tok_s keyed by int batch size."""
-    out = Run([binary, "--model", args.model, "--threads", str(args.threads),
-               "--prompt-len", str(args.prompt_len), "--decode-len", str(args.decode_len),
-               "--batch", ",".join(map(str, batches)), "--json"])
+    out = Run(PEER_ENV + [binary, "--model", args.model, "--threads", str(args.threads),
+                          "--prompt-len", str(args.prompt_len), "--decode-len",
+                          str(args.decode_len), "--batch", ",".join(map(str, batches)), "--json"])
     start = out.find("{")
     doc = json.loads(out[start:out.rfind("}") + 1])
     doc["decode_tok_s"] = {int(k): v for k, v in doc.get("decode_tok_s", {}).items()}
