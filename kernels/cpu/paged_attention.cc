@@ -79,14 +79,11 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void AxpyAvx512(float a, co
 // start from DRAM.
 constexpr int64_t kPrefetchAhead = 32;
 
+// Requests `bytes` at base + offset into L1 (_MM_HINT_T0) or L2 (_MM_HINT_T1).
+template <int kHint = _MM_HINT_T0>
 inline void Prefetch(const void* base, int64_t offset, int64_t bytes) {
   const char* p = static_cast<const char*>(base) + offset;
-  for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
-}
-
-inline void PrefetchL2(const void* base, int64_t offset, int64_t bytes) {
-  const char* p = static_cast<const char*>(base) + offset;
-  for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T1);
+  for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(p + i, static_cast<_mm_hint>(kHint));
 }
 
 // The context of one (token, KV head) task.
@@ -163,7 +160,7 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task&
     for (int j = 0; j < 16; ++j) {
       if (p0 + kPrefetchAhead + j < t.ctx) {
         Prefetch(layer.k, row[p0 + kPrefetchAhead + j], row_bytes);
-        PrefetchL2(layer.v, row[p0 + kPrefetchAhead + j], row_bytes);
+        Prefetch<_MM_HINT_T1>(layer.v, row[p0 + kPrefetchAhead + j], row_bytes);
       }
       const void* kp = static_cast<const char*>(layer.k) + row[p0 + j];
       __m512 k[C];
