@@ -13,7 +13,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/cpu/quant_layout.h"
 #include "kernels/cpu/quant_matmul.h"
@@ -93,43 +92,43 @@ inline void Unpack(const PackedQuantMatrix& w, int64_t g, int64_t b, int64_t nb,
 }
 
 // The int32 dot products of one activation row (block xb, quants xq) with the unpacked rows, in
-// vectors V of int32 (256 or 512 bits): two chains, one per half, each starting from its part of
-// the weight offset; kHalves scales each half.
+// vectors V of int32 (256 or 512 bits), starting from the weight offset's part. One chain of 8
+// dpbusd (int32 sums are exact, so the order is free); kHalves keeps one chain per 16-element
+// half, each scaled by its half's scale. Each dpbusd reads its 4 activation bytes as an embedded
+// broadcast (one instruction, not a broadcast and a dpbusd: the tile is issue-bound).
 // (sq, sq_lo: the block's sum of quants and of its first half's.)
 template <GgmlType T, typename V, typename Ops>
 inline V Dot(const V* wv, const V& sc_lo, const V& sc_hi, int32_t sq, int32_t sq_lo,
              const int8_t* xq) {
   constexpr PackedLayout L = LayoutOf(T);
-  V d0, d1;
   if constexpr (L.scale == Scale::kHalves) {
-    d0 = Ops::Set1(-L.offset * sq_lo);
-    d1 = Ops::Set1(-L.offset * (sq - sq_lo));
-  } else {
-    d0 = L.offset != 0 ? Ops::Set1(-L.offset * sq) : Ops::Zero();
-    d1 = Ops::Zero();
-  }
-  for (int t = 0; t < 4; ++t) {
-    d0 = Ops::Dpbusd(d0, wv[t], Ops::Bcast(xq + 4 * t));
-    d1 = Ops::Dpbusd(d1, wv[t + 4], Ops::Bcast(xq + 16 + 4 * t));
-  }
-  if constexpr (L.scale == Scale::kHalves) {
+    V d0 = Ops::Set1(-L.offset * sq_lo);
+    V d1 = Ops::Set1(-L.offset * (sq - sq_lo));
+    for (int t = 0; t < 4; ++t) {
+      d0 = Ops::DpbusdBcast(d0, wv[t], xq + 4 * t);
+      d1 = Ops::DpbusdBcast(d1, wv[t + 4], xq + 16 + 4 * t);
+    }
     return Ops::Add(Ops::Mullo(d0, sc_lo), Ops::Mullo(d1, sc_hi));
   } else {
-    return Ops::Add(d0, d1);
+    V d = L.offset != 0 ? Ops::Set1(-L.offset * sq) : Ops::Zero();
+    for (int t = 0; t < 4; ++t) {
+      d = Ops::DpbusdBcast(d, wv[t], xq + 4 * t);
+      d = Ops::DpbusdBcast(d, wv[t + 4], xq + 16 + 4 * t);
+    }
+    return d;
   }
-}
-
-inline int32_t Word(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
 }
 
 struct Ops256 {
   static __m256i Set1(int32_t v) { return _mm256_set1_epi32(v); }
   static __m256i Zero() { return _mm256_setzero_si256(); }
-  static __m256i Bcast(const int8_t* p) { return _mm256_set1_epi32(Word(p)); }
-  static __m256i Dpbusd(__m256i a, __m256i b, __m256i c) { return _mm256_dpbusd_epi32(a, b, c); }
+  // acc + dpbusd(w, the 4 bytes at p in every lane), the broadcast embedded in the instruction.
+  static __m256i DpbusdBcast(__m256i acc, __m256i w, const int8_t* p) {
+    asm("vpdpbusd %2%{1to8%}, %1, %0"
+        : "+v"(acc)
+        : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+    return acc;
+  }
   static __m256i Add(__m256i a, __m256i b) { return _mm256_add_epi32(a, b); }
   static __m256i Mullo(__m256i a, __m256i b) { return _mm256_mullo_epi32(a, b); }
 };
@@ -137,8 +136,12 @@ struct Ops256 {
 struct Ops512 {
   static __m512i Set1(int32_t v) { return _mm512_set1_epi32(v); }
   static __m512i Zero() { return _mm512_setzero_si512(); }
-  static __m512i Bcast(const int8_t* p) { return _mm512_set1_epi32(Word(p)); }
-  static __m512i Dpbusd(__m512i a, __m512i b, __m512i c) { return _mm512_dpbusd_epi32(a, b, c); }
+  static __m512i DpbusdBcast(__m512i acc, __m512i w, const int8_t* p) {
+    asm("vpdpbusd %2%{1to16%}, %1, %0"
+        : "+v"(acc)
+        : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+    return acc;
+  }
   static __m512i Add(__m512i a, __m512i b) { return _mm512_add_epi32(a, b); }
   static __m512i Mullo(__m512i a, __m512i b) { return _mm512_mullo_epi32(a, b); }
 };
@@ -238,6 +241,7 @@ void TilePair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations
   const int64_t n0 = g0 * 8;
   const int64_t valid = std::min<int64_t>(16, w.n_out - n0);
   const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1);
+#pragma GCC unroll 16
   for (int i = 0; i < MT; ++i) _mm512_mask_storeu_ps(y + (m0 + i) * ldy + n0, mask, acc[i]);
 }
 
