@@ -6,6 +6,10 @@ namespace pagellm::kernels {
 
 struct CpuFeatures {
   bool avx512 = false;  // AVX-512 F/BW/VL/DQ + VNNI + FMA + F16C: the fast kernel set.
+  // AMX tiles with bf16 (and AVX512-BF16), permitted by the OS for this process; off with
+  // PAGELLM_NO_AMX=1 (to compare the paths) or PAGELLM_PORTABLE_KERNELS=1.
+  bool amx_bf16 = false;
+  bool amx_int8 = false;  // AMX tiles with int8, likewise
 };
 
 // Features of this CPU, unless PAGELLM_PORTABLE_KERNELS=1 is set in the environment (then all

@@ -1,6 +1,6 @@
 // The ceilings the CPU kernels are judged against (kernels/cpu/README.md): the int8 dot-product
-// rate (AVX-512 VNNI vpdpbusd), the bf16 one (AVX512_BF16 vdpbf16ps), fp32 FMA, and memory
-// bandwidth, per core and on all cores.
+// rate (AVX-512 VNNI vpdpbusd; AMX tdpbssd where the OS permits AMX), the bf16 one (AVX512_BF16
+// vdpbf16ps; AMX tdpbf16ps), fp32 FMA, and memory bandwidth, per core and on all cores.
 //
 //   build/bin/kernels_cpu_peak_bench [--benchmark_filter=Int8]
 //
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace pagellm::kernels {
 namespace {
@@ -99,6 +100,70 @@ __attribute__((target("avx512f,fma"))) int64_t Fp32Zmm(int64_t iters) {
   return PAGELLM_SUM();
 }
 
+// AMX: four 16 x 16 accumulator tiles, each += one tile product of two 16 x 64-byte operand tiles
+// per iteration (tdpbssd: 16 x 16 x 64 int8 multiply-adds; tdpbf16ps: 16 x 16 x 32 bf16 ones).
+struct AmxConfig {
+  uint8_t palette_id, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+__attribute__((target("amx-tile"))) void AmxSetUp(const uint8_t* operands) {
+  AmxConfig cfg{};
+  cfg.palette_id = 1;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);  // (tile numbers must be constants)
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operands, 64);
+  _tile_loadd(5, operands, 64);
+  _tile_loadd(6, operands, 64);
+  _tile_loadd(7, operands, 64);
+}
+
+// kBf16: tdpbf16ps, else tdpbssd.
+template <bool kBf16>
+__attribute__((target("amx-tile,amx-int8,amx-bf16"))) int64_t AmxProducts(int64_t iters) {
+  alignas(64) uint8_t buf[1024] = {1};
+  AmxSetUp(buf);
+  for (int64_t i = 0; i < iters; ++i) {
+    if constexpr (kBf16) {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    } else {
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    }
+  }
+  _tile_stored(0, buf, 64);
+  _tile_release();
+  return buf[0];
+}
+
+void Amx(benchmark::State& state, bool usable, int64_t (*fn)(int64_t), double ops_per_iter) {
+  if (!usable) {
+    state.SkipWithError("no AMX, or the OS does not permit it");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 14;
+  for (auto _ : state) benchmark::DoNotOptimize(fn(kIters));
+  state.counters["ops_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * kIters * ops_per_iter, benchmark::Counter::kIsRate);
+}
+
+void BM_AmxInt8(benchmark::State& s) {
+  Amx(s, GetCpuFeatures().amx_int8, AmxProducts<false>, 4.0 * 16 * 16 * 64 * 2);
+}
+void BM_AmxBf16(benchmark::State& s) {
+  Amx(s, GetCpuFeatures().amx_bf16, AmxProducts<true>, 4.0 * 16 * 16 * 32 * 2);
+}
+
 // ops: per instruction (2 per multiply-add).
 template <typename Fn>
 void Compute(benchmark::State& state, const char* feature, Fn fn, double ops) {
@@ -162,6 +227,8 @@ const int kAllCores = static_cast<int>(std::max(1u, std::thread::hardware_concur
 BENCHMARK(BM_Int8DotZmm)->Threads(1)->Threads(kAllCores)->UseRealTime();
 BENCHMARK(BM_Int8DotYmm)->Threads(1)->Threads(kAllCores)->UseRealTime();
 BENCHMARK(BM_Bf16DotZmm)->Threads(1)->Threads(kAllCores)->UseRealTime();
+BENCHMARK(BM_AmxInt8)->Threads(1)->Threads(kAllCores)->UseRealTime();
+BENCHMARK(BM_AmxBf16)->Threads(1)->Threads(kAllCores)->UseRealTime();
 BENCHMARK(BM_Fp32FmaZmm)->Threads(1)->Threads(kAllCores)->UseRealTime();
 BENCHMARK(BM_MemoryRead)->Threads(1)->Threads(kAllCores)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_MemoryCopy)->Threads(1)->Threads(kAllCores)->UseRealTime()->MinTime(2.0);

@@ -13,7 +13,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant_layout.h"
 #include "kernels/cpu/quant_matmul.h"
 
@@ -300,9 +302,173 @@ void Rows(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
   }
 }
 
+// --- AMX (CpuFeatures::amx_int8) ---
+// A pair's blocks unpacked once into AMX's weight-tile layout (tile row t = the 16 rows' bytes
+// of elements 4t..4t+3: the two groups' vector t side by side), with the blocks' scales; then
+// for each 16-row activation panel (its blocks are tiles as they lie, 16 rows x 32 bytes) one
+// `tdpbsud` per block gives the 16 x 16 exact int32 dot products, which the epilogue scales and
+// accumulates exactly as TilePair does: bit-identical to the VNNI and portable kernels.
+constexpr int64_t kAmxMinRows = 128;
+
+struct AmxBlock {
+  alignas(64) uint8_t tile[8 * 64];
+  float dw[16];
+  float mw[16];
+};
+
+struct AmxTileConfig {
+  uint8_t palette_id;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+// Tiles 0, 1: int32 results (16 x 16); 2, 4: activation blocks (16 rows x 32 bytes); 3, 5:
+// weight blocks (8 rows x 64 bytes). Two of each so that one block multiplies while the other's
+// results are scaled.
+__attribute__((target("amx-tile"))) inline void AmxConfigure() {
+  AmxTileConfig cfg{};
+  cfg.palette_id = 1;
+  for (int t : {0, 1}) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  for (int t : {2, 4}) cfg.colsb[t] = 32, cfg.rows[t] = 16;
+  for (int t : {3, 5}) cfg.colsb[t] = 64, cfg.rows[t] = 8;
+  _tile_loadconfig(&cfg);
+}
+
+// acc[i] += the block's contribution for panel row i, from the tile's int32 results in c.
+template <GgmlType T>
+__attribute__((always_inline)) inline void AmxEpilogue(const int32_t* c, const AmxBlock& blk,
+                                                       const float* xd, const float* xs,
+                                                       const int32_t* sq, __m512* acc) {
+  constexpr PackedLayout L = LayoutOf(T);
+  const __m512 dw = _mm512_load_ps(blk.dw);
+  __m512 mw;
+  if constexpr (L.has_min()) mw = _mm512_load_ps(blk.mw);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) {
+    __m512i dot = _mm512_load_si512(c + 16 * i);
+    if constexpr (L.offset != 0) dot = _mm512_add_epi32(_mm512_set1_epi32(-L.offset * sq[i]), dot);
+    acc[i] =
+        _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), dw), _mm512_set1_ps(xd[i]), acc[i]);
+    if constexpr (L.has_min()) acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[i]), acc[i]);
+  }
+}
+
+template <GgmlType T>
+__attribute__((target("amx-tile,amx-int8"))) void AmxPair(const PackedQuantMatrix& w, int64_t g0,
+                                                          const QuantizedActivations& x,
+                                                          AmxBlock* blocks, float* y, int64_t ldy) {
+  constexpr PackedLayout L = LayoutOf(T);
+  constexpr int64_t kP = QuantizedActivations::kPanelRows;
+  const int64_t nb = x.cols / kBlock;
+  Unpacked a, c;
+  for (int64_t b = 0; b < nb; ++b) {
+    Unpack<T>(w, g0, b, nb, &a);
+    Unpack<T>(w, g0 + 1, b, nb, &c);
+    AmxBlock& blk = blocks[b];
+    for (int t = 0; t < 8; ++t) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(blk.tile + 64 * t), a.wv[t]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(blk.tile + 64 * t + 32), c.wv[t]);
+    }
+    _mm256_storeu_ps(blk.dw, a.dw);
+    _mm256_storeu_ps(blk.dw + 8, c.dw);
+    if constexpr (L.has_min()) {
+      _mm256_storeu_ps(blk.mw, a.mw);
+      _mm256_storeu_ps(blk.mw + 8, c.mw);
+    }
+  }
+  const int64_t n0 = g0 * 8;
+  const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, w.n_out - n0)) - 1);
+  alignas(64) int32_t c0[256], c1[256];
+  for (int64_t m0 = 0; m0 < x.rows; m0 += kP) {
+    const int64_t panel = m0 / kP;
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    auto slot = [&](int64_t b) { return (panel * nb + b) * kP; };
+    // Software-pipelined: block b + 2 multiplies on the tile unit while block b's results are
+    // scaled on the vector units (tiles are not renamed, so the two result tiles alternate).
+    auto issue0 = [&](int64_t b) {
+      _tile_zero(0);
+      _tile_loadd(2, x.panel_qs.data() + slot(b) * kBlock, kBlock);
+      _tile_loadd(3, blocks[b].tile, 64);
+      _tile_dpbsud(0, 2, 3);
+    };
+    auto issue1 = [&](int64_t b) {
+      _tile_zero(1);
+      _tile_loadd(4, x.panel_qs.data() + slot(b) * kBlock, kBlock);
+      _tile_loadd(5, blocks[b].tile, 64);
+      _tile_dpbsud(1, 4, 5);
+    };
+#define PAGELLM_AMX_SCALE(c, b)                                                        \
+  AmxEpilogue<T>(c, blocks[b], x.panel_d.data() + slot(b), x.panel_s.data() + slot(b), \
+                 x.panel_sumq.data() + slot(b), acc)
+    if (nb == 1) {
+      issue0(0);
+      _tile_stored(0, c0, 64);
+      PAGELLM_AMX_SCALE(c0, 0);
+    } else {
+      issue0(0);
+      issue1(1);
+      int64_t b = 0;
+      for (; b + 3 < nb; b += 2) {
+        _tile_stored(0, c0, 64);
+        issue0(b + 2);
+        PAGELLM_AMX_SCALE(c0, b);
+        _tile_stored(1, c1, 64);
+        issue1(b + 3);
+        PAGELLM_AMX_SCALE(c1, b + 1);
+      }
+      // Blocks b and b + 1 are issued; b + 2 is the last one, if nb - b == 3.
+      _tile_stored(0, c0, 64);
+      if (b + 2 < nb) issue0(b + 2);
+      PAGELLM_AMX_SCALE(c0, b);
+      _tile_stored(1, c1, 64);
+      PAGELLM_AMX_SCALE(c1, b + 1);
+      if (b + 2 < nb) {
+        _tile_stored(0, c0, 64);
+        PAGELLM_AMX_SCALE(c0, b + 2);
+      }
+    }
+#undef PAGELLM_AMX_SCALE
+    const int64_t rows = std::min(kP, x.rows - m0);
+    // (Constant indices only, so that acc stays in registers.)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      if (i < rows) _mm512_mask_storeu_ps(y + (m0 + i) * ldy + n0, mask, acc[i]);
+    }
+  }
+}
+
+// This thread's groups on AMX, in pairs (an odd last group on VNNI).
+template <GgmlType T>
+__attribute__((target("amx-tile,amx-int8"))) void GroupsAmx(const PackedQuantMatrix& w,
+                                                            int64_t g_begin, int64_t g_end,
+                                                            const QuantizedActivations& x, float* y,
+                                                            int64_t ldy) {
+  // This thread's unpacked pair: grows to the widest matrix, then is reused.
+  thread_local std::vector<AmxBlock> blocks;
+  const int64_t nb = x.cols / kBlock;
+  if (static_cast<int64_t>(blocks.size()) < nb) blocks.resize(nb);
+  AmxConfigure();
+  int64_t g = g_begin;
+  for (; g + 2 <= g_end; g += 2) AmxPair<T>(w, g, x, blocks.data(), y, ldy);
+  _tile_release();
+  if (g < g_end) Rows<T, 1>(w, g, x, 0, x.rows, y, ldy);
+}
+
 template <GgmlType T>
 void Groups(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
             const QuantizedActivations& x, float* y, int64_t ldy) {
+  constexpr PackedLayout L = LayoutOf(T);
+  if constexpr (L.scale != Scale::kHalves) {  // (Q6_K's per-half scales: VNNI only)
+    // AMX from 128 rows: at 64 rows (a decode batch) it measured no faster than VNNI on this
+    // machine's shapes, at 512 rows (a prefill chunk) 25% faster; both give the same bits.
+    if (x.rows >= kAmxMinRows && GetCpuFeatures().amx_int8) {
+      return GroupsAmx<T>(w, g_begin, g_end, x, y, ldy);
+    }
+  }
   if (!x.has_panels()) {
     // Decode: few activation rows; several groups in flight for instruction-level parallelism.
     int64_t g = g_begin;

@@ -129,8 +129,10 @@ TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
   const GgmlType type = GetParam();
   // n: a partial group of 8 (45), an odd number of groups (70: the 512-bit pairs and a single
   // group); m: the decode path (2) and the tiled one (7: tiles of 4 and 3; 45: two chunks of
-  // rows, tiles of 16 (the first fetching the next pair's weights), 8, 4 and 1).
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{7, 45}, {7, 70}, {2, 70}, {45, 70}}) {
+  // rows, tiles of 16 (the first fetching the next pair's weights), 8, 4 and 1; 150: AMX where
+  // the CPU has it (9 whole panels and one of 6 rows; the odd group on VNNI), else the same).
+  for (auto [m, n] :
+       {std::pair<int64_t, int64_t>{7, 45}, {7, 70}, {2, 70}, {45, 70}, {150, 70}, {150, 45}}) {
     const int64_t k = RowLength(type, 576);
     Problem p = MakeProblem(type, m, n, k, 11);
     std::vector<float> a(m * n), b(m * n);

@@ -13,7 +13,9 @@ counts in the table are pagellm's).
 
 pagellm: `build/bin/pagellm generate --prompts-file F --max-tokens N --min-tokens N --ignore-eos
   --temperature 0 --threads T --stats` (output tok/s = generated_tokens / elapsed_s of its
-  generation loop, model load excluded), on --pagellm-model (default: the Q4_1 GGUF).
+  generation loop, model load excluded), on --pagellm-model (default: the Q4_1 GGUF) with
+  --pagellm-dtype (default auto; the bf16 path: --pagellm-model models/SmolLM2-135M-Instruct.F32.gguf
+  --pagellm-dtype bfloat16).
 vLLM: `LLM(model=--vllm-model, dtype="bfloat16")` (the HF layout made from the GGUF by
   tools/prepare_models.sh), `llm.generate` timed around the call; vLLM is a peer, never a
   dependency: run this with the venv ../shared/PEERS.md describes (--vllm-python), e.g.
@@ -93,7 +95,8 @@ def RunPagellmOnce(args, prompts, out_len):
         path = f.name
     cmd = [args.pagellm, "generate", "--model", args.pagellm_model, "--prompts-file", path,
            "--max-tokens", str(out_len), "--min-tokens", str(out_len), "--ignore-eos",
-           "--temperature", "0", "--threads", str(args.threads), "--stats", "--json"]
+           "--temperature", "0", "--threads", str(args.threads), "--dtype", args.pagellm_dtype,
+           "--stats", "--json"]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                        env=PeerEnv())
@@ -139,6 +142,7 @@ def main():
     ap.add_argument("--pagellm", default=os.path.join(ROOT, "build", "bin", "pagellm"))
     ap.add_argument("--pagellm-model", default=os.path.join(ROOT, "models",
                                                             "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--pagellm-dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--workloads", default="all")
     ap.add_argument("--repeats", type=int, default=2, help="runs per workload; the best counts")

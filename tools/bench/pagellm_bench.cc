@@ -29,6 +29,7 @@ ABSL_FLAG(int64_t, decode_len, 128, "tokens generated per decode-benchmark reque
 ABSL_FLAG(std::string, batch, "1,32,64", "decode batch sizes");
 ABSL_FLAG(int32_t, repeats, 3, "prefill repetitions (best is reported)");
 ABSL_FLAG(bool, json, false, "print JSON");
+ABSL_FLAG(std::string, dtype, "auto", "F32/F16/BF16 matrices: auto | float32 | bfloat16");
 
 namespace {
 
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
 
   pagellm::CpuBackendOptions bo;
   bo.threads = pagellm::cli::ThreadsFromFlags();
+  bo.dtype = absl::GetFlag(FLAGS_dtype);
   bo.max_batch_tokens = std::max<int64_t>(2048, prompt_len);
   bo.num_kv_blocks = std::max<int64_t>(max_batch * ((dp + dl) / 16 + 2), prompt_len / 16 + 2) + 64;
   auto backend = pagellm::CreateCpuBackend(loaded->checkpoint, bo);

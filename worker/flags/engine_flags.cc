@@ -14,8 +14,9 @@ ABSL_FLAG(double, gpu_memory_utilization, 0.9,
           "KV pool gets what is left after loading and one profiled step)");
 ABSL_FLAG(bool, enforce_eager, false, "--device cuda: no CUDA graphs for decode steps");
 ABSL_FLAG(std::string, dtype, "auto",
-          "weight and activation type: auto | float32 (the CPU backend computes in fp32) | "
-          "bfloat16 | float16 (--device cuda); the KV cache's is --kv-cache-dtype");
+          "weight type: auto | float32 | bfloat16 (--device cpu: F32/F16/BF16 matrices rounded to "
+          "bf16 at load; quantized ones stay) | float16 (--device cuda); the KV cache's is "
+          "--kv-cache-dtype");
 ABSL_FLAG(int64_t, block_size, 16, "KV cache block size in tokens");
 ABSL_FLAG(int64_t, num_kv_blocks, 0,
           "KV pool size in blocks (0: from --kv-cache-memory, or on a GPU from "
@@ -86,11 +87,12 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
   m.max_batch_tokens = c.max_batch_tokens;
   m.step_delay_us = absl::GetFlag(FLAGS_mock_step_delay_us);
 
-  if (o.device == "cpu" && dtype != "auto" && dtype != "float32") {
+  c.dtype = dtype;
+  if (o.device == "cpu" && dtype != "auto" && dtype != "float32" && dtype != "bfloat16") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--dtype ", dtype,
-        ": the CPU backend computes in fp32 (--dtype auto or float32); "
-        "bfloat16 and float16 are for --device cuda. The KV cache's type is --kv-cache-dtype."));
+        ": the CPU backend takes auto, float32 or bfloat16; float16 is for --device cuda. The KV "
+        "cache's type is --kv-cache-dtype."));
   }
   return o;
 }

@@ -84,7 +84,14 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
     return absl::InvalidArgumentError(
         absl::StrCat("unknown KV cache dtype '", o.kv_cache_dtype, "' (auto, f32, f16)"));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<LlamaWeights> weights, PackLlamaWeights(std::move(checkpoint)));
+  if (o.dtype != "auto" && o.dtype != "float32" && o.dtype != "bfloat16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype ", o.dtype, ": the CPU backend takes auto, float32 or bfloat16"));
+  }
+  LlamaPackOptions pack;
+  pack.bf16_matrices = o.dtype == "bfloat16";
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaWeights> weights,
+                   PackLlamaWeights(std::move(checkpoint), pack));
   const ModelConfig c = weights->config;
   const int64_t weight_bytes = weights->HostBytes();
   kernels::KvDtype dtype = kernels::KvDtype::kF16;

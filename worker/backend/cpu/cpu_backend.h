@@ -22,6 +22,10 @@ struct CpuBackendOptions {
   int64_t kv_cache_bytes = 1ll << 30;  // KV memory budget when num_kv_blocks is 0
   int64_t swap_space_bytes = 0;        // swap pool for preempted sequences; 0: none
   int64_t max_batch_tokens = 2048;
+  // Weight matrices stored as F32/F16/BF16: "auto" or "float32" run them in fp32 (exact against
+  // the fp32 references); "bfloat16" rounds them to bfloat16 at load (half the memory, the bf16
+  // kernel). Quantized matrices stay quantized either way.
+  std::string dtype = "auto";  // auto | float32 | bfloat16
   // "auto": fp32 when the matrices run in fp32 (exact comparisons with references), else fp16.
   std::string kv_cache_dtype = "auto";  // auto | f32 | f16
   // Check every batch against forward_batch.h's contract before running it.

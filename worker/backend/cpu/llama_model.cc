@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
 }
 
 namespace {
-bool IsQuantized(const Matrix& w) { return w.type != GgmlType::kF32; }
+bool IsQuantized(const Matrix& w) { return w.type != GgmlType::kF32 && w.type != GgmlType::kBF16; }
 }  // namespace
 
 template <size_t N>
@@ -52,7 +52,9 @@ void LlamaModel::Products(const Product (&products)[N], const float* x, int64_t 
   kernels::QuantMatmulJob jobs[N];
   int num_jobs = 0;
   for (const Product& p : products) {
-    if (!IsQuantized(*p.w)) {
+    if (p.w->type == GgmlType::kBF16) {
+      kernels::Bf16Matmul(x, rows, ldx, p.w->bf16, p.y, p.ldy, pool_);
+    } else if (!IsQuantized(*p.w)) {
       kernels::F32Matmul(x, rows, p.w->n_in, ldx, p.w->f32.data(), p.w->n_out, p.y, p.ldy);
     } else {
       jobs[num_jobs++] = {&p.w->packed, p.y, p.ldy};

@@ -39,8 +39,23 @@ void DropSource(const ModelCheckpoint& c, const TensorView& t) {
   if (c.drop_pages) c.drop_pages(t.data, static_cast<uint64_t>(t.num_rows() * t.row_bytes()));
 }
 
-// Quantized blocks the integer kernels multiply stay blocks (repacked); anything else is fp32.
-absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& name, bool bias) {
+// Fills m (n_out, n_in set) from float weights: fp32, or packed bfloat16 when bf16.
+absl::Status FloatMatrix(const TensorView& t, const std::string& name, bool bf16, Matrix* m) {
+  ASSIGN_OR_RETURN(std::vector<float> f32, ToF32(t, name));
+  if (bf16) {
+    m->type = GgmlType::kBF16;
+    m->bf16 = kernels::PackBf16Matrix(f32.data(), m->n_out, m->n_in);
+  } else {
+    m->type = GgmlType::kF32;
+    m->f32 = std::move(f32);
+  }
+  return absl::OkStatus();
+}
+
+// Quantized blocks the integer kernels multiply stay blocks (repacked); anything else is fp32,
+// or bfloat16 when bf16.
+absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& name, bool bias,
+                                  bool bf16) {
   ASSIGN_OR_RETURN(const TensorView* t, Contiguous(c, name + ".weight"));
   Matrix m;
   m.n_out = t->shape[0];
@@ -54,8 +69,7 @@ absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& n
     }
     m.packed = *std::move(packed);
   } else {
-    m.type = GgmlType::kF32;
-    ASSIGN_OR_RETURN(m.f32, ToF32(*t, name + ".weight"));
+    RETURN_IF_ERROR(FloatMatrix(*t, name + ".weight", bf16, &m));
   }
   DropSource(c, *t);
   if (bias) {
@@ -69,8 +83,8 @@ int64_t Bytes(const std::vector<float>& v) {
 }
 
 int64_t Bytes(const Matrix& m) {
-  return static_cast<int64_t>(m.packed.data.size()) + Bytes(m.packed.super) + Bytes(m.f32) +
-         Bytes(m.bias);
+  return static_cast<int64_t>(m.packed.data.size()) + Bytes(m.packed.super) + m.bf16.bytes() +
+         Bytes(m.f32) + Bytes(m.bias);
 }
 
 }  // namespace
@@ -85,7 +99,7 @@ int64_t LlamaWeights::HostBytes() const {
 }
 
 absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
-    std::shared_ptr<const ModelCheckpoint> checkpoint) {
+    std::shared_ptr<const ModelCheckpoint> checkpoint, const LlamaPackOptions& options) {
   if (checkpoint->generated.has_value()) {
     return absl::InvalidArgumentError(
         "the CPU backend needs weights on the host, not ones a GPU generates");
@@ -108,24 +122,24 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
   if (c.tensors.Find("rope_freqs.weight") != nullptr) {
     ASSIGN_OR_RETURN(w->rope_freq_factors, Vector(c, "rope_freqs.weight"));
   }
-  const bool b = cfg.attention_bias;
+  const bool b = cfg.attention_bias, bf16 = options.bf16_matrices;
   w->layers.resize(cfg.num_layers);
   for (int64_t i = 0; i < cfg.num_layers; ++i) {
     LlamaLayerWeights& l = w->layers[i];
     auto name = [i](absl::string_view suffix) { return LlamaTensorName(i, suffix); };
     ASSIGN_OR_RETURN(l.attn_norm, Vector(c, name("input_layernorm.weight")));
     ASSIGN_OR_RETURN(l.ffn_norm, Vector(c, name("post_attention_layernorm.weight")));
-    ASSIGN_OR_RETURN(l.wq, LoadMatrix(c, name("self_attn.q_proj"), b));
-    ASSIGN_OR_RETURN(l.wk, LoadMatrix(c, name("self_attn.k_proj"), b));
-    ASSIGN_OR_RETURN(l.wv, LoadMatrix(c, name("self_attn.v_proj"), b));
-    ASSIGN_OR_RETURN(l.wo, LoadMatrix(c, name("self_attn.o_proj"), false));
-    ASSIGN_OR_RETURN(l.w_gate, LoadMatrix(c, name("mlp.gate_proj"), false));
-    ASSIGN_OR_RETURN(l.w_up, LoadMatrix(c, name("mlp.up_proj"), false));
-    ASSIGN_OR_RETURN(l.w_down, LoadMatrix(c, name("mlp.down_proj"), false));
+    ASSIGN_OR_RETURN(l.wq, LoadMatrix(c, name("self_attn.q_proj"), b, bf16));
+    ASSIGN_OR_RETURN(l.wk, LoadMatrix(c, name("self_attn.k_proj"), b, bf16));
+    ASSIGN_OR_RETURN(l.wv, LoadMatrix(c, name("self_attn.v_proj"), b, bf16));
+    ASSIGN_OR_RETURN(l.wo, LoadMatrix(c, name("self_attn.o_proj"), false, bf16));
+    ASSIGN_OR_RETURN(l.w_gate, LoadMatrix(c, name("mlp.gate_proj"), false, bf16));
+    ASSIGN_OR_RETURN(l.w_up, LoadMatrix(c, name("mlp.up_proj"), false, bf16));
+    ASSIGN_OR_RETURN(l.w_down, LoadMatrix(c, name("mlp.down_proj"), false, bf16));
   }
   ASSIGN_OR_RETURN(w->output_norm, Vector(c, "model.norm.weight"));
   if (c.tensors.Find("lm_head.weight") != nullptr) {
-    ASSIGN_OR_RETURN(w->lm_head, LoadMatrix(c, "lm_head", false));
+    ASSIGN_OR_RETURN(w->lm_head, LoadMatrix(c, "lm_head", false, bf16));
   } else {
     // Tied: the output projection reads the embedding table, packed or widened.
     Matrix& m = w->lm_head;
@@ -135,8 +149,7 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
       m.type = e.type;
       ASSIGN_OR_RETURN(m.packed, kernels::PackQuantMatrix(m.type, e.data, m.n_out, m.n_in));
     } else {
-      m.type = GgmlType::kF32;
-      ASSIGN_OR_RETURN(m.f32, ToF32(*embd, "model.embed_tokens.weight"));
+      RETURN_IF_ERROR(FloatMatrix(*embd, "model.embed_tokens.weight", bf16, &m));
     }
     // Lookups read single rows again (a page each); the whole table need not stay resident.
     DropSource(c, *embd);

@@ -3,7 +3,8 @@
 //
 // Matrices in the GGML block types the integer kernels take (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
 // Q5_K, Q6_K, Q8_K) are repacked for them, staying quantized; every other type (F16, BF16,
-// Q2_K, Q3_K) is widened to fp32 here and runs through BLAS. Norms and biases become fp32. The
+// Q2_K, Q3_K) is widened to fp32 here and runs through BLAS -- or, with bf16_matrices, rounded
+// to bfloat16 for the bf16 kernel (kernels/cpu/bf16_matmul.h). Norms and biases become fp32. The
 // embedding keeps its rows as stored in the checkpoint and is dequantized one looked-up row at a
 // time. Once a matrix is copied, its pages of a mapped checkpoint are given back to the OS
 // (ModelCheckpoint::drop_pages), so the model is resident once, in the kernels' layout.
@@ -18,18 +19,21 @@
 
 #include "absl/status/statusor.h"
 #include "common/ggml_type.h"
+#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "worker/model/model_checkpoint.h"
 
 namespace pagellm {
 
-// W[n_out][n_in]: either GGML blocks (`type` one the integer kernels take, `packed` their
-// kernel layout) or fp32 (`type` == kF32, `f32` holds n_out * n_in values).
+// W[n_out][n_in]: GGML blocks (`type` one the integer kernels take, `packed` their kernel
+// layout), bfloat16 (`type` == kBF16, `bf16` packed for its kernel) or fp32 (`type` == kF32, `f32`
+// holds n_out * n_in values).
 struct Matrix {
   GgmlType type = GgmlType::kF32;
   int64_t n_out = 0;
   int64_t n_in = 0;
   kernels::PackedQuantMatrix packed;
+  kernels::PackedBf16Matrix bf16;
   std::vector<float> f32;
   std::vector<float> bias;  // empty, or n_out values
 };
@@ -66,10 +70,15 @@ struct LlamaWeights {
   int64_t HostBytes() const;
 };
 
+struct LlamaPackOptions {
+  // Matrices stored as F32, F16 or BF16 become bfloat16 (--dtype bfloat16); quantized ones stay.
+  bool bf16_matrices = false;
+};
+
 // Packs `checkpoint` for the CPU kernels. InvalidArgument naming the tensor when one has a type
 // the CPU cannot use (a non-dequantizable type).
 absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
-    std::shared_ptr<const ModelCheckpoint> checkpoint);
+    std::shared_ptr<const ModelCheckpoint> checkpoint, const LlamaPackOptions& options = {});
 
 }  // namespace pagellm
 

@@ -1,0 +1,288 @@
+#include "kernels/cpu/bf16_matmul.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include "common/half.h"
+#include "kernels/cpu/cpu_features.h"
+
+namespace pagellm::kernels {
+namespace {
+
+constexpr int64_t kLanes = 16;
+// Activation rows per register tile: 12 rows x 2 vectors of accumulators (24 of the 32 zmm
+// registers), 2 for the widened weights: per input element one 64-byte line, 2 widening
+// instructions and 24 fused multiply-adds.
+constexpr int kTileRows = 12;
+// Activation rows per pass over a thread's panels: their fp32 values (rows x n_in x 4 bytes)
+// stay in L2 (about 1 MiB) while the panels stream past.
+constexpr int64_t kChunkBytes = 1 << 20;
+
+// Panel p's row r, element k.
+inline float Weight(const uint32_t* panel, int64_t k, int64_t r) {
+  const uint32_t lane = panel[k * kLanes + r % kLanes];
+  return Bf16ToFloat(static_cast<uint16_t>(r < kLanes ? lane : lane >> 16));
+}
+
+void PanelPortable(const float* x, int64_t rows, int64_t ldx, const uint32_t* panel, int64_t k,
+                   float* y, int64_t ldy, int64_t valid) {
+  for (int64_t m = 0; m < rows; ++m) {
+    for (int64_t r = 0; r < valid; ++r) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < k; ++i) acc = std::fma(x[m * ldx + i], Weight(panel, i, r), acc);
+      y[m * ldy + r] = acc;
+    }
+  }
+}
+
+// GCC 12 reports its own _mm512_set1_ps as maybe-uninitialized when inlined into arrays.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <int MT>
+__attribute__((target("avx512f"))) void TileAvx512(const float* x, int64_t ldx,
+                                                   const uint32_t* panel, int64_t k, float* y,
+                                                   int64_t ldy, __mmask16 mask_lo,
+                                                   __mmask16 mask_hi) {
+  __m512 lo_acc[MT], hi_acc[MT];
+#pragma GCC unroll 12
+  for (int i = 0; i < MT; ++i) lo_acc[i] = hi_acc[i] = _mm512_setzero_ps();
+  const __m512i high = _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u));
+  for (int64_t e = 0; e < k; ++e) {
+    const __m512i line = _mm512_loadu_si512(panel + e * kLanes);
+    const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(line, 16));
+    const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(line, high));
+#pragma GCC unroll 12
+    for (int i = 0; i < MT; ++i) {
+      const __m512 a = _mm512_set1_ps(x[i * ldx + e]);
+      lo_acc[i] = _mm512_fmadd_ps(a, lo, lo_acc[i]);
+      hi_acc[i] = _mm512_fmadd_ps(a, hi, hi_acc[i]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < MT; ++i) {
+    _mm512_mask_storeu_ps(y + i * ldy, mask_lo, lo_acc[i]);
+    _mm512_mask_storeu_ps(y + i * ldy + kLanes, mask_hi, hi_acc[i]);
+  }
+}
+
+#pragma GCC diagnostic pop
+
+using TileFn = void (*)(const float*, int64_t, const uint32_t*, int64_t, float*, int64_t, __mmask16,
+                        __mmask16);
+
+template <int... I>
+constexpr auto MakeTiles(std::integer_sequence<int, I...>) {
+  return std::array<TileFn, sizeof...(I)>{TileAvx512<I + 1>...};
+}
+constexpr auto kTiles = MakeTiles(std::make_integer_sequence<int, kTileRows>());
+
+void PanelAvx512(const float* x, int64_t rows, int64_t ldx, const uint32_t* panel, int64_t k,
+                 float* y, int64_t ldy, int64_t valid) {
+  const __mmask16 mask_lo = static_cast<__mmask16>((1u << std::min<int64_t>(valid, 16)) - 1);
+  const __mmask16 mask_hi =
+      static_cast<__mmask16>((1u << std::clamp<int64_t>(valid - 16, 0, 16)) - 1);
+  for (int64_t m = 0; m < rows; m += kTileRows) {
+    const int64_t mt = std::min<int64_t>(kTileRows, rows - m);
+    kTiles[mt - 1](x + m * ldx, ldx, panel, k, y + m * ldy, ldy, mask_lo, mask_hi);
+  }
+}
+
+// --- AMX (kAmxTiles) ---
+
+// ldtilecfg's 64-byte operand.
+struct TileConfig {
+  uint8_t palette_id;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+// The activation rows rounded to bf16, k_padded apart (zeros past n_in), in rows rounded up to
+// 16 (zero rows: a tile loads 16). Round to nearest even, as PackBf16Matrix.
+__attribute__((target("avx512f,avx512bf16"))) void RoundRowsToBf16(const float* x, int64_t rows,
+                                                                   int64_t ldx, int64_t k,
+                                                                   int64_t kp, uint16_t* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = x + r * ldx;
+    uint16_t* dst = out + r * kp;
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                          reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i))));
+    }
+    for (; i < k; ++i) dst[i] = FloatToBf16(src[i]);
+    for (; i < kp; ++i) dst[i] = 0;
+  }
+  const int64_t padded = (rows + 15) / 16 * 16;
+  std::fill(out + rows * kp, out + padded * kp, uint16_t{0});
+}
+
+// Requests two weight tiles (1 KiB each) into L2: the next panel's, while this one computes.
+inline void Prefetch(const uint32_t* t0, const uint32_t* t1) {
+  for (int i = 0; i < 256; i += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(t0 + i), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(t1 + i), _MM_HINT_T1);
+  }
+}
+
+// Panels [p_begin, p_end) for all rows: 32 x 32 outputs at a time in four accumulator tiles
+// (0-3), two activation tiles (4, 5) and two weight tiles (6, 7), K in steps of 32.
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) void AmxPanels(const uint16_t* xb,
+                                                                    int64_t rows,
+                                                                    const PackedBf16Matrix& w,
+                                                                    int64_t p_begin, int64_t p_end,
+                                                                    float* y, int64_t ldy) {
+  TileConfig cfg{};
+  cfg.palette_id = 1;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  _tile_loadconfig(&cfg);
+  const int64_t kp = w.k_padded, kbs = kp / PackedBf16Matrix::kTileK, xstride = kp * 2;
+  constexpr int64_t kTileWords = 256;
+  alignas(64) float c[4][256];
+  for (int64_t p = p_begin; p < p_end; ++p) {
+    const uint32_t* b0 = w.data.data() + 2 * p * kbs * kTileWords;
+    const uint32_t* b1 = b0 + kbs * kTileWords;
+    const int64_t n0 = p * PackedBf16Matrix::kPanelRows;
+    const int64_t valid = std::min(PackedBf16Matrix::kPanelRows, w.n_out - n0);
+    const __mmask16 mask[2] = {
+        static_cast<__mmask16>((1u << std::min<int64_t>(valid, 16)) - 1),
+        static_cast<__mmask16>((1u << std::clamp<int64_t>(valid - 16, 0, 16)) - 1)};
+    // Block kb of the panel's two halves into tiles 6 and 7; the first row block also requests
+    // the next panel's.
+    auto load_weights = [&](int64_t m, int64_t kb) {
+      if (m == 0 && p + 1 < p_end)
+        Prefetch(b0 + (2 * kbs + kb) * kTileWords, b1 + (2 * kbs + kb) * kTileWords);
+      _tile_loadd(6, b0 + kb * kTileWords, 64);
+      _tile_loadd(7, b1 + kb * kTileWords, 64);
+    };
+    for (int64_t m = 0; m < rows; m += 32) {
+      const uint16_t* a0 = xb + m * kp;
+      const uint16_t* a1 = a0 + 16 * kp;
+      _tile_zero(0);
+      _tile_zero(1);
+      if (m + 16 < rows) {
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t kb = 0; kb < kbs; ++kb) {
+          load_weights(m, kb);
+          _tile_loadd(4, a0 + kb * 32, xstride);
+          _tile_loadd(5, a1 + kb * 32, xstride);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(1, 4, 7);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(2, c[2], 64);
+        _tile_stored(3, c[3], 64);
+      } else {
+        for (int64_t kb = 0; kb < kbs; ++kb) {
+          load_weights(m, kb);
+          _tile_loadd(4, a0 + kb * 32, xstride);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(1, 4, 7);
+        }
+      }
+      _tile_stored(0, c[0], 64);
+      _tile_stored(1, c[1], 64);
+      const int64_t mr = std::min<int64_t>(32, rows - m);
+      for (int64_t r = 0; r < mr; ++r) {
+        const float* src0 = c[2 * (r / 16)] + (r % 16) * 16;
+        const float* src1 = c[2 * (r / 16) + 1] + (r % 16) * 16;
+        float* dst = y + (m + r) * ldy + n0;
+        _mm512_mask_storeu_ps(dst, mask[0], _mm512_load_ps(src0));
+        _mm512_mask_storeu_ps(dst + 16, mask[1], _mm512_load_ps(src1));
+      }
+    }
+  }
+  _tile_release();
+}
+
+void AmxMatmul(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matrix& w, float* y,
+               int64_t ldy, ThreadPool* pool) {
+  // The calling (engine) thread's buffer: grows to the largest batch, then is reused.
+  thread_local std::vector<uint16_t> xb;
+  const int64_t need = (rows + 15) / 16 * 16 * w.k_padded;
+  if (static_cast<int64_t>(xb.size()) < need) xb.resize(need);
+  RoundRowsToBf16(x, rows, ldx, w.n_in, w.k_padded, xb.data());
+  // (A thread-local name means the running thread's own: the workers get the pointer.)
+  const uint16_t* rounded = xb.data();
+  auto work = [&](int64_t begin, int64_t end, int) {
+    AmxPanels(rounded, rows, w, begin, end, y, ldy);
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(w.panels(), work);
+  } else {
+    work(0, w.panels(), 0);
+  }
+}
+
+}  // namespace
+
+PackedBf16Matrix PackBf16Matrix(const float* w, int64_t n_out, int64_t n_in) {
+  return internal::PackBf16MatrixAs(
+      w, n_out, n_in, GetCpuFeatures().amx_bf16 ? Bf16Layout::kAmxTiles : Bf16Layout::kLanes);
+}
+
+namespace internal {
+PackedBf16Matrix PackBf16MatrixAs(const float* w, int64_t n_out, int64_t n_in, Bf16Layout layout) {
+  PackedBf16Matrix p;
+  p.layout = layout;
+  p.n_out = n_out;
+  p.n_in = n_in;
+  const int64_t tk = PackedBf16Matrix::kTileK;
+  p.k_padded = layout == Bf16Layout::kAmxTiles ? (n_in + tk - 1) / tk * tk : n_in;
+  p.data.assign(p.panels() * p.k_padded * kLanes, 0);
+  for (int64_t n = 0; n < n_out; ++n) {
+    const int64_t panel = n / PackedBf16Matrix::kPanelRows, r = n % PackedBf16Matrix::kPanelRows;
+    for (int64_t k = 0; k < n_in; ++k) {
+      const uint32_t h = FloatToBf16(w[n * n_in + k]);
+      if (layout == Bf16Layout::kLanes) {
+        p.data[(panel * n_in + k) * kLanes + r % kLanes] |= h << (r < kLanes ? 0 : 16);
+      } else {
+        // Half (panel, r / 16), tile k / 32, tile row (k % 32) / 2, column r % 16, slot k % 2.
+        const int64_t tile = (2 * panel + r / kLanes) * (p.k_padded / tk) + k / tk;
+        p.data[tile * 256 + (k % tk) / 2 * kLanes + r % kLanes] |= h << (16 * (k % 2));
+      }
+    }
+  }
+  return p;
+}
+
+void Bf16MatmulPath(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matrix& w, float* y,
+                    int64_t ldy, ThreadPool* pool, bool avx512) {
+  if (w.layout == Bf16Layout::kAmxTiles) return AmxMatmul(x, rows, ldx, w, y, ldy, pool);
+  const auto panel_fn = avx512 ? PanelAvx512 : PanelPortable;
+  const int64_t k = w.n_in;
+  const int64_t chunk = std::max<int64_t>(kTileRows, kChunkBytes / (k * 4) / kTileRows * kTileRows);
+  auto work = [&](int64_t begin, int64_t end, int) {
+    for (int64_t m0 = 0; m0 < rows; m0 += chunk) {
+      const int64_t mr = std::min(chunk, rows - m0);
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t n0 = p * PackedBf16Matrix::kPanelRows;
+        panel_fn(x + m0 * ldx, mr, ldx, w.data.data() + p * k * kLanes, k, y + m0 * ldy + n0, ldy,
+                 std::min(PackedBf16Matrix::kPanelRows, w.n_out - n0));
+      }
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(w.panels(), work);
+  } else {
+    work(0, w.panels(), 0);
+  }
+}
+}  // namespace internal
+
+void Bf16Matmul(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matrix& w, float* y,
+                int64_t ldy, ThreadPool* pool) {
+  internal::Bf16MatmulPath(x, rows, ldx, w, y, ldy, pool, GetCpuFeatures().avx512);
+}
+
+}  // namespace pagellm::kernels

@@ -1,0 +1,137 @@
+#include "kernels/cpu/bf16_matmul.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_features.h"
+
+namespace pagellm::kernels {
+namespace {
+
+std::vector<float> Random(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Truncation toward the nearest bf16 by hand, independent of the kernel's packing: the top 16
+// bits after adding half an ulp (ties to even).
+float RoundToBf16(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return std::bit_cast<float>(u & 0xFFFF0000u);
+}
+
+// The same bits in a and b (n values).
+void ExpectSameBits(const float* a, const float* b, int64_t n, const std::string& what) {
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << what << " " << i;
+  }
+}
+
+// Each `step`-th row of x alone (rows = 1) gives the bits of its row in `batch`.
+void ExpectRowsAloneMatch(const float* x, const PackedBf16Matrix& p, int64_t rows, int64_t step,
+                          const std::vector<float>& batch, ThreadPool* pool) {
+  std::vector<float> one(p.n_out);
+  for (int64_t m = 0; m < rows; m += step) {
+    internal::Bf16MatmulPath(x + m * p.n_in, 1, p.n_in, p, one.data(), p.n_out, pool, true);
+    ExpectSameBits(one.data(), batch.data() + m * p.n_out, p.n_out, "row " + std::to_string(m));
+  }
+}
+
+struct Shape {
+  int64_t rows, n, k;
+};
+
+class Bf16MatmulTest : public ::testing::TestWithParam<Shape> {};
+
+// Against a double-precision sum over the rounded weights (and, on AMX, the rounded activations):
+// the fp32 accumulation error only. PackBf16Matrix picks this CPU's layout.
+TEST_P(Bf16MatmulTest, MatchesDoubleReferenceOnRoundedWeights) {
+  const Shape s = GetParam();
+  std::mt19937 rng(7);
+  const std::vector<float> w = Random(s.n * s.k, rng), x = Random(s.rows * s.k, rng);
+  const PackedBf16Matrix p = PackBf16Matrix(w.data(), s.n, s.k);
+  EXPECT_EQ(p.layout == Bf16Layout::kAmxTiles, GetCpuFeatures().amx_bf16);
+  const bool round_x = p.layout == Bf16Layout::kAmxTiles;
+  EXPECT_EQ(p.n_out, s.n);
+  EXPECT_EQ(p.panels(), (s.n + 31) / 32);
+  const int64_t ldy = s.n + 3;
+  std::vector<float> y(s.rows * ldy, -7.0f);
+  ThreadPool pool(2);
+  Bf16Matmul(x.data(), s.rows, s.k, p, y.data(), ldy, &pool);
+  for (int64_t m = 0; m < s.rows; ++m) {
+    for (int64_t n = 0; n < s.n; ++n) {
+      double ref = 0, mag = 0;
+      for (int64_t i = 0; i < s.k; ++i) {
+        const float xv = round_x ? RoundToBf16(x[m * s.k + i]) : x[m * s.k + i];
+        const double t = static_cast<double>(xv) * RoundToBf16(w[n * s.k + i]);
+        ref += t;
+        mag += std::fabs(t);
+      }
+      ASSERT_NEAR(y[m * ldy + n], ref, 1e-6 * mag + 1e-6) << m << "," << n;
+    }
+    for (int64_t n = s.n; n < ldy; ++n) EXPECT_EQ(y[m * ldy + n], -7.0f) << "wrote past n_out";
+  }
+}
+
+// The lane layout: the AVX-512 and portable paths, and any thread count, give the same bits; so
+// does a row alone and the same row inside a batch (batch invariance).
+TEST_P(Bf16MatmulTest, PathsThreadsAndBatchingAreBitIdentical) {
+  const Shape s = GetParam();
+  std::mt19937 rng(11);
+  const std::vector<float> w = Random(s.n * s.k, rng), x = Random(s.rows * s.k, rng);
+  const PackedBf16Matrix p = internal::PackBf16MatrixAs(w.data(), s.n, s.k, Bf16Layout::kLanes);
+  std::vector<float> portable(s.rows * s.n), vec(s.rows * s.n);
+  ThreadPool pool(2);
+  internal::Bf16MatmulPath(x.data(), s.rows, s.k, p, portable.data(), s.n, nullptr, false);
+  if (!GetCpuFeatures().avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  internal::Bf16MatmulPath(x.data(), s.rows, s.k, p, vec.data(), s.n, &pool, true);
+  ExpectSameBits(portable.data(), vec.data(), s.rows * s.n, "portable vs AVX-512");
+  ExpectRowsAloneMatch(x.data(), p, s.rows, 5, vec, nullptr);
+}
+
+// AMX: a row alone, the same row inside a batch (in either activation tile of a 32-row block)
+// and any thread count give the same bits.
+TEST_P(Bf16MatmulTest, AmxIsBatchAndThreadInvariant) {
+  if (!GetCpuFeatures().amx_bf16) GTEST_SKIP() << "no AMX (or not permitted) on this CPU";
+  const Shape s = GetParam();
+  std::mt19937 rng(13);
+  const std::vector<float> w = Random(s.n * s.k, rng), x = Random(s.rows * s.k, rng);
+  const PackedBf16Matrix p = internal::PackBf16MatrixAs(w.data(), s.n, s.k, Bf16Layout::kAmxTiles);
+  std::vector<float> batch(s.rows * s.n), serial(s.rows * s.n);
+  ThreadPool pool(2);
+  Bf16Matmul(x.data(), s.rows, s.k, p, batch.data(), s.n, &pool);
+  Bf16Matmul(x.data(), s.rows, s.k, p, serial.data(), s.n, nullptr);
+  ExpectSameBits(batch.data(), serial.data(), s.rows * s.n, "2 threads vs 1");
+  ExpectRowsAloneMatch(x.data(), p, s.rows, 3, batch, &pool);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Bf16MatmulTest,
+                         ::testing::Values(Shape{1, 32, 16}, Shape{3, 45, 64}, Shape{13, 77, 96},
+                                           Shape{25, 576, 576}, Shape{64, 192, 1536},
+                                           Shape{7, 17, 5}, Shape{40, 33, 100}));
+
+TEST(PackBf16MatrixTest, RoundsToNearestEvenAndKeepsNaN) {
+  // 1 + 2^-8 is halfway between two bf16 values: ties to the even one (1.0); just above rounds up.
+  const float w[3] = {1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, std::nanf("")};
+  const PackedBf16Matrix p = internal::PackBf16MatrixAs(w, 3, 1, Bf16Layout::kLanes);
+  EXPECT_EQ(p.data[0] & 0xFFFF, 0x3F80u);
+  EXPECT_EQ(p.data[1] & 0xFFFF, 0x3F81u);
+  EXPECT_EQ(p.data[2] & 0x7FC0, 0x7FC0u);  // a quiet NaN
+  const float x = 2.0f;
+  float y[3];
+  Bf16Matmul(&x, 1, 1, p, y, 3, nullptr);
+  EXPECT_EQ(y[0], 2.0f);
+  EXPECT_EQ(y[1], 2.0f + 0x1p-6f);
+  EXPECT_TRUE(std::isnan(y[2]));
+}
+
+}  // namespace
+}  // namespace pagellm::kernels
