@@ -205,22 +205,19 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void AmxPanels(const uint16
   _tile_release();
 }
 
-void AmxMatmul(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matrix& w, float* y,
-               int64_t ldy, ThreadPool* pool) {
-  // The calling (engine) thread's buffer: grows to the largest batch, then is reused.
-  thread_local std::vector<uint16_t> xb;
-  const int64_t need = (rows + 15) / 16 * 16 * w.k_padded;
-  if (static_cast<int64_t>(xb.size()) < need) xb.resize(need);
-  RoundRowsToBf16(x, rows, ldx, w.n_in, w.k_padded, xb.data());
-  // (A thread-local name means the running thread's own: the workers get the pointer.)
-  const uint16_t* rounded = xb.data();
-  auto work = [&](int64_t begin, int64_t end, int) {
-    AmxPanels(rounded, rows, w, begin, end, y, ldy);
-  };
-  if (pool != nullptr) {
-    pool->ParallelFor(w.panels(), work);
-  } else {
-    work(0, w.panels(), 0);
+// kLanes: panels [p_begin, p_end) of w for all rows, in row chunks that stay in L2.
+void LanePanels(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matrix& w,
+                int64_t p_begin, int64_t p_end, float* y, int64_t ldy, bool avx512) {
+  const auto panel_fn = avx512 ? PanelAvx512 : PanelPortable;
+  const int64_t k = w.n_in;
+  const int64_t chunk = std::max<int64_t>(kTileRows, kChunkBytes / (k * 4) / kTileRows * kTileRows);
+  for (int64_t m0 = 0; m0 < rows; m0 += chunk) {
+    const int64_t mr = std::min(chunk, rows - m0);
+    for (int64_t p = p_begin; p < p_end; ++p) {
+      const int64_t n0 = p * PackedBf16Matrix::kPanelRows;
+      panel_fn(x + m0 * ldx, mr, ldx, w.data.data() + p * k * kLanes, k, y + m0 * ldy + n0, ldy,
+               std::min(PackedBf16Matrix::kPanelRows, w.n_out - n0));
+    }
   }
 }
 
@@ -256,33 +253,51 @@ PackedBf16Matrix PackBf16MatrixAs(const float* w, int64_t n_out, int64_t n_in, B
   return p;
 }
 
-void Bf16MatmulPath(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matrix& w, float* y,
-                    int64_t ldy, ThreadPool* pool, bool avx512) {
-  if (w.layout == Bf16Layout::kAmxTiles) return AmxMatmul(x, rows, ldx, w, y, ldy, pool);
-  const auto panel_fn = avx512 ? PanelAvx512 : PanelPortable;
-  const int64_t k = w.n_in;
-  const int64_t chunk = std::max<int64_t>(kTileRows, kChunkBytes / (k * 4) / kTileRows * kTileRows);
+void Bf16MatmulPath(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int64_t rows,
+                    int64_t ldx, ThreadPool* pool, bool avx512) {
+  if (num_jobs <= 0 || rows <= 0) return;
+  const PackedBf16Matrix& first = *jobs[0].w;
+  const bool amx = first.layout == Bf16Layout::kAmxTiles;
+  const uint16_t* rounded = nullptr;
+  if (amx) {
+    // The calling (engine) thread's buffer: grows to the largest batch, then is reused. (A
+    // thread-local name means the running thread's own: the workers get the pointer.)
+    thread_local std::vector<uint16_t> xb;
+    const int64_t need = (rows + 15) / 16 * 16 * first.k_padded;
+    if (static_cast<int64_t>(xb.size()) < need) xb.resize(need);
+    RoundRowsToBf16(x, rows, ldx, first.n_in, first.k_padded, xb.data());
+    rounded = xb.data();
+  }
+  auto panels = [&](int j) { return jobs[j].w->panels(); };
   auto work = [&](int64_t begin, int64_t end, int) {
-    for (int64_t m0 = 0; m0 < rows; m0 += chunk) {
-      const int64_t mr = std::min(chunk, rows - m0);
-      for (int64_t p = begin; p < end; ++p) {
-        const int64_t n0 = p * PackedBf16Matrix::kPanelRows;
-        panel_fn(x + m0 * ldx, mr, ldx, w.data.data() + p * k * kLanes, k, y + m0 * ldy + n0, ldy,
-                 std::min(PackedBf16Matrix::kPanelRows, w.n_out - n0));
+    ForEachJobRange(num_jobs, panels, begin, end, [&](int j, int64_t lo, int64_t hi) {
+      const Bf16MatmulJob& job = jobs[j];
+      if (amx) {
+        AmxPanels(rounded, rows, *job.w, lo, hi, job.y, job.ldy);
+      } else {
+        LanePanels(x, rows, ldx, *job.w, lo, hi, job.y, job.ldy, avx512);
       }
-    }
+    });
   };
+  int64_t total = 0;
+  for (int j = 0; j < num_jobs; ++j) total += panels(j);
   if (pool != nullptr) {
-    pool->ParallelFor(w.panels(), work);
+    pool->ParallelFor(total, work);
   } else {
-    work(0, w.panels(), 0);
+    work(0, total, 0);
   }
 }
 }  // namespace internal
 
 void Bf16Matmul(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matrix& w, float* y,
                 int64_t ldy, ThreadPool* pool) {
-  internal::Bf16MatmulPath(x, rows, ldx, w, y, ldy, pool, GetCpuFeatures().avx512);
+  const Bf16MatmulJob job{&w, y, ldy};
+  Bf16MatmulMany(&job, 1, x, rows, ldx, pool);
+}
+
+void Bf16MatmulMany(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int64_t rows,
+                    int64_t ldx, ThreadPool* pool) {
+  internal::Bf16MatmulPath(jobs, num_jobs, x, rows, ldx, pool, GetCpuFeatures().avx512);
 }
 
 }  // namespace pagellm::kernels

@@ -53,13 +53,24 @@ PackedBf16Matrix PackBf16Matrix(const float* w, int64_t n_out, int64_t n_in);
 void Bf16Matmul(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matrix& w, float* y,
                 int64_t ldy, ThreadPool* pool);
 
+// Several products of the same input in one parallel region (Q, K and V; gate and up): the
+// input rounded once, the jobs' panels split across the threads together. REQUIRES: the
+// matrices share n_in and layout. The same bits as one Bf16Matmul per job.
+struct Bf16MatmulJob {
+  const PackedBf16Matrix* w = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+void Bf16MatmulMany(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int64_t rows,
+                    int64_t ldx, ThreadPool* pool);
+
 namespace internal {
 // A given layout (kAmxTiles needs CpuFeatures::amx_bf16).
 PackedBf16Matrix PackBf16MatrixAs(const float* w, int64_t n_out, int64_t n_in, Bf16Layout layout);
 // kLanes matrices on the portable path or the AVX-512 one (tests compare the two); kAmxTiles
 // ones on AMX (`avx512` ignored).
-void Bf16MatmulPath(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matrix& w, float* y,
-                    int64_t ldy, ThreadPool* pool, bool avx512);
+void Bf16MatmulPath(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int64_t rows,
+                    int64_t ldx, ThreadPool* pool, bool avx512);
 }  // namespace internal
 
 }  // namespace pagellm::kernels

@@ -28,6 +28,13 @@ float RoundToBf16(float f) {
   return std::bit_cast<float>(u & 0xFFFF0000u);
 }
 
+// One product on a chosen path.
+void Path(const float* x, int64_t rows, const PackedBf16Matrix& p, float* y, ThreadPool* pool,
+          bool avx512) {
+  const Bf16MatmulJob job{&p, y, p.n_out};
+  internal::Bf16MatmulPath(&job, 1, x, rows, p.n_in, pool, avx512);
+}
+
 // The same bits in a and b (n values).
 void ExpectSameBits(const float* a, const float* b, int64_t n, const std::string& what) {
   for (int64_t i = 0; i < n; ++i) {
@@ -40,7 +47,7 @@ void ExpectRowsAloneMatch(const float* x, const PackedBf16Matrix& p, int64_t row
                           const std::vector<float>& batch, ThreadPool* pool) {
   std::vector<float> one(p.n_out);
   for (int64_t m = 0; m < rows; m += step) {
-    internal::Bf16MatmulPath(x + m * p.n_in, 1, p.n_in, p, one.data(), p.n_out, pool, true);
+    Path(x + m * p.n_in, 1, p, one.data(), pool, true);
     ExpectSameBits(one.data(), batch.data() + m * p.n_out, p.n_out, "row " + std::to_string(m));
   }
 }
@@ -90,9 +97,9 @@ TEST_P(Bf16MatmulTest, PathsThreadsAndBatchingAreBitIdentical) {
   const PackedBf16Matrix p = internal::PackBf16MatrixAs(w.data(), s.n, s.k, Bf16Layout::kLanes);
   std::vector<float> portable(s.rows * s.n), vec(s.rows * s.n);
   ThreadPool pool(2);
-  internal::Bf16MatmulPath(x.data(), s.rows, s.k, p, portable.data(), s.n, nullptr, false);
+  Path(x.data(), s.rows, p, portable.data(), nullptr, false);
   if (!GetCpuFeatures().avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
-  internal::Bf16MatmulPath(x.data(), s.rows, s.k, p, vec.data(), s.n, &pool, true);
+  Path(x.data(), s.rows, p, vec.data(), &pool, true);
   ExpectSameBits(portable.data(), vec.data(), s.rows * s.n, "portable vs AVX-512");
   ExpectRowsAloneMatch(x.data(), p, s.rows, 5, vec, nullptr);
 }
@@ -111,6 +118,27 @@ TEST_P(Bf16MatmulTest, AmxIsBatchAndThreadInvariant) {
   Bf16Matmul(x.data(), s.rows, s.k, p, serial.data(), s.n, nullptr);
   ExpectSameBits(batch.data(), serial.data(), s.rows * s.n, "2 threads vs 1");
   ExpectRowsAloneMatch(x.data(), p, s.rows, 3, batch, &pool);
+}
+
+// Q, K and V in one region: each output as its own product gives it.
+TEST_P(Bf16MatmulTest, ManyEqualsOneProductPerMatrix) {
+  const Shape s = GetParam();
+  std::mt19937 rng(17);
+  const std::vector<float> x = Random(s.rows * s.k, rng);
+  const int64_t n[3] = {s.n, 64, 7};
+  std::vector<PackedBf16Matrix> w;
+  for (int64_t ni : n) w.push_back(PackBf16Matrix(Random(ni * s.k, rng).data(), ni, s.k));
+  const int64_t ldy = n[0] + n[1] + n[2];
+  std::vector<float> together(s.rows * ldy), alone(s.rows * ldy);
+  const Bf16MatmulJob jobs[3] = {{&w[0], together.data(), ldy},
+                                 {&w[1], together.data() + n[0], ldy},
+                                 {&w[2], together.data() + n[0] + n[1], ldy}};
+  ThreadPool pool(2);
+  Bf16MatmulMany(jobs, 3, x.data(), s.rows, s.k, &pool);
+  Bf16Matmul(x.data(), s.rows, s.k, w[0], alone.data(), ldy, &pool);
+  Bf16Matmul(x.data(), s.rows, s.k, w[1], alone.data() + n[0], ldy, &pool);
+  Bf16Matmul(x.data(), s.rows, s.k, w[2], alone.data() + n[0] + n[1], ldy, &pool);
+  ExpectSameBits(together.data(), alone.data(), s.rows * ldy, "many vs one by one");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16MatmulTest,

@@ -369,13 +369,9 @@ void QuantMatmulMany(const QuantMatmulJob* jobs, int num_jobs, const QuantizedAc
   for (int j = 0; j < num_jobs; ++j) total += jobs[j].w->groups;
   // Chunk [begin, end) of the jobs' groups laid end to end.
   auto run = [&](int64_t begin, int64_t end, int) {
-    int64_t offset = 0;
-    for (int j = 0; j < num_jobs && offset < end; ++j) {
-      const int64_t g = jobs[j].w->groups;
-      const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + g);
-      if (lo < hi) fn(*jobs[j].w, lo - offset, hi - offset, x, jobs[j].y, jobs[j].ldy);
-      offset += g;
-    }
+    ForEachJobRange(
+        num_jobs, [&](int j) { return jobs[j].w->groups; }, begin, end,
+        [&](int j, int64_t lo, int64_t hi) { fn(*jobs[j].w, lo, hi, x, jobs[j].y, jobs[j].ldy); });
   };
   if (pool != nullptr) {
     pool->ParallelFor(total, run);

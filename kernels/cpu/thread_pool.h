@@ -59,6 +59,20 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
+// For jobs whose units (row groups, panels) are laid end to end -- job j has size(j) of them --
+// calls fn(j, lo, hi) for the part [lo, hi) of job j's units that falls in [begin, end): how a
+// ParallelFor chunk over several products of one input splits into per-product ranges.
+template <typename Size, typename Fn>
+void ForEachJobRange(int num_jobs, Size&& size, int64_t begin, int64_t end, Fn&& fn) {
+  int64_t offset = 0;
+  for (int j = 0; j < num_jobs && offset < end; ++j) {
+    const int64_t n = size(j);
+    const int64_t lo = begin > offset ? begin : offset, hi = end < offset + n ? end : offset + n;
+    if (lo < hi) fn(j, lo - offset, hi - offset);
+    offset += n;
+  }
+}
+
 }  // namespace pagellm::kernels
 
 #endif  // PAGELLM_KERNELS_CPU_THREAD_POOL_H_

@@ -50,16 +50,18 @@ template <size_t N>
 void LlamaModel::Products(const Product (&products)[N], const float* x, int64_t rows, int64_t ldx,
                           bool x_quantized) {
   kernels::QuantMatmulJob jobs[N];
-  int num_jobs = 0;
+  kernels::Bf16MatmulJob bf16_jobs[N];
+  int num_jobs = 0, num_bf16_jobs = 0;
   for (const Product& p : products) {
     if (p.w->type == GgmlType::kBF16) {
-      kernels::Bf16Matmul(x, rows, ldx, p.w->bf16, p.y, p.ldy, pool_);
+      bf16_jobs[num_bf16_jobs++] = {&p.w->bf16, p.y, p.ldy};
     } else if (!IsQuantized(*p.w)) {
       kernels::F32Matmul(x, rows, p.w->n_in, ldx, p.w->f32.data(), p.w->n_out, p.y, p.ldy);
     } else {
       jobs[num_jobs++] = {&p.w->packed, p.y, p.ldy};
     }
   }
+  if (num_bf16_jobs > 0) kernels::Bf16MatmulMany(bf16_jobs, num_bf16_jobs, x, rows, ldx, pool_);
   if (num_jobs > 0) {
     if (!x_quantized) {
       kernels::QuantizeActivations(x, rows, products[0].w->n_in, ldx, &qx_, pool_);
