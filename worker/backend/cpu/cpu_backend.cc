@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
   if (kv.num_blocks <= 0) return absl::InvalidArgumentError("the KV memory budget holds no block");
   const int threads =
       o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
-  kernels::SetBlasThreads(threads);
+  kernels::UseSingleThreadedBlas();
   auto pool = std::make_unique<kernels::ThreadPool>(threads);
   ASSIGN_OR_RETURN(auto cache, KvCache::Create(kv));
   std::unique_ptr<KvCache> swap;

@@ -56,7 +56,7 @@ void LlamaModel::Products(const Product (&products)[N], const float* x, int64_t 
     if (p.w->type == GgmlType::kBF16) {
       bf16_jobs[num_bf16_jobs++] = {&p.w->bf16, p.y, p.ldy};
     } else if (!IsQuantized(*p.w)) {
-      kernels::F32Matmul(x, rows, p.w->n_in, ldx, p.w->f32.data(), p.w->n_out, p.y, p.ldy);
+      kernels::F32Matmul(x, rows, p.w->n_in, ldx, p.w->f32.data(), p.w->n_out, p.y, p.ldy, pool_);
     } else {
       jobs[num_jobs++] = {&p.w->packed, p.y, p.ldy};
     }
