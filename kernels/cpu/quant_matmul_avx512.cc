@@ -1,15 +1,19 @@
 // AVX-512 VNNI kernel for QuantMatmul over packed groups of 8 rows (256-bit vectors, AVX512VL;
-// for more than two activation rows, pairs of groups in 512-bit vectors).
+// for more than two activation rows, pairs of groups in 512-bit vectors), and AMX-INT8 from 128
+// activation rows where the OS permits AMX.
 // Per group-block: the 8 rows' quants are unpacked once into 8 vectors (quant_layout.h) and
-// their scales into one or two; each activation row then needs 8 broadcasts and 8 dpbusd (two
-// chains, one per 16-element half, summed exactly), one cvt, one mul and one fma (+ one fma for
-// a min) to advance all 8 rows' accumulators. Bit-identical to the portable kernel: the int32
-// dot products are exact and the fp32 operations are the same.
+// their scales into one or two; each activation row then needs 8 dpbusd, each reading its 4
+// activation bytes as an embedded broadcast (one int32 chain; Q6_K keeps one per 16-element
+// half for its half scales), one cvt, one mul and one fma (+ one fma for a min) to advance all
+// 8 rows' accumulators. Bit-identical to the portable kernel: the int32 dot products are exact
+// and the fp32 operations are the same.
 //
 // The multi-row path: tiles of up to 16 activation rows x 16 weight rows, the activations read
 // from their panels (quant_matmul.h: one pointer per block for the whole tile, so the 16
 // accumulators, 8 weight vectors and scales stay in registers), rows in chunks sized for L1,
-// and the next pair's weights requested while a chunk's first tile computes.
+// and the next pair's weights requested while a chunk's first tile computes. The AMX path
+// (GroupsAmx) computes the same int32 dot products with one tdpbsud per block and panel and
+// runs the same fp32 epilogue, so it gives the same bits too.
 #include <immintrin.h>
 
 #include <algorithm>
