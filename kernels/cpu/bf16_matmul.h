@@ -67,10 +67,10 @@ void Bf16MatmulMany(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int
 namespace internal {
 // A given layout (kAmxTiles needs CpuFeatures::amx_bf16).
 PackedBf16Matrix PackBf16MatrixAs(const float* w, int64_t n_out, int64_t n_in, Bf16Layout layout);
-// kLanes matrices on the portable path or the AVX-512 one (tests compare the two); kAmxTiles
-// ones on AMX (`avx512` ignored).
+// kLanes matrices on the portable path or the CPU's vector one, AVX-512 or AVX2 (`vector`;
+// tests compare the two); kAmxTiles ones on AMX (`vector` ignored).
 void Bf16MatmulPath(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int64_t rows,
-                    int64_t ldx, ThreadPool* pool, bool avx512);
+                    int64_t ldx, ThreadPool* pool, bool vector);
 }  // namespace internal
 
 }  // namespace pagellm::kernels

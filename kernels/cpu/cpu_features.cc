@@ -52,10 +52,12 @@ const CpuFeatures& GetCpuFeatures() {
     CpuFeatures f;
     if (EnvIs("PAGELLM_PORTABLE_KERNELS", "1")) return f;
     __builtin_cpu_init();
-    f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    f.avx512 = f.avx2 && !EnvIs("PAGELLM_NO_AVX512", "1") && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") &&
+               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     if (f.avx512 && !EnvIs("PAGELLM_NO_AMX", "1")) {
       const AmxFeatures amx = Amx();
       f.amx_bf16 = amx.bf16;

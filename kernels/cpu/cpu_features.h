@@ -6,6 +6,10 @@ namespace pagellm::kernels {
 
 struct CpuFeatures {
   bool avx512 = false;  // AVX-512 F/BW/VL/DQ + VNNI + FMA + F16C: the fast kernel set.
+  // AVX2 + FMA + F16C: the kernels for x86 CPUs without AVX-512 (true also where avx512 is; a
+  // kernel with both paths prefers AVX-512). PAGELLM_NO_AVX512=1 turns avx512 (and AMX) off, to
+  // run the AVX2 kernels on an AVX-512 machine.
+  bool avx2 = false;
   // AMX tiles with bf16 (and AVX512-BF16), permitted by the OS for this process; off with
   // PAGELLM_NO_AMX=1 (to compare the paths) or PAGELLM_PORTABLE_KERNELS=1.
   bool amx_bf16 = false;

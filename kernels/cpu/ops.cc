@@ -35,6 +35,25 @@ __attribute__((target("avx512f"))) inline __m512 ExpApprox16(__m512 x) {
   return _mm512_mul_ps(y, _mm512_castsi512_ps(bits));
 }
 
+// ExpApprox16's operations on 8 lanes.
+__attribute__((target("avx2,fma"))) inline __m256 ExpApprox8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpLo)), _mm256_set1_ps(kExpHi));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), x);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kP0);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
+  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+}
+
 }  // namespace
 
 float ExpApprox(float x) {
@@ -123,6 +142,24 @@ __attribute__((target("avx512f"))) void SiluMulAvx512(const float* gate_up, int6
   }
 }
 
+__attribute__((target("avx2,fma"))) void SiluMulAvx2(const float* gate_up, int64_t rows,
+                                                     int64_t inter, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up + r * 2 * inter;
+    const float* u = g + inter;
+    float* o = out + r * inter;
+    int64_t i = 0;
+    for (; i + 8 <= inter; i += 8) {
+      const __m256 gv = _mm256_loadu_ps(g + i);
+      const __m256 neg = _mm256_xor_ps(gv, _mm256_set1_ps(-0.0f));  // -g exactly
+      const __m256 e = ExpApprox8(neg);
+      const __m256 s = _mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < inter; ++i) o[i] = g[i] / (1.0f + ExpApprox(-g[i])) * u[i];
+  }
+}
+
 void SoftmaxRowsPortable(float* s, int64_t rows, int64_t n, int64_t ld) {
   for (int64_t r = 0; r < rows; ++r) {
     float* x = s + r * ld;
@@ -170,11 +207,51 @@ __attribute__((target("avx512f"))) void SoftmaxRowsAvx512(float* s, int64_t rows
   }
 }
 
+// The 16 lanes of the sum in two vectors over whole runs of 16, the tail added to the same
+// lanes one by one: the portable loop's additions in its order.
+__attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(float* s, int64_t rows, int64_t n,
+                                                         int64_t ld) {
+  const int64_t full = n / 16 * 16;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x = s + r * ld;
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < full; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+    alignas(32) float lanes[16];
+    _mm256_store_ps(lanes, m);
+    float mx = x[0];
+    for (int i = 0; i < 8; ++i) mx = std::fmax(mx, lanes[i]);
+    for (int64_t i = full; i < n; ++i) mx = std::fmax(mx, x[i]);
+    const __m256 mxv = _mm256_set1_ps(mx);
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int64_t i = 0; i < full; i += 16) {
+      const __m256 a = ExpApprox8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mxv));
+      const __m256 b = ExpApprox8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mxv));
+      _mm256_storeu_ps(x + i, a);
+      _mm256_storeu_ps(x + i + 8, b);
+      lo = _mm256_add_ps(lo, a);
+      hi = _mm256_add_ps(hi, b);
+    }
+    _mm256_store_ps(lanes, lo);
+    _mm256_store_ps(lanes + 8, hi);
+    for (int64_t i = full; i < n; ++i) {
+      x[i] = ExpApprox(x[i] - mx);
+      lanes[i % 16] += x[i];
+    }
+    const float inv = 1.0f / ReduceLanes16(lanes);
+    const __m256 invv = _mm256_set1_ps(inv);
+    for (int64_t i = 0; i < full; i += 8)
+      _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), invv));
+    for (int64_t i = full; i < n; ++i) x[i] *= inv;
+  }
+}
+
 }  // namespace internal
 
 void SoftmaxRows(float* s, int64_t rows, int64_t n, int64_t ld) {
   if (GetCpuFeatures().avx512) {
     internal::SoftmaxRowsAvx512(s, rows, n, ld);
+  } else if (GetCpuFeatures().avx2) {
+    internal::SoftmaxRowsAvx2(s, rows, n, ld);
   } else {
     internal::SoftmaxRowsPortable(s, rows, n, ld);
   }
@@ -183,6 +260,8 @@ void SoftmaxRows(float* s, int64_t rows, int64_t n, int64_t ld) {
 void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
   if (GetCpuFeatures().avx512) {
     internal::SiluMulAvx512(gate_up, rows, inter, out);
+  } else if (GetCpuFeatures().avx2) {
+    internal::SiluMulAvx2(gate_up, rows, inter, out);
   } else {
     internal::SiluMulPortable(gate_up, rows, inter, out);
   }

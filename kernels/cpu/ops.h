@@ -43,6 +43,8 @@ void SoftmaxRowsPortable(float* s, int64_t rows, int64_t n, int64_t ld);
 void SoftmaxRowsAvx512(float* s, int64_t rows, int64_t n, int64_t ld);
 void SiluMulPortable(const float* gate_up, int64_t rows, int64_t inter, float* out);
 void SiluMulAvx512(const float* gate_up, int64_t rows, int64_t inter, float* out);
+void SoftmaxRowsAvx2(float* s, int64_t rows, int64_t n, int64_t ld);
+void SiluMulAvx2(const float* gate_up, int64_t rows, int64_t inter, float* out);
 }  // namespace internal
 
 // y += x, n elements.

@@ -77,6 +77,17 @@ TEST(SiluMulTest, Avx512AndPortableAreBitIdentical) {
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
 }
 
+TEST(SiluMulTest, Avx2AndPortableAreBitIdentical) {
+  const int64_t rows = 4, inter = 1536 + 7;  // a tail past the 8-lane loop
+  const std::vector<float> gu = GateUp(rows, inter);
+  std::vector<float> a(rows * inter), b(rows * inter);
+  internal::SiluMulPortable(gu.data(), rows, inter, a.data());
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    GTEST_SKIP() << "no AVX2 on this CPU";
+  internal::SiluMulAvx2(gu.data(), rows, inter, b.data());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
 // Softmax rows: probabilities within a few ulp of the double-precision definition, and the same
 // bits from both forms, for every length from 1 to 70 (full vectors and masked tails) and rows
 // that sit at a stride.
@@ -102,6 +113,11 @@ TEST(SoftmaxRowsTest, MatchesTheDefinitionAndBothFormsAgree) {
         EXPECT_NEAR(a[r * ld + i], want, 4e-7 * want + 1e-30) << n << " " << r << " " << i;
       }
       for (int64_t i = n; i < ld; ++i) EXPECT_EQ(x[r * ld + i], a[r * ld + i]) << "past the row";
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      std::vector<float> c = x;
+      internal::SoftmaxRowsAvx2(c.data(), rows, n, ld);
+      EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float))) << "AVX2 " << n;
     }
     if (!__builtin_cpu_supports("avx512f")) continue;
     internal::SoftmaxRowsAvx512(b.data(), rows, n, ld);

@@ -1,7 +1,7 @@
 // Two-pass softmax per (token, kv head): scores for all positions of the group's query heads,
 // then the softmax (ops.h's SoftmaxRows), and the probability-weighted sum of values, in
-// position order. Each task first lists its positions' row offsets, block by block. The AVX-512
-// and portable variants differ only in how dot products and axpys are vectorized; for the
+// position order. Each task first lists its positions' row offsets, block by block. The AVX-512,
+// AVX2 and portable variants differ only in how dot products and axpys are vectorized; for the
 // common (head_dim, group) shapes the AVX-512 task also reads each K/V row once for the whole
 // group and keeps the outputs in registers, with the same operations per element.
 #include "kernels/cpu/paged_attention.h"
@@ -69,6 +69,34 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void AxpyAvx512(float a, co
   const __m512 av = _mm512_set1_ps(a);
   for (int64_t i = 0; i < n; i += 16) {
     _mm512_storeu_ps(out + i, _mm512_fmadd_ps(av, Load16(v, t, i), _mm512_loadu_ps(out + i)));
+  }
+}
+
+// --- AVX2 (head_dim % 16 == 0): the 16 lanes in two 256-bit vectors ---
+__attribute__((target("avx2,fma,f16c"))) inline __m256 Load8(const void* p, KvDtype t, int64_t i) {
+  if (t == KvDtype::kF32) return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  return _mm256_cvtph_ps(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
+}
+
+__attribute__((target("avx2,fma,f16c"))) float DotAvx2(const float* q, const void* k, KvDtype t,
+                                                       int64_t n) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    lo = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), Load8(k, t, i), lo);
+    hi = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), Load8(k, t, i + 8), hi);
+  }
+  alignas(32) float lanes[16];
+  _mm256_store_ps(lanes, lo);
+  _mm256_store_ps(lanes + 8, hi);
+  return ReduceLanes16(lanes);
+}
+
+__attribute__((target("avx2,fma,f16c"))) void AxpyAvx2(float a, const void* v, KvDtype t, int64_t n,
+                                                       float* out) {
+  const __m256 av = _mm256_set1_ps(a);
+  for (int64_t i = 0; i < n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(av, Load8(v, t, i), _mm256_loadu_ps(out + i)));
   }
 }
 
@@ -249,6 +277,16 @@ TaskFn FastTask(int64_t hd, int64_t group) {
 // it, keeps a NaN quiet with the top payload bits, so both give the same bits.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx2,f16c"))) void FloatsToHalvesAvx2(const float* x, int64_t n,
+                                                             uint16_t* h) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) h[i] = FloatToHalf(x[i]);
+}
+
 __attribute__((target("avx512f,f16c"))) void FloatsToHalvesAvx512(const float* x, int64_t n,
                                                                   uint16_t* h) {
   int64_t i = 0;
@@ -264,7 +302,8 @@ __attribute__((target("avx512f,f16c"))) void FloatsToHalvesAvx512(const float* x
 
 namespace internal {
 void FloatsToHalves(const float* x, int64_t n, uint16_t* h, bool vector) {
-  if (vector) return FloatsToHalvesAvx512(x, n, h);
+  if (vector && GetCpuFeatures().avx512) return FloatsToHalvesAvx512(x, n, h);
+  if (vector && GetCpuFeatures().avx2) return FloatsToHalvesAvx2(x, n, h);
   for (int64_t i = 0; i < n; ++i) h[i] = FloatToHalf(x[i]);
 }
 }  // namespace internal
@@ -273,7 +312,7 @@ void WriteKv(const PagedKvLayer& layer, const float* k, const float* v, int64_t 
              int64_t num_tokens, const int64_t* slots) {
   const int64_t hd = layer.head_dim, bs = layer.block_size, nkv = layer.num_kv_heads;
   const int64_t eb = KvDtypeBytes(layer.dtype);
-  const bool vector = GetCpuFeatures().avx512;
+  const bool vector = GetCpuFeatures().avx2;
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int64_t block = slots[t] / bs, off = slots[t] % bs;
     for (int64_t h = 0; h < nkv; ++h) {
@@ -291,6 +330,13 @@ void WriteKv(const PagedKvLayer& layer, const float* k, const float* v, int64_t 
   }
 }
 
+namespace {
+// The attention of every (token, KV head) task: the AVX-512 tasks specialized for the shape
+// where allowed and the CPU has them, else the generic loop (vector unless `portable`).
+void RunAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
+                  AttentionWorkspace* workspace, ThreadPool* pool, bool specialized, bool portable);
+}  // namespace
+
 void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
                     AttentionWorkspace* workspace, ThreadPool* pool) {
   internal::PagedAttentionTasks(layer, batch, workspace, pool, /*specialized=*/true);
@@ -299,11 +345,27 @@ void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
 void internal::PagedAttentionTasks(const PagedKvLayer& layer, const AttentionBatch& batch,
                                    AttentionWorkspace* workspace, ThreadPool* pool,
                                    bool specialized) {
+  RunAttention(layer, batch, workspace, pool, specialized, /*portable=*/false);
+}
+
+void internal::PagedAttentionGeneric(const PagedKvLayer& layer, const AttentionBatch& batch,
+                                     AttentionWorkspace* workspace, ThreadPool* pool,
+                                     bool portable) {
+  RunAttention(layer, batch, workspace, pool, /*specialized=*/false, portable);
+}
+
+namespace {
+
+void RunAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
+                  AttentionWorkspace* workspace, ThreadPool* pool, bool specialized,
+                  bool portable) {
   const int64_t hd = layer.head_dim, nkv = layer.num_kv_heads;
   const int64_t group = batch.num_heads / nkv;
-  const bool fast = GetCpuFeatures().avx512 && hd % 16 == 0;
-  auto dot = fast ? DotAvx512 : DotPortable;
-  auto axpy = fast ? AxpyAvx512 : AxpyPortable;
+  const CpuFeatures& cpu = GetCpuFeatures();
+  const bool fast = !portable && cpu.avx512 && hd % 16 == 0;
+  const bool avx2 = !portable && cpu.avx2 && hd % 16 == 0;
+  auto dot = fast ? DotAvx512 : avx2 ? DotAvx2 : DotPortable;
+  auto axpy = fast ? AxpyAvx512 : avx2 ? AxpyAvx2 : AxpyPortable;
   const TaskFn fast_task = fast && specialized ? FastTask(hd, group) : nullptr;
 
   const int threads = pool != nullptr ? pool->num_threads() : 1;
@@ -353,4 +415,5 @@ void internal::PagedAttentionTasks(const PagedKvLayer& layer, const AttentionBat
   }
 }
 
+}  // namespace
 }  // namespace pagellm::kernels

@@ -52,14 +52,19 @@ void PagedAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
                     AttentionWorkspace* workspace, ThreadPool* pool);
 
 namespace internal {
-// n floats to IEEE fp16 (FloatToHalf's bits), 16 at a time with F16C when `vector` (REQUIRES
-// then: AVX-512), else one by one. WriteKv's conversion; tests compare the two.
+// n floats to IEEE fp16 (FloatToHalf's bits), with F16C when `vector` and the CPU has AVX2
+// (16 at a time with AVX-512, 8 with AVX2), else one by one. WriteKv's conversion; tests
+// compare the two.
 void FloatsToHalves(const float* x, int64_t n, uint16_t* h, bool vector);
 
 // PagedAttention with the shape-specialized AVX-512 tasks allowed or not (tests compare the
 // two: they must be bit-identical).
 void PagedAttentionTasks(const PagedKvLayer& layer, const AttentionBatch& batch,
                          AttentionWorkspace* workspace, ThreadPool* pool, bool specialized);
+// The generic loop with the portable dot products and axpys (`portable`) or the CPU's vector
+// ones: the same bits (tests compare them).
+void PagedAttentionGeneric(const PagedKvLayer& layer, const AttentionBatch& batch,
+                           AttentionWorkspace* workspace, ThreadPool* pool, bool portable);
 }  // namespace internal
 
 }  // namespace pagellm::kernels

@@ -24,7 +24,12 @@ struct Result {
   std::vector<float> q, k, v;
 };
 
-Result RunCase(const Case& c, uint32_t seed, bool one_token_at_a_time, bool specialized = true) {
+// Which kernel runs: the specialized AVX-512 tasks where the CPU and shape allow, the generic
+// loop with the CPU's vector dot products, or the generic loop with the portable ones.
+enum class Path { kSpecialized, kGeneric, kPortable };
+
+Result RunCase(const Case& c, uint32_t seed, bool one_token_at_a_time,
+               Path path = Path::kSpecialized) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist;
   Result r;
@@ -64,7 +69,11 @@ Result RunCase(const Case& c, uint32_t seed, bool one_token_at_a_time, bool spec
     b.token_pos = pos.data() + first;
     b.block_tables = table.data();
     b.max_blocks_per_seq = pool_blocks;
-    internal::PagedAttentionTasks(layer, b, &ws, &pool, specialized);
+    if (path == Path::kSpecialized) {
+      internal::PagedAttentionTasks(layer, b, &ws, &pool, /*specialized=*/true);
+    } else {
+      internal::PagedAttentionGeneric(layer, b, &ws, &pool, path == Path::kPortable);
+    }
   };
   if (one_token_at_a_time) {
     for (int64_t t = 0; t < c.len; ++t) run(t, 1);
@@ -136,7 +145,8 @@ TEST(PagedAttentionTest, SpecializedTasksAreBitIdenticalToTheGenericLoop) {
                                {128, 32, 8},
                                {128, 8, 1}}) {
       const Case c{70, nh, nkv, hd, 16, dt};
-      const Result fast = RunCase(c, 11, false, true), generic = RunCase(c, 11, false, false);
+      const Result fast = RunCase(c, 11, false, Path::kSpecialized),
+                   generic = RunCase(c, 11, false, Path::kGeneric);
       EXPECT_EQ(0,
                 std::memcmp(fast.out.data(), generic.out.data(), fast.out.size() * sizeof(float)))
           << "hd " << hd << " heads " << nh << "/" << nkv;
@@ -144,11 +154,29 @@ TEST(PagedAttentionTest, SpecializedTasksAreBitIdenticalToTheGenericLoop) {
   }
 }
 
-// WriteKv's fp16 conversion: F16C (16 at a time) against FloatToHalf, over float bit patterns
+// The generic loop's vector dot products and axpys (AVX-512 or AVX2, whichever the CPU has)
+// against the portable ones: the same 16-lane sums, so the same bits; lengths with partial
+// blocks and partial 16-position runs.
+TEST(PagedAttentionTest, VectorAndPortableLoopsAreBitIdentical) {
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+    for (auto [len, hd, nh, nkv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{70, 64, 9, 3},
+                                    {37, 128, 8, 2},
+                                    {5, 64, 4, 4}}) {
+      const Case c{len, nh, nkv, hd, 16, dt};
+      const Result vec = RunCase(c, 13, false, Path::kGeneric),
+                   portable = RunCase(c, 13, false, Path::kPortable);
+      EXPECT_EQ(0, std::memcmp(vec.out.data(), portable.out.data(), vec.out.size() * sizeof(float)))
+          << "hd " << hd << " heads " << nh << "/" << nkv << " len " << len;
+    }
+  }
+}
+
+// WriteKv's fp16 conversion: F16C (16 or 8 at a time) against FloatToHalf, over float bit patterns
 // spread across the whole range (normals, subnormals, halfway cases, overflow, infinities,
 // NaNs with payloads) plus the patterns around each rounding boundary of the half format.
 TEST(PagedAttentionTest, VectorFp16ConversionIsFloatToHalf) {
-  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU";
   std::vector<float> x;
   for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 65521) {
     x.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));

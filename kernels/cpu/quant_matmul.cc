@@ -238,8 +238,10 @@ void ResizeActivations(int64_t rows, int64_t cols, QuantizedActivations* out) {
 void QuantizeActivationRows(const float* x, int64_t r0, int64_t r1, int64_t ldx,
                             QuantizedActivations* out) {
   const int64_t cols = out->cols, nb = cols / kBlock;
-  const auto row_fn =
-      GetCpuFeatures().avx512 ? internal::QuantizeRowAvx512 : internal::QuantizeRowPortable;
+  const CpuFeatures& f = GetCpuFeatures();
+  const auto row_fn = f.avx512 ? internal::QuantizeRowAvx512
+                      : f.avx2 ? internal::QuantizeRowAvx2
+                               : internal::QuantizeRowPortable;
   constexpr int64_t kP = QuantizedActivations::kPanelRows;
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t o = r * nb;
@@ -351,8 +353,10 @@ namespace {
 using GroupsFn = void (*)(const PackedQuantMatrix&, int64_t, int64_t, const QuantizedActivations&,
                           float*, int64_t);
 GroupsFn Kernel() {
-  return GetCpuFeatures().avx512 ? internal::QuantMatmulGroupsAvx512
-                                 : internal::QuantMatmulGroupsPortable;
+  const CpuFeatures& f = GetCpuFeatures();
+  return f.avx512 ? internal::QuantMatmulGroupsAvx512
+         : f.avx2 ? internal::QuantMatmulGroupsAvx2
+                  : internal::QuantMatmulGroupsPortable;
 }
 }  // namespace
 

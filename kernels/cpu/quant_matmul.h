@@ -17,7 +17,7 @@
 //
 // Determinism contract (what batch invariance rests on): y[m][n] depends only on row m of x and
 // row n of W, through the same fp32 operations whatever M, N, the tiling, the thread count or
-// the code path (the AVX-512 and portable kernels are bit-identical).
+// the code path (the AVX-512, AVX2 and portable kernels are bit-identical).
 #ifndef PAGELLM_KERNELS_CPU_QUANT_MATMUL_H_
 #define PAGELLM_KERNELS_CPU_QUANT_MATMUL_H_
 
@@ -112,11 +112,15 @@ void QuantizeRowPortable(const float* x, int64_t nb, int8_t* qs, float* ds, floa
                          int32_t* sums, int32_t* sums_lo);
 void QuantizeRowAvx512(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss, int32_t* sums,
                        int32_t* sums_lo);
+void QuantizeRowAvx2(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss, int32_t* sums,
+                     int32_t* sums_lo);
 // One kernel invocation: row groups [g_begin, g_end) of W against all rows of x.
 void QuantMatmulGroupsPortable(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
                                const QuantizedActivations& x, float* y, int64_t ldy);
 void QuantMatmulGroupsAvx512(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
                              const QuantizedActivations& x, float* y, int64_t ldy);
+void QuantMatmulGroupsAvx2(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
+                           const QuantizedActivations& x, float* y, int64_t ldy);
 }  // namespace internal
 
 }  // namespace pagellm::kernels

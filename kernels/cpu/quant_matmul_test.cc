@@ -125,36 +125,66 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
   EXPECT_LT(std::sqrt(err / norm), 0.02);
 }
 
-TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
-  const GgmlType type = GetParam();
-  // n: a partial group of 8 (45), an odd number of groups (70: the 512-bit pairs and a single
-  // group); m: the decode path (2) and the tiled one (7: tiles of 4 and 3; 45: two chunks of
-  // rows, tiles of 16 (the first fetching the next pair's weights), 8, 4 and 1; 150: AMX where
-  // the CPU has it (9 whole panels and one of 6 rows; the odd group on VNNI), else the same).
-  for (auto [m, n] :
-       {std::pair<int64_t, int64_t>{7, 45}, {7, 70}, {2, 70}, {45, 70}, {150, 70}, {150, 45}}) {
+// A vector kernel and the CPU check it needs.
+struct VectorKernel {
+  const char* name;
+  bool (*supported)();
+  void (*groups)(const PackedQuantMatrix&, int64_t, int64_t, const QuantizedActivations&, float*,
+                 int64_t);
+};
+const VectorKernel kAvx512{"AVX-512 VNNI", [] { return __builtin_cpu_supports("avx512vnni") != 0; },
+                           internal::QuantMatmulGroupsAvx512};
+const VectorKernel kAvx2{"AVX2",
+                         [] {
+                           return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                                  __builtin_cpu_supports("f16c");
+                         },
+                         internal::QuantMatmulGroupsAvx2};
+
+// The kernel's result on the shapes that reach each of its code paths equals the portable
+// kernel's, bit for bit. n: a partial group of 8 (45), an odd number of groups (70: AVX-512's
+// 512-bit pairs and a single group); m: the decode path (2) and the tiled one (7: tiles of 4 and
+// 3; 45: two chunks of rows, AVX-512 tiles of 16 (the first fetching the next pair's weights), 8,
+// 4 and 1; 150: AMX where the CPU has it (9 whole panels and one of 6 rows; the odd group on
+// VNNI), else the same).
+void ExpectBitIdentical(const VectorKernel& kernel, GgmlType type) {
+  if (!kernel.supported()) GTEST_SKIP() << "no " << kernel.name << " on this CPU";
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{7, 45},
+                      {7, 70},
+                      {2, 70},
+                      {1, 45},
+                      {45, 70},
+                      {150, 70},
+                      {150, 45}}) {
     const int64_t k = RowLength(type, 576);
     Problem p = MakeProblem(type, m, n, k, 11);
     std::vector<float> a(m * n), b(m * n);
     internal::QuantMatmulGroupsPortable(p.packed, 0, p.packed.groups, p.qx, a.data(), n);
-    if (!__builtin_cpu_supports("avx512vnni")) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-    internal::QuantMatmulGroupsAvx512(p.packed, 0, p.packed.groups, p.qx, b.data(), n);
+    kernel.groups(p.packed, 0, p.packed.groups, p.qx, b.data(), n);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << m << "x" << n;
   }
 }
 
+TEST_P(QuantMatmulTest, Avx512AndPortableAreBitIdentical) {
+  ExpectBitIdentical(kAvx512, GetParam());
+}
+TEST_P(QuantMatmulTest, Avx2AndPortableAreBitIdentical) { ExpectBitIdentical(kAvx2, GetParam()); }
+
 // A matrix too large for the cache (over 4 MB, as a vocabulary's output projection) is run
 // with larger chunks of activation rows: the same bits.
-TEST(QuantMatmulLargeTest, Avx512AndPortableAreBitIdentical) {
-  if (!__builtin_cpu_supports("avx512vnni")) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+void ExpectLargeBitIdentical(const VectorKernel& kernel) {
+  if (!kernel.supported()) GTEST_SKIP() << "no " << kernel.name << " on this CPU";
   const int64_t m = 20, n = 6900, k = 576;  // Q8_0: 863 groups of 4,896 bytes
   Problem p = MakeProblem(GgmlType::kQ8_0, m, n, k, 17);
   ASSERT_GT(static_cast<int64_t>(p.packed.data.size()), int64_t{4} << 20);
   std::vector<float> a(m * n), b(m * n);
   internal::QuantMatmulGroupsPortable(p.packed, 0, p.packed.groups, p.qx, a.data(), n);
-  internal::QuantMatmulGroupsAvx512(p.packed, 0, p.packed.groups, p.qx, b.data(), n);
+  kernel.groups(p.packed, 0, p.packed.groups, p.qx, b.data(), n);
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
 }
+
+TEST(QuantMatmulLargeTest, Avx512AndPortableAreBitIdentical) { ExpectLargeBitIdentical(kAvx512); }
+TEST(QuantMatmulLargeTest, Avx2AndPortableAreBitIdentical) { ExpectLargeBitIdentical(kAvx2); }
 
 TEST_P(QuantMatmulTest, RowResultDoesNotDependOnBatchOrThreads) {
   const GgmlType type = GetParam();
@@ -239,8 +269,10 @@ TEST(QuantMatmulActivationsTest, RowByRowEqualsWhole) {
 // The block quantizer's two forms agree bit for bit, on ordinary values and on the edges: an
 // all-zero block, a block whose quotients land exactly on .5 (rounded half to even: 0.5 -> 0,
 // 1.5 -> 2, -2.5 -> -2), negative zeros, and a block of one huge and many tiny values.
-TEST(QuantMatmulActivationsTest, Avx512AndPortableQuantizeIdentically) {
-  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+using QuantizeRowFn = void (*)(const float*, int64_t, int8_t*, float*, float*, int32_t*, int32_t*);
+
+void ExpectQuantizeIdentical(bool supported, QuantizeRowFn vector_fn) {
+  if (!supported) GTEST_SKIP() << "the CPU lacks the kernel's instructions";
   std::mt19937 rng(21);
   constexpr int64_t kBlocks = 64;
   std::vector<float> x = RandomActivations(1, kBlocks * 32, rng);
@@ -256,8 +288,7 @@ TEST(QuantMatmulActivationsTest, Avx512AndPortableQuantizeIdentically) {
   std::vector<int32_t> ua(kBlocks), ub(kBlocks), la(kBlocks), lb(kBlocks);
   internal::QuantizeRowPortable(x.data(), kBlocks, qa.data(), da.data(), sa.data(), ua.data(),
                                 la.data());
-  internal::QuantizeRowAvx512(x.data(), kBlocks, qb.data(), db.data(), sb.data(), ub.data(),
-                              lb.data());
+  vector_fn(x.data(), kBlocks, qb.data(), db.data(), sb.data(), ub.data(), lb.data());
   EXPECT_EQ(qa, qb);
   EXPECT_EQ(0, std::memcmp(da.data(), db.data(), kBlocks * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), kBlocks * sizeof(float)));
@@ -267,6 +298,14 @@ TEST(QuantMatmulActivationsTest, Avx512AndPortableQuantizeIdentically) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(want_ties[i], qa[65 + i]) << ties[i];
   EXPECT_EQ(127, qa[64]);
   EXPECT_EQ(0.0f, da[0]);
+}
+
+TEST(QuantMatmulActivationsTest, Avx512AndPortableQuantizeIdentically) {
+  ExpectQuantizeIdentical(__builtin_cpu_supports("avx512f"), internal::QuantizeRowAvx512);
+}
+TEST(QuantMatmulActivationsTest, Avx2AndPortableQuantizeIdentically) {
+  ExpectQuantizeIdentical(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+                          internal::QuantizeRowAvx2);
 }
 
 TEST(QuantMatmulPackTest, RefusesRowsThatAreNotWholeBlocks) {
