@@ -1,9 +1,9 @@
-// Two-pass softmax per (token, kv head): scores for all positions of the group's query heads,
-// then the softmax (ops.h's SoftmaxRows), and the probability-weighted sum of values, in
-// position order. Each task first lists its positions' row offsets, block by block. The AVX-512,
-// AVX2 and portable variants differ only in how dot products and axpys are vectorized; for the
-// common (head_dim, group) shapes the AVX-512 task also reads each K/V row once for the whole
-// group and keeps the outputs in registers, with the same operations per element.
+// Attention with an online softmax over 16-position chunks (attention_tile.h states the
+// arithmetic). Tokens of one sequence at consecutive positions form query tiles that run the
+// tile kernel (AVX-512 or AVX2, head_dim 64 or 128): each chunk of K and V is read once for the
+// tile's queries and their GQA heads. Other shapes, and the tests' reference, run the generic
+// loop: one (token, KV head) at a time, the same operations with dot products and axpys that are
+// vector (AVX-512, AVX2) or portable, all bit-identical.
 #include "kernels/cpu/paged_attention.h"
 
 #include <immintrin.h>
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/attention_tile.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/ops.h"
@@ -100,31 +101,6 @@ __attribute__((target("avx2,fma,f16c"))) void AxpyAvx2(float a, const void* v, K
   }
 }
 
-// A task's K and V rows sit in 2 KB runs (one block of one KV head) scattered over the pool,
-// too short for the hardware prefetcher to follow: each row is requested this many positions
-// (about two blocks, a few hundred nanoseconds of work) before it is read. While the scores
-// are computed, the V rows are requested into L2 as well, so that the second pass does not
-// start from DRAM.
-constexpr int64_t kPrefetchAhead = 32;
-
-// Requests `bytes` at base + offset into L1 (_MM_HINT_T0) or L2 (_MM_HINT_T1).
-template <int kHint = _MM_HINT_T0>
-inline void Prefetch(const void* base, int64_t offset, int64_t bytes) {
-  const char* p = static_cast<const char*>(base) + offset;
-  for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(p + i, static_cast<_mm_hint>(kHint));
-}
-
-// The context of one (token, KV head) task.
-struct Task {
-  const PagedKvLayer* layer;
-  const int64_t* rows;  // [ctx] byte offset of each position's K (and V) row
-  int64_t ctx;
-  const float* q0;  // the group's query heads, head_dim apart
-  float* o0;        // their outputs
-  float scale;
-  float* scores;  // [group][ctx]
-};
-
 // The byte offsets of positions 0..ctx-1's rows of KV head kvh, block by block: one table
 // lookup per block rather than a division per position.
 void RowOffsets(const PagedKvLayer& layer, const int32_t* table, int64_t ctx, int64_t kvh,
@@ -135,143 +111,6 @@ void RowOffsets(const PagedKvLayer& layer, const int32_t* table, int64_t ctx, in
     for (int64_t j = 0; j < bs && p < ctx; ++j, ++p) rows[p] = (base + j) * row_bytes;
   }
 }
-
-// ReduceLanes16 of 16 rows at once (rows[j] = one position's 16 lanes): the same additions in
-// the same pairs (lanes i and i + 8, then 4, 2, 1 apart), as a butterfly across the rows that
-// leaves position j's sum in lane j.
-__attribute__((target("avx512f"))) inline __m512 ReduceRows16(const float (*rows)[16]) {
-  __m512 w[8], x[4], y[2];
-  for (int m = 0; m < 8; ++m) {
-    const __m512 a = _mm512_load_ps(rows[2 * m]), b = _mm512_load_ps(rows[2 * m + 1]);
-    w[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  for (int n = 0; n < 4; ++n) {
-    x[n] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  for (int s = 0; s < 2; ++s) {
-    y[s] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * s], x[2 * s + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_ps(x[2 * s], x[2 * s + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                    _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  // Lane k of `sums` holds row 4 (k % 4) + k / 4: a 4 x 4 transpose, its own inverse.
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  return _mm512_permutexvar_ps(order, sums);
-}
-
-// One task on AVX-512 for head_dim = 16 C and G query heads per KV head: each K and V row is
-// loaded (and widened) once for all G heads, and the G output rows stay in registers. Per
-// (head, position) the operations are the generic loop's, in the same order: bit-identical.
-// GCC 12 reports its own _mm512_cvtph_ps as maybe-uninitialized when inlined into arrays.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-template <int C, int G>
-__attribute__((target("avx512f,avx512vl,fma,f16c"))) void TaskAvx512(const Task& t) {
-  const PagedKvLayer& layer = *t.layer;
-  const int64_t hd = 16 * C;
-  const int64_t* row = t.rows;
-  const int64_t row_bytes = hd * KvDtypeBytes(layer.dtype);
-  for (int64_t p = 0; p < std::min<int64_t>(t.ctx, kPrefetchAhead); ++p) {
-    Prefetch(layer.k, row[p], row_bytes);
-  }
-  __m512 q[G][C];
-  for (int g = 0; g < G; ++g) {
-    for (int c = 0; c < C; ++c) q[g][c] = _mm512_loadu_ps(t.q0 + g * hd + 16 * c);
-  }
-  // Scores 16 positions at a time: each position's 16 lanes per head, then one butterfly.
-  alignas(64) float rows[G][16][16];
-  const __m512 scale = _mm512_set1_ps(t.scale);
-  int64_t p0 = 0;
-  for (; p0 + 16 <= t.ctx; p0 += 16) {
-    for (int j = 0; j < 16; ++j) {
-      if (p0 + kPrefetchAhead + j < t.ctx) {
-        Prefetch(layer.k, row[p0 + kPrefetchAhead + j], row_bytes);
-        Prefetch<_MM_HINT_T1>(layer.v, row[p0 + kPrefetchAhead + j], row_bytes);
-      }
-      const void* kp = static_cast<const char*>(layer.k) + row[p0 + j];
-      __m512 k[C];
-      for (int c = 0; c < C; ++c) k[c] = Load16(kp, layer.dtype, 16 * c);
-      for (int g = 0; g < G; ++g) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int c = 0; c < C; ++c) acc = _mm512_fmadd_ps(q[g][c], k[c], acc);
-        _mm512_store_ps(rows[g][j], acc);
-      }
-    }
-    for (int g = 0; g < G; ++g) {
-      _mm512_storeu_ps(t.scores + g * t.ctx + p0, _mm512_mul_ps(ReduceRows16(rows[g]), scale));
-    }
-  }
-  alignas(64) float lanes[16];
-  for (int64_t p = p0; p < t.ctx; ++p) {
-    const void* kp = static_cast<const char*>(layer.k) + row[p];
-    __m512 k[C];
-    for (int c = 0; c < C; ++c) k[c] = Load16(kp, layer.dtype, 16 * c);
-    for (int g = 0; g < G; ++g) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int c = 0; c < C; ++c) acc = _mm512_fmadd_ps(q[g][c], k[c], acc);
-      _mm512_store_ps(lanes, acc);
-      t.scores[g * t.ctx + p] = ReduceLanes16(lanes) * t.scale;
-    }
-  }
-  for (int64_t p = 0; p < std::min<int64_t>(t.ctx, kPrefetchAhead); ++p) {
-    Prefetch(layer.v, row[p], row_bytes);
-  }
-  SoftmaxRows(t.scores, G, t.ctx, t.ctx);
-  __m512 o[G][C];
-  for (int g = 0; g < G; ++g) {
-    for (int c = 0; c < C; ++c) o[g][c] = _mm512_setzero_ps();
-  }
-  for (int64_t p = 0; p < t.ctx; ++p) {
-    if (p + kPrefetchAhead < t.ctx) Prefetch(layer.v, row[p + kPrefetchAhead], row_bytes);
-    const void* vp = static_cast<const char*>(layer.v) + row[p];
-    __m512 v[C];
-    for (int c = 0; c < C; ++c) v[c] = Load16(vp, layer.dtype, 16 * c);
-    for (int g = 0; g < G; ++g) {
-      const __m512 a = _mm512_set1_ps(t.scores[g * t.ctx + p]);
-      for (int c = 0; c < C; ++c) o[g][c] = _mm512_fmadd_ps(a, v[c], o[g][c]);
-    }
-  }
-  for (int g = 0; g < G; ++g) {
-    for (int c = 0; c < C; ++c) _mm512_storeu_ps(t.o0 + g * hd + 16 * c, o[g][c]);
-  }
-}
-
-using TaskFn = void (*)(const Task&);
-
-// The specialized task for (head_dim, group), or null.
-TaskFn FastTask(int64_t hd, int64_t group) {
-  if (hd == 64) {
-    switch (group) {
-      case 1:
-        return TaskAvx512<4, 1>;
-      case 2:
-        return TaskAvx512<4, 2>;
-      case 3:
-        return TaskAvx512<4, 3>;
-      case 4:
-        return TaskAvx512<4, 4>;
-      default:
-        return nullptr;
-    }
-  }
-  if (hd == 128) {
-    switch (group) {
-      case 1:
-        return TaskAvx512<8, 1>;
-      case 2:
-        return TaskAvx512<8, 2>;
-      case 4:  // Llama-3-8B's shape; q does not fit the registers, its loads come from L1
-        return TaskAvx512<8, 4>;
-      default:
-        return nullptr;
-    }
-  }
-  return nullptr;
-}
-
-#pragma GCC diagnostic pop
 
 // hd floats to fp16, rounding to nearest even: F16C's conversion rounds as FloatToHalf and, like
 // it, keeps a NaN quiet with the top payload bits, so both give the same bits.
@@ -356,6 +195,48 @@ void internal::PagedAttentionGeneric(const PagedKvLayer& layer, const AttentionB
 
 namespace {
 
+using DotFn = float (*)(const float*, const void*, KvDtype, int64_t);
+using AxpyFn = void (*)(float, const void*, KvDtype, int64_t, float*);
+
+// One (token, KV head) the generic way: for each query head, attention_tile.h's chunk steps
+// with dot() and axpy().
+void GenericTask(const PagedKvLayer& layer, const int64_t* rows, int64_t ctx, const float* q0,
+                 float* o0, int64_t group, float scale, DotFn dot, AxpyFn axpy) {
+  constexpr int64_t kChunk = internal::kAttentionChunk;
+  const int64_t hd = layer.head_dim;
+  const char* kbase = static_cast<const char*>(layer.k);
+  const char* vbase = static_cast<const char*>(layer.v);
+  for (int64_t g = 0; g < group; ++g) {
+    const float* q = q0 + g * hd;
+    float* o = o0 + g * hd;
+    std::memset(o, 0, hd * sizeof(float));
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t c0 = 0; c0 < ctx; c0 += kChunk) {
+      const int64_t n = std::min(kChunk, ctx - c0);
+      float s[kChunk], p[kChunk];
+      float m_new = m;
+      for (int64_t j = 0; j < kChunk; ++j) {
+        s[j] = j < n ? dot(q, kbase + rows[c0 + j], layer.dtype, hd) * scale : -INFINITY;
+        m_new = std::max(m_new, s[j]);
+      }
+      const float corr = m == -INFINITY ? 0.0f : ExpApprox(m - m_new);
+      for (int64_t j = 0; j < kChunk; ++j) p[j] = j < n ? ExpApprox(s[j] - m_new) : 0.0f;
+      l = l * corr + ReduceLanes16(p);
+      m = m_new;
+      for (int64_t i = 0; i < hd; ++i) o[i] *= corr;
+      for (int64_t j = 0; j < n; ++j) axpy(p[j], vbase + rows[c0 + j], layer.dtype, hd, o);
+    }
+    const float inv = 1.0f / l;
+    for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
+  }
+}
+
+// Grows v to at least n elements (never shrinks: a steady state allocates nothing).
+template <typename T>
+void Reserve(std::vector<T>* v, int64_t n) {
+  if (static_cast<int64_t>(v->size()) < n) v->resize(n);
+}
+
 void RunAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
                   AttentionWorkspace* workspace, ThreadPool* pool, bool specialized,
                   bool portable) {
@@ -364,50 +245,89 @@ void RunAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
   const CpuFeatures& cpu = GetCpuFeatures();
   const bool fast = !portable && cpu.avx512 && hd % 16 == 0;
   const bool avx2 = !portable && cpu.avx2 && hd % 16 == 0;
-  auto dot = fast ? DotAvx512 : avx2 ? DotAvx2 : DotPortable;
-  auto axpy = fast ? AxpyAvx512 : avx2 ? AxpyAvx2 : AxpyPortable;
-  const TaskFn fast_task = fast && specialized ? FastTask(hd, group) : nullptr;
-
+  const DotFn dot = fast ? DotAvx512 : avx2 ? DotAvx2 : DotPortable;
+  const AxpyFn axpy = fast ? AxpyAvx512 : avx2 ? AxpyAvx2 : AxpyPortable;
+  internal::AttentionTileFn tile_fn = nullptr;
+  if (specialized && fast) tile_fn = internal::AttentionTileAvx512(hd);
+  if (specialized && avx2 && tile_fn == nullptr) tile_fn = internal::AttentionTileAvx2(hd);
   const int threads = pool != nullptr ? pool->num_threads() : 1;
+
+  // Tiles: runs of tokens of one sequence at consecutive positions, of up to kTileRows rows
+  // (queries x group; their outputs stay in L1), fewer where that leaves threads idle.
+  constexpr int64_t kTileRows = 48 * 64;  // rows x head_dim
+  int64_t max_queries = 1;
+  if (tile_fn != nullptr) {
+    max_queries = std::max<int64_t>(1, kTileRows / hd / group);
+    const int64_t spread = (batch.num_tokens * nkv + 4 * threads - 1) / (4 * threads);
+    max_queries = std::max<int64_t>(1, std::min(max_queries, spread));
+  }
+  auto& tiles = workspace->tiles;  // (first token, count) pairs
+  Reserve(&tiles, 2 * batch.num_tokens);
+  int64_t num_tiles = 0;
+  for (int64_t t = 0; t < batch.num_tokens;) {
+    int64_t n = 1;
+    while (t + n < batch.num_tokens && n < max_queries &&
+           batch.token_seq[t + n] == batch.token_seq[t] &&
+           batch.token_pos[t + n] == batch.token_pos[t + n - 1] + 1) {
+      ++n;
+    }
+    tiles[2 * num_tiles] = t;
+    tiles[2 * num_tiles + 1] = n;
+    ++num_tiles;
+    t += n;
+  }
+
   if (static_cast<int>(workspace->per_thread.size()) < threads)
     workspace->per_thread.resize(threads);
   int64_t max_ctx = 0;
   for (int64_t t = 0; t < batch.num_tokens; ++t)
     max_ctx = std::max<int64_t>(max_ctx, batch.token_pos[t] + 1);
   for (auto& s : workspace->per_thread) {
-    if (static_cast<int64_t>(s.scores.size()) < max_ctx * group) s.scores.resize(max_ctx * group);
-    if (static_cast<int64_t>(s.rows.size()) < max_ctx) s.rows.resize(max_ctx);
+    Reserve(&s.rows, max_ctx);
+    if (tile_fn != nullptr)
+      Reserve(&s.tile, internal::AttentionTileScratch(max_queries * group, hd));
   }
 
+  // Task k is (tile, KV head); the tiles go in the order first, last, second, second to last...
+  // so that each thread's contiguous range mixes short and long contexts (a prompt's causal
+  // tiles grow along it).
   auto work = [&](int64_t begin, int64_t end, int thread) {
-    float* scores = workspace->per_thread[thread].scores.data();
-    int64_t* rows = workspace->per_thread[thread].rows.data();
+    auto& scratch = workspace->per_thread[thread];
+    int64_t* rows = scratch.rows.data();
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t t = task / nkv, kvh = task % nkv;
-      const int64_t ctx = batch.token_pos[t] + 1;
-      const int32_t* table = batch.block_tables + batch.token_seq[t] * batch.max_blocks_per_seq;
-      const float* q0 = batch.q + t * batch.q_stride + kvh * group * hd;
-      float* o0 = batch.out + t * batch.out_stride + kvh * group * hd;
+      const int64_t k = task / nkv, kvh = task % nkv;
+      const int64_t tile = k % 2 == 0 ? k / 2 : num_tiles - 1 - k / 2;
+      const int64_t t0 = tiles[2 * tile], count = tiles[2 * tile + 1];
+      const int64_t ctx = batch.token_pos[t0 + count - 1] + 1;
+      const int32_t* table = batch.block_tables + batch.token_seq[t0] * batch.max_blocks_per_seq;
+      const float* q0 = batch.q + t0 * batch.q_stride + kvh * group * hd;
+      float* o0 = batch.out + t0 * batch.out_stride + kvh * group * hd;
       RowOffsets(layer, table, ctx, kvh, rows);
-      if (fast_task != nullptr) {
-        fast_task(Task{&layer, rows, ctx, q0, o0, batch.scale, scores});
+      if (tile_fn != nullptr) {
+        float* buf = scratch.tile.data();
+        buf += (64 - reinterpret_cast<uintptr_t>(buf) % 64) % 64 / sizeof(float);
+        internal::AttentionTileArgs args;
+        args.layer = &layer;
+        args.kv_rows = rows;
+        args.num_queries = count;
+        args.group = group;
+        args.q = q0;
+        args.q_stride = batch.q_stride;
+        args.out = o0;
+        args.out_stride = batch.out_stride;
+        args.pos = batch.token_pos + t0;
+        args.scale = batch.scale;
+        args.scratch = buf;
+        tile_fn(args);
         continue;
       }
-      for (int64_t p = 0; p < ctx; ++p) {
-        const void* kp = static_cast<const char*>(layer.k) + rows[p];
-        for (int64_t g = 0; g < group; ++g)
-          scores[g * ctx + p] = dot(q0 + g * hd, kp, layer.dtype, hd) * batch.scale;
-      }
-      SoftmaxRows(scores, group, ctx, ctx);
-      for (int64_t g = 0; g < group; ++g) std::memset(o0 + g * hd, 0, hd * sizeof(float));
-      for (int64_t p = 0; p < ctx; ++p) {
-        const void* vp = static_cast<const char*>(layer.v) + rows[p];
-        for (int64_t g = 0; g < group; ++g)
-          axpy(scores[g * ctx + p], vp, layer.dtype, hd, o0 + g * hd);
+      for (int64_t i = 0; i < count; ++i) {
+        GenericTask(layer, rows, batch.token_pos[t0 + i] + 1, q0 + i * batch.q_stride,
+                    o0 + i * batch.out_stride, group, batch.scale, dot, axpy);
       }
     }
   };
-  const int64_t tasks = batch.num_tokens * nkv;
+  const int64_t tasks = num_tiles * nkv;
   if (pool != nullptr) {
     pool->ParallelFor(tasks, work);
   } else {

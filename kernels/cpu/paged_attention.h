@@ -4,8 +4,9 @@
 // The cache layout is kernels/paged_kv.h's, dense (block_stride 0) with fp32 or fp16 elements.
 //
 // Determinism: a token's output depends only on its query, its position and the keys/values at
-// positions 0..pos of its sequence, visited in position order; neither the batch composition
-// nor the block size changes the fp32 operations performed.
+// positions 0..pos of its sequence, visited in position order in chunks of 16 with an online
+// softmax (kernels/cpu/attention_tile.h states the operations); neither the batch composition,
+// the query tiles nor the block size changes the fp32 operations performed.
 #ifndef PAGELLM_KERNELS_CPU_PAGED_ATTENTION_H_
 #define PAGELLM_KERNELS_CPU_PAGED_ATTENTION_H_
 
@@ -36,14 +37,15 @@ struct AttentionBatch {
   int64_t max_blocks_per_seq = 0;
 };
 
-// Per-thread scratch (scores, and each position's K/V row offset); grows to the longest context
-// seen, then stays.
+// Scratch: the batch's query tiles, and per thread each position's K/V row offset and the
+// tile's buffers. Grows to the largest batch and longest context seen, then stays.
 struct AttentionWorkspace {
   struct Scratch {
-    std::vector<float> scores;
     std::vector<int64_t> rows;
+    std::vector<float> tile;
   };
   std::vector<Scratch> per_thread;
+  std::vector<int64_t> tiles;
 };
 
 // Causal attention of every token over its own sequence. REQUIRES: the keys/values of every
@@ -57,8 +59,8 @@ namespace internal {
 // compare the two.
 void FloatsToHalves(const float* x, int64_t n, uint16_t* h, bool vector);
 
-// PagedAttention with the shape-specialized AVX-512 tasks allowed or not (tests compare the
-// two: they must be bit-identical).
+// PagedAttention with the query-tile kernels (attention_tile.h) allowed or not (then every token
+// runs the generic loop); tests compare the two: they must be bit-identical.
 void PagedAttentionTasks(const PagedKvLayer& layer, const AttentionBatch& batch,
                          AttentionWorkspace* workspace, ThreadPool* pool, bool specialized);
 // The generic loop with the portable dot products and axpys (`portable`) or the CPU's vector

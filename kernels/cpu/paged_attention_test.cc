@@ -154,6 +154,72 @@ TEST(PagedAttentionTest, SpecializedTasksAreBitIdenticalToTheGenericLoop) {
   }
 }
 
+// A serving step's batch: a prompt chunk that attends to its cached prefix (positions 200..263
+// of one sequence), two decode tokens of other sequences, a short prompt from position 0, and
+// a sequence with two non-consecutive positions (two tiles). The query tiles, whatever their
+// split, give each token the bits of the generic loop run one token at a time.
+TEST(PagedAttentionTest, MixedBatchTilesAreBitIdenticalToTheGenericLoop) {
+  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+    for (auto [hd, nh, nkv] :
+         {std::tuple<int64_t, int64_t, int64_t>{64, 9, 3}, {128, 8, 2}, {64, 4, 4}}) {
+      constexpr int64_t kSeqs = 5, kMaxLen = 300, kBs = 16;
+      constexpr int64_t kBlocksPerSeq = kMaxLen / kBs + 1;
+      std::mt19937 rng(17);
+      std::normal_distribution<float> dist;
+      std::vector<int32_t> table(kSeqs * kBlocksPerSeq);
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), rng);
+      std::vector<char> kc(table.size() * nkv * kBs * hd * KvDtypeBytes(dt)), vc(kc.size());
+      PagedKvLayer layer{kc.data(), vc.data(), dt, kBs, nkv, hd};
+      // Every slot of every sequence written, so that any position can be attended to.
+      std::vector<float> kv(kMaxLen * nkv * hd);
+      std::vector<int64_t> slots(kMaxLen);
+      for (int64_t s = 0; s < kSeqs; ++s) {
+        for (auto& x : kv) x = dist(rng);
+        for (int64_t p = 0; p < kMaxLen; ++p)
+          slots[p] = table[s * kBlocksPerSeq + p / kBs] * kBs + p % kBs;
+        WriteKv(layer, kv.data(), kv.data(), nkv * hd, kMaxLen, slots.data());
+      }
+      std::vector<int32_t> seq, pos;
+      for (int32_t p = 200; p < 264; ++p) seq.push_back(0), pos.push_back(p);
+      seq.push_back(1), pos.push_back(290);
+      seq.push_back(2), pos.push_back(17);
+      for (int32_t p = 0; p < 21; ++p) seq.push_back(3), pos.push_back(p);
+      seq.push_back(4), pos.push_back(40);
+      seq.push_back(4), pos.push_back(120);
+      const int64_t n = static_cast<int64_t>(seq.size());
+      std::vector<float> q(n * nh * hd);
+      for (auto& x : q) x = dist(rng);
+      auto run = [&](bool tiles, int64_t first, int64_t count, std::vector<float>* out) {
+        AttentionBatch b;
+        b.num_tokens = count;
+        b.num_heads = nh;
+        b.scale = 0.125f;
+        b.q = q.data() + first * nh * hd;
+        b.q_stride = nh * hd;
+        b.out = out->data() + first * nh * hd;
+        b.out_stride = nh * hd;
+        b.token_seq = seq.data() + first;
+        b.token_pos = pos.data() + first;
+        b.block_tables = table.data();
+        b.max_blocks_per_seq = kBlocksPerSeq;
+        AttentionWorkspace ws;
+        ThreadPool pool(2);
+        if (tiles) {
+          internal::PagedAttentionTasks(layer, b, &ws, &pool, /*specialized=*/true);
+        } else {
+          internal::PagedAttentionGeneric(layer, b, &ws, &pool, /*portable=*/false);
+        }
+      };
+      std::vector<float> tiled(q.size(), NAN), generic(q.size(), NAN);
+      run(true, 0, n, &tiled);
+      for (int64_t t = 0; t < n; ++t) run(false, t, 1, &generic);
+      EXPECT_EQ(0, std::memcmp(tiled.data(), generic.data(), tiled.size() * sizeof(float)))
+          << "hd " << hd << " heads " << nh << "/" << nkv;
+    }
+  }
+}
+
 // The generic loop's vector dot products and axpys (AVX-512 or AVX2, whichever the CPU has)
 // against the portable ones: the same 16-lane sums, so the same bits; lengths with partial
 // blocks and partial 16-position runs.
