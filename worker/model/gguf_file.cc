@@ -500,6 +500,7 @@ absl::Status GgufFile::Parse(const Limits& limits) {
     }
     t.data = base_ + begin;
   }
+  data_start_ = data_start;
   std::vector<size_t> order(tensors_.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(),
@@ -553,6 +554,13 @@ absl::StatusOr<std::string_view> GgufFile::GetString(std::string_view key) const
 }
 
 void GgufFile::DropPages(const void* p, uint64_t n) const { bytes_->DropPages(p, n); }
+
+void GgufFile::ReleaseMetadataArrays() {
+  for (auto& [key, value] : kv_) {
+    if (auto* a = std::get_if<std::vector<GgufValue>>(&value.v)) std::vector<GgufValue>().swap(*a);
+  }
+  DropPages(base_, std::min(data_start_, size_));
+}
 
 const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
   auto it = tensor_index_.find(Sv(name));

@@ -115,6 +115,12 @@ class GgufFile {
   // nullptr when absent.
   const GgufTensorInfo* FindTensor(std::string_view name) const;
 
+  // Frees every array value of the metadata (a vocabulary's tokens, merges, scores and types:
+  // megabytes once parsed) and gives back the mapped pages before the tensor data. For a loader
+  // that has read the vocabulary and configuration: afterwards those arrays read as empty;
+  // scalars, strings and tensors stay. Not thread-safe against concurrent lookups.
+  void ReleaseMetadataArrays();
+
  private:
   GgufFile() = default;
   absl::Status Parse(const Limits& limits);
@@ -124,6 +130,7 @@ class GgufFile {
   uint64_t size_ = 0;                  // bytes_->size()
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
+  uint64_t data_start_ = 0;  // the tensor data section's offset
   std::vector<std::pair<std::string, GgufValue>> kv_;
   absl::flat_hash_map<std::string, size_t> kv_index_;
   std::vector<GgufTensorInfo> tensors_;

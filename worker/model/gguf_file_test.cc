@@ -198,6 +198,29 @@ TEST_P(GgufFileVersionTest, RoundTripsEveryValueType) {
 
 INSTANTIATE_TEST_SUITE_P(V2AndV3, GgufFileVersionTest, ::testing::Values(2u, 3u));
 
+// After the loader has read the vocabulary, the parsed arrays are freed; the rest stays.
+TEST(GgufFileTest, ReleaseMetadataArraysKeepsScalarsStringsAndTensors) {
+  FileSpec f = ValidSpec();
+  f.kvs = {
+      Kv("n", GgufValueType::kUint32, Le<uint32_t>(7)),
+      KvStr("name", "smol"),
+      Kv("tokens", GgufValueType::kArray,
+         ArrayValue(GgufValueType::kString, 2, Str("a") + Str("bc"))),
+  };
+  auto r = Parse(f);
+  ASSERT_TRUE(r.ok()) << r.status();
+  GgufFile& g = **r;
+  ASSERT_EQ(g.Find("tokens")->AsArray()->size(), 2u);
+  g.ReleaseMetadataArrays();
+  ASSERT_NE(g.Find("tokens")->AsArray(), nullptr);
+  EXPECT_TRUE(g.Find("tokens")->AsArray()->empty());
+  EXPECT_EQ(*g.GetInt("n"), 7);
+  EXPECT_EQ(*g.GetString("name"), "smol");
+  const GgufTensorInfo* a = g.FindTensor("a.weight");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(std::memcmp(a->data, f.data.data(), 32), 0);
+}
+
 TEST(GgufFileTest, TypedLookupsReportMissingAndMismatchedKeys) {
   auto r = Parse(ValidSpec());
   ASSERT_TRUE(r.ok()) << r.status();

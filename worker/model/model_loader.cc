@@ -93,6 +93,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
       m.chat_template = GgufChatTemplate(*gguf);
     }
     ASSIGN_OR_RETURN(m.checkpoint, ReadGgufCheckpoint(gguf));
+    gguf->ReleaseMetadataArrays();  // everything read from them is in the tokenizer and config
   } else if (format == "hf") {
     ASSIGN_OR_RETURN(std::unique_ptr<HfCheckpoint> ckpt, HfCheckpoint::Open(o.path));
     std::shared_ptr<HfCheckpoint> shared(std::move(ckpt));
