@@ -41,6 +41,10 @@ class BpeMerger {
   void Merge(std::vector<int32_t>* ids, Scratch* scratch) const;
 
   [[nodiscard]] size_t size() const { return rules_.size(); }
+  // Heap bytes of the rules.
+  [[nodiscard]] size_t bytes() const {
+    return rules_.capacity() * (sizeof(std::pair<uint64_t, Rule>) + 1);
+  }
 
  private:
   struct Rule {

@@ -134,9 +134,9 @@ void Tokenizer::EncodeByteLevel(std::string_view text, EncodeScratch* s,
     if (ignore_merges_) {
       s->buf.clear();
       ByteLevelEncode(piece, &s->buf);
-      auto it = text_to_id_.find(s->buf);
-      if (it != text_to_id_.end()) {
-        out->push_back(it->second);
+      const int32_t id = texts_.Find(s->buf);
+      if (id >= 0) {
+        out->push_back(id);
         continue;
       }
     }
@@ -168,9 +168,9 @@ void Tokenizer::EncodeSentencePiece(std::string_view text, bool prefix, EncodeSc
     const size_t len = Utf8CharLen(buf, pos);
     const std::string_view ch(buf.data() + pos, len);
     pos += len;
-    auto it = text_to_id_.find(AbslView(ch));
-    if (it != text_to_id_.end()) {
-      s->ids.push_back(it->second);
+    const int32_t id = texts_.Find(ch);
+    if (id >= 0) {
+      s->ids.push_back(id);
       last_unk = false;
       continue;
     }
@@ -200,17 +200,17 @@ std::string Tokenizer::Decode(absl::Span<const int32_t> ids, bool skip_special) 
 }
 
 std::string_view Tokenizer::TokenPiece(int32_t id) const {
-  return InRange(id) ? std::string_view(pieces_[id]) : std::string_view();
+  return InRange(id) ? pieces_[id] : std::string_view();
 }
 
 std::string_view Tokenizer::TokenText(int32_t id) const {
-  return InRange(id) ? std::string_view(texts_[id]) : std::string_view();
+  return InRange(id) ? texts_[id] : std::string_view();
 }
 
 std::optional<int32_t> Tokenizer::FindToken(std::string_view text) const {
-  auto it = text_to_id_.find(AbslView(text));
-  if (it == text_to_id_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = texts_.Find(text);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 bool Tokenizer::IsEndOfGeneration(int32_t id) const { return InRange(id) && eog_[id]; }

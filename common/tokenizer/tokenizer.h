@@ -32,12 +32,12 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/tokenizer/bpe_merger.h"
 #include "common/tokenizer/pre_tokenizer.h"
 #include "common/tokenizer/special_token_matcher.h"
+#include "common/tokenizer/string_table.h"
 #include "common/tokenizer/vocab_spec.h"
 
 namespace pagellm {
@@ -97,9 +97,15 @@ class Tokenizer {
   [[nodiscard]] std::optional<int32_t> FindToken(std::string_view text) const;
 
   [[nodiscard]] int32_t vocab_size() const { return static_cast<int32_t>(types_.size()); }
-  // The specification this tokenizer was built from: Create(spec()) builds an equal tokenizer.
-  [[nodiscard]] const VocabSpec& spec() const { return spec_; }
+  // The specification this tokenizer was built from, rebuilt from the tables (the tokenizer
+  // keeps no second copy of the texts): Create(spec()) builds an equal tokenizer.
+  [[nodiscard]] VocabSpec spec() const;
+  // Heap bytes of the vocabulary tables (texts, pieces, index, merges).
+  [[nodiscard]] size_t table_bytes() const;
   [[nodiscard]] int32_t bos_id() const { return bos_id_; }  // -1 when none
+  // Whether Encode with add_special_tokens puts bos_id() first / eos_id() last.
+  [[nodiscard]] bool adds_bos() const { return add_bos_; }
+  [[nodiscard]] bool adds_eos() const { return add_eos_; }
   [[nodiscard]] int32_t eos_id() const { return eos_id_; }  // -1 when none
   [[nodiscard]] int32_t eot_id() const { return eot_id_; }  // -1 when none
   // True for eos, eot, eom and the other end-of-generation tokens (VocabSpec::eog_ids).
@@ -126,12 +132,12 @@ class Tokenizer {
   bool InRange(int32_t id) const { return id >= 0 && id < vocab_size(); }
 
   VocabModel model_ = VocabModel::kByteLevelBpe;
-  VocabSpec spec_;                   // as given to Create()
-  std::vector<std::string> texts_;   // vocabulary text per id
-  std::vector<std::string> pieces_;  // decoded bytes per id
+  VocabSpec spec_;      // as given to Create(), less `tokens` and `merges` (see spec())
+  StringTable texts_;   // vocabulary text per id; all but unused tokens indexed
+  StringTable pieces_;  // decoded bytes per id
+  std::vector<std::pair<int32_t, int32_t>> spec_merges_;  // spec's merges, as (left, right) ids
   std::vector<TokenType> types_;
-  absl::flat_hash_map<std::string, int32_t> text_to_id_;   // all but unused tokens
-  absl::flat_hash_map<std::string, int32_t> bytes_to_id_;  // byte-level: raw bytes -> id
+  bool spec_types_given_ = false;              // spec() lists token_types (else all were normal)
   std::array<int32_t, 256> byte_symbol_id_{};  // byte-level symbol / <0xAB> token; -1 if none
   BpeMerger merger_;
   SpecialTokenMatcher matcher_;

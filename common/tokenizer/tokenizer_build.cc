@@ -73,7 +73,6 @@ absl::Status CheckId(int32_t id, size_t n, std::string_view what) {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(VocabSpec spec) {
   std::unique_ptr<Tokenizer> tok(new Tokenizer());
-  tok->spec_ = spec;  // kept for export (the router builds the same tokenizer from it)
   RETURN_IF_ERROR(tok->Build(std::move(spec)));
   return tok;
 }
@@ -117,36 +116,44 @@ absl::Status Tokenizer::Build(VocabSpec spec) {
   }
 
   model_ = spec.model;
-  types_ = spec.token_types.empty() ? std::vector<TokenType>(n, TokenType::kNormal)
-                                    : std::move(spec.token_types);
+  spec_types_given_ = !spec.token_types.empty();
+  types_ = spec_types_given_ ? std::move(spec.token_types)
+                             : std::vector<TokenType>(n, TokenType::kNormal);
+  spec.token_types = {};
   for (size_t i = 0; i < n; ++i) {
     const auto t = static_cast<int32_t>(types_[i]);
     if (t < 1 || t > 6) {
       return absl::InvalidArgumentError(absl::StrCat("token ", i, " has type ", t));
     }
   }
-  texts_ = std::move(spec.tokens);
-  text_to_id_.reserve(n);
+  size_t text_bytes = 0;
+  for (const std::string& t : spec.tokens) text_bytes += t.size();
+  texts_.Reserve(n, text_bytes);
+  for (const std::string& t : spec.tokens) RETURN_IF_ERROR(texts_.Add(t));
+  spec.tokens = {};  // the table holds them now
   for (size_t i = 0; i < n; ++i) {
-    if (types_[i] == TokenType::kUnused || texts_[i].empty()) continue;
-    auto [it, inserted] = text_to_id_.try_emplace(texts_[i], static_cast<int32_t>(i));
-    if (!inserted) {
+    const auto id = static_cast<int32_t>(i);
+    if (types_[i] == TokenType::kUnused || texts_[id].empty()) continue;
+    const int32_t earlier = texts_.Index(id);
+    if (earlier >= 0) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("tokens %d and %d have the same text \"%s\"", it->second, i,
-                          absl::CHexEscape(texts_[i])));
+          absl::StrFormat("tokens %d and %d have the same text \"%s\"", earlier, i,
+                          absl::CHexEscape(AbslView(texts_[id]))));
     }
   }
 
   // Pieces (decoded bytes) and the byte symbols.
-  pieces_.resize(n);
+  pieces_.Reserve(n, text_bytes);
   byte_symbol_id_.fill(-1);
   if (model_ == VocabModel::kByteLevelBpe) {
+    std::string piece;
     for (size_t i = 0; i < n; ++i) {
-      if (!ByteLevelDecode(texts_[i], &pieces_[i])) pieces_[i] = texts_[i];
+      const std::string_view text = texts_[static_cast<int32_t>(i)];
+      piece.clear();
+      RETURN_IF_ERROR(pieces_.Add(ByteLevelDecode(text, &piece) ? std::string_view(piece) : text));
     }
     for (int b = 0; b < 256; ++b) {
-      auto it = text_to_id_.find(AbslView(ByteLevelChar(static_cast<uint8_t>(b))));
-      if (it != text_to_id_.end()) byte_symbol_id_[b] = it->second;
+      byte_symbol_id_[b] = texts_.Find(ByteLevelChar(static_cast<uint8_t>(b)));
     }
     if (!spec.pre_patterns.empty()) {
       ASSIGN_OR_RETURN(pre_, PreTokenizer::FromPatterns(spec.pre_patterns));
@@ -155,14 +162,15 @@ absl::Status Tokenizer::Build(VocabSpec spec) {
     }
   } else {
     for (size_t i = 0; i < n; ++i) {
-      const int byte = ParseByteToken(texts_[i]);
+      const std::string_view text = texts_[static_cast<int32_t>(i)];
+      const int byte = ParseByteToken(text);
       if (byte >= 0) {
-        pieces_[i] = std::string(1, static_cast<char>(byte));
+        RETURN_IF_ERROR(pieces_.Add(std::string(1, static_cast<char>(byte))));
         if (types_[i] != TokenType::kUnused && byte_symbol_id_[byte] < 0) {
           byte_symbol_id_[byte] = static_cast<int32_t>(i);
         }
       } else {
-        pieces_[i] = ReplaceAll(texts_[i], kSpmSpace, " ");
+        RETURN_IF_ERROR(pieces_.Add(ReplaceAll(text, kSpmSpace, " ")));
       }
     }
   }
@@ -178,9 +186,10 @@ absl::Status Tokenizer::Build(VocabSpec spec) {
     if (t != TokenType::kControl && t != TokenType::kUnknown && t != TokenType::kUserDefined) {
       continue;
     }
-    if (texts_[i].empty() || !IsValidUtf8(texts_[i])) continue;
-    entries.push_back(
-        {texts_[i], static_cast<int32_t>(i), t != TokenType::kUserDefined, lstrip[i], rstrip[i]});
+    const std::string_view text = texts_[static_cast<int32_t>(i)];
+    if (text.empty() || !IsValidUtf8(text)) continue;
+    entries.push_back({std::string(text), static_cast<int32_t>(i), t != TokenType::kUserDefined,
+                       lstrip[i], rstrip[i]});
   }
   matcher_ = SpecialTokenMatcher(entries);
 
@@ -191,10 +200,10 @@ absl::Status Tokenizer::Build(VocabSpec spec) {
   eot_id_ = spec.eot_id;
   int32_t eom_id = spec.eom_id;
   auto find_named = [&](std::string_view name) -> int32_t {
-    auto it = text_to_id_.find(AbslView(name));
-    if (it == text_to_id_.end()) return -1;
-    const TokenType t = types_[it->second];
-    return t == TokenType::kControl || t == TokenType::kUserDefined ? it->second : -1;
+    const int32_t id = texts_.Find(name);
+    if (id < 0) return -1;
+    const TokenType t = types_[id];
+    return t == TokenType::kControl || t == TokenType::kUserDefined ? id : -1;
   };
   eog_.assign(n, false);
   auto add_eog = [&](int32_t id) {
@@ -225,15 +234,30 @@ absl::Status Tokenizer::Build(VocabSpec spec) {
   space_prefix_first_only_ = spec.space_prefix_first_only;
   ignore_merges_ = !spm && spec.ignore_merges;
   strip_leading_space_ = add_space_prefix_;
+  spec.merges = {};  // spec_merges_ holds them as ids
+  spec_ = std::move(spec);
   return absl::OkStatus();
 }
 
+VocabSpec Tokenizer::spec() const {
+  VocabSpec s = spec_;
+  s.tokens.reserve(static_cast<size_t>(texts_.size()));
+  for (int32_t i = 0; i < texts_.size(); ++i) s.tokens.emplace_back(texts_[i]);
+  s.merges.reserve(spec_merges_.size());
+  for (const auto& [l, r] : spec_merges_) s.merges.emplace_back(texts_[l], texts_[r]);
+  if (spec_types_given_) s.token_types = types_;
+  return s;
+}
+
+size_t Tokenizer::table_bytes() const {
+  return texts_.bytes() + pieces_.bytes() + merger_.bytes() +
+         spec_merges_.capacity() * sizeof(spec_merges_[0]) + types_.capacity() * sizeof(TokenType);
+}
+
 absl::Status Tokenizer::BuildMerges(const VocabSpec& spec) {
-  auto lookup = [&](std::string_view text) -> int32_t {
-    auto it = text_to_id_.find(AbslView(text));
-    return it == text_to_id_.end() ? -1 : it->second;
-  };
+  auto lookup = [&](std::string_view text) { return texts_.Find(text); };
   if (!spec.merges.empty()) {
+    spec_merges_.reserve(spec.merges.size());
     for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
       const auto& [left, right] = spec.merges[rank];
       const int32_t l = lookup(left), r = lookup(right);
@@ -245,6 +269,7 @@ absl::Status Tokenizer::BuildMerges(const VocabSpec& spec) {
                            : "yields a text not in the vocabulary"));
       }
       merger_.Add(l, r, m, static_cast<int32_t>(rank));
+      spec_merges_.emplace_back(l, r);
     }
     return absl::OkStatus();
   }
@@ -254,10 +279,8 @@ absl::Status Tokenizer::BuildMerges(const VocabSpec& spec) {
   // higher score merges first, ties by id, and splits of one token by (left id, right id).
   // This is the order HF's SentencePiece converter gives its merge list.
   std::vector<int32_t> order;
-  for (size_t i = 0; i < texts_.size(); ++i) {
-    if (types_[i] == TokenType::kNormal && texts_[i].size() > 1) {
-      order.push_back(static_cast<int32_t>(i));
-    }
+  for (int32_t i = 0; i < texts_.size(); ++i) {
+    if (types_[i] == TokenType::kNormal && texts_[i].size() > 1) order.push_back(i);
   }
   auto score = [&](int32_t id) { return spec.scores.empty() ? 0.0f : spec.scores[id]; };
   std::stable_sort(order.begin(), order.end(),

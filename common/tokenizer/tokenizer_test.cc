@@ -1,5 +1,6 @@
 #include "common/tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -307,6 +308,54 @@ TEST(InvalidUtf8Test, RandomBytesRoundTripToTheirSanitizedText) {
           << absl::CHexEscape(text);
     }
   }
+}
+
+// ---- Export and footprint. ----
+
+void ExpectSameSpec(const VocabSpec& got, const VocabSpec& want) {
+  EXPECT_EQ(got.model, want.model);
+  EXPECT_EQ(got.pre, want.pre);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.scores, want.scores);
+  EXPECT_EQ(got.token_types, want.token_types);
+  EXPECT_EQ(got.merges, want.merges);
+  EXPECT_EQ(got.bos_id, want.bos_id);
+  EXPECT_EQ(got.add_bos, want.add_bos);
+}
+
+TEST(SpecExportTest, SpecIsTheSpecificationGiven) {
+  // Byte-level with merges and no token types; SentencePiece with scores, types, no merges.
+  VocabSpec byte_level = ByteLevelSpec({"he", "ll", "hell", "hello", "<|im_end|>"},
+                                       {{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}});
+  byte_level.bos_id = 260;
+  byte_level.add_bos = true;
+  const VocabSpec spm = SpmSpec({"▁", "a", "b", "▁a", "▁b", "ab"});
+  for (const VocabSpec& want : {byte_level, spm}) {
+    auto tok = MustCreate(want);
+    const VocabSpec got = tok->spec();
+    ExpectSameSpec(got, want);
+    auto rebuilt = MustCreate(got);
+    for (const char* text : {"hello hell he", "a b ab ba", "<|im_end|>x"}) {
+      EXPECT_EQ(rebuilt->Encode(text, true, true), tok->Encode(text, true, true)) << text;
+    }
+  }
+}
+
+TEST(SpecExportTest, TablesTakeAboutTheTextsBytes) {
+  // 49,152 tokens of 6 bytes (SmolLM2's vocabulary size): texts and pieces end to end, 4-byte
+  // offsets and index slots, not a std::string (32 bytes) per text and per hash-map key.
+  std::vector<std::string> extra;
+  std::mt19937 rng(5);
+  while (extra.size() < 49152 - 256) {
+    std::string t(6, 'a');
+    for (char& c : t) c = static_cast<char>('a' + rng() % 26);
+    extra.push_back(t);
+  }
+  std::sort(extra.begin(), extra.end());
+  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
+  auto tok = MustCreate(ByteLevelSpec(extra, {}));
+  const double per_token = static_cast<double>(tok->table_bytes()) / tok->vocab_size();
+  EXPECT_LT(per_token, 40.0) << tok->table_bytes() << " bytes";
 }
 
 // ---- Thread safety. ----

@@ -20,7 +20,7 @@ void ApplyRope(float* x, int64_t rows, int64_t ld, int64_t num_heads, int64_t he
 
 // out[r][i] = silu(gate_up[r][i]) * gate_up[r][inter + i], gate_up rows of 2*inter, where
 // silu(g) = g / (1 + ExpApprox(-g)). 16 lanes at a time with AVX-512, bit-identical to the
-// portable loop.
+// portable loop. With rows == 1, out may be gate_up itself (the activation over the gate).
 void SiluMul(const float* gate_up, int64_t rows, int64_t inter, float* out);
 
 // e^x within 2 ulp over [-87.3, 88.3] (inputs are clamped to it): x = n ln 2 + r, Cody-Waite

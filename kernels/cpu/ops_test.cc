@@ -67,6 +67,19 @@ TEST(SiluMulTest, MatchesTheDefinition) {
   EXPECT_EQ(out[3], 200.0f * gu[inter + 3]);
 }
 
+TEST(SiluMulTest, InPlaceOverTheGateEqualsSeparateOutput) {
+  const int64_t rows = 3, inter = 45;
+  std::vector<float> gu = GateUp(rows, inter);
+  std::vector<float> out(rows * inter);
+  SiluMul(gu.data(), rows, inter, out.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    SiluMul(gu.data() + r * 2 * inter, 1, inter, gu.data() + r * 2 * inter);
+    EXPECT_EQ(0,
+              std::memcmp(gu.data() + r * 2 * inter, out.data() + r * inter, inter * sizeof(float)))
+        << r;
+  }
+}
+
 TEST(SiluMulTest, Avx512AndPortableAreBitIdentical) {
   const int64_t rows = 4, inter = 1536 + 7;  // a tail past the 16-lane loop
   const std::vector<float> gu = GateUp(rows, inter);

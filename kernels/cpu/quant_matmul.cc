@@ -137,8 +137,9 @@ uint8_t PackedQuant(const uint8_t* gb, const PackedLayout& l, int r, int e) {
 
 bool IsQuantMatmulType(GgmlType type) { return LayoutOf(type).ok; }
 
-absl::StatusOr<PackedQuantMatrix> PackQuantMatrix(GgmlType type, const uint8_t* blocks,
-                                                  int64_t n_out, int64_t n_in) {
+absl::StatusOr<PackedQuantMatrix> PackQuantMatrix(
+    GgmlType type, const uint8_t* blocks, int64_t n_out, int64_t n_in,
+    const std::function<void(int64_t rows_done)>& rows_done) {
   const PackedLayout l = LayoutOf(type);
   const GgmlTypeTraits traits = GetGgmlTypeTraits(type);
   if (!l.ok || n_out <= 0 || n_in <= 0 || n_in % traits.block_elems != 0) {
@@ -207,8 +208,54 @@ absl::StatusOr<PackedQuantMatrix> PackQuantMatrix(GgmlType type, const uint8_t* 
         }
       }
     }
+    constexpr int64_t kReportGroups = 256;  // every 2048 rows
+    if (rows_done && ((g + 1) % kReportGroups == 0 || g + 1 == p.groups)) {
+      rows_done(std::min(n_out, (g + 1) * kGroup));
+    }
   }
   return p;
+}
+
+void DequantizePackedRow(const PackedQuantMatrix& w, int64_t row, float* out) {
+  const PackedLayout l = LayoutOf(w.type);
+  const int64_t nb = w.n_in / kBlock, g = row / kGroup;
+  const int r = static_cast<int>(row % kGroup);
+  for (int64_t b = 0; b < nb; ++b, out += kBlock) {
+    const uint8_t* gb = w.data.data() + (g * nb + b) * w.block_bytes;
+    const float* sup = l.super_floats > 0 ? SuperOf(w.super.data(), l, g, b, nb) : nullptr;
+    // The same fp32 operations as dequant.cc: q * d (+ m); (d * sc) * q - dmin * mn, where
+    // adding -(dmin * mn) is that subtraction; (d * sc) * q.
+    switch (l.scale) {
+      case Scale::kF16:
+      case Scale::kSuper: {
+        const float d = l.scale == Scale::kF16 ? HalfToFloat(Load16(gb + 2 * r)) : sup[r];
+        for (int e = 0; e < kBlock; ++e) {
+          out[e] = static_cast<float>(PackedQuant(gb, l, r, e) - l.offset) * d;
+        }
+        break;
+      }
+      case Scale::kF16Min: {
+        const float d = HalfToFloat(Load16(gb + 2 * r)), m = HalfToFloat(Load16(gb + 16 + 2 * r));
+        for (int e = 0; e < kBlock; ++e)
+          out[e] = static_cast<float>(PackedQuant(gb, l, r, e)) * d + m;
+        break;
+      }
+      case Scale::kSubK: {
+        const float dl = sup[r] * static_cast<float>(gb[r]);
+        const float ml = sup[8 + r] * static_cast<float>(gb[8 + r]);
+        for (int e = 0; e < kBlock; ++e)
+          out[e] = dl * static_cast<float>(PackedQuant(gb, l, r, e)) + ml;
+        break;
+      }
+      case Scale::kHalves:
+        for (int e = 0; e < kBlock; ++e) {
+          const auto sc = static_cast<int8_t>(gb[e < kBlock / 2 ? r : 8 + r]);
+          out[e] = sup[r] * static_cast<float>(sc) *
+                   static_cast<float>(PackedQuant(gb, l, r, e) - l.offset);
+        }
+        break;
+    }
+  }
 }
 
 void ResizeActivations(int64_t rows, int64_t cols, QuantizedActivations* out) {

@@ -22,6 +22,7 @@
 #define PAGELLM_KERNELS_CPU_QUANT_MATMUL_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -65,14 +66,24 @@ struct PackedQuantMatrix {
   std::vector<float> super;   // K-quants: [groups][n_in / 256][8 or 16] super-block scales
 };
 
+// Row `row` of W in fp32, bit-identical to DequantizeRow (kernels/cpu/dequant.h) of the source
+// row it was packed from: the packed layout keeps every quant and scale, and the values are
+// formed by ggml's operations (see quant_layout.h). What lets a tied embedding's lookups read
+// the output projection's matrix instead of the checkpoint's copy of the same table.
+// REQUIRES: 0 <= row < w.n_out; out holds w.n_in floats.
+void DequantizePackedRow(const PackedQuantMatrix& w, int64_t row, float* out);
+
 // True for the weight types QuantMatmul accepts.
 bool IsQuantMatmulType(GgmlType type);
 
 // Repacks `n_out` rows of `n_in` elements in GGML `type` blocks (rows contiguous).
 // InvalidArgument for another type or n_in not a multiple of the type's block (32; 256 for
-// K-quants).
-absl::StatusOr<PackedQuantMatrix> PackQuantMatrix(GgmlType type, const uint8_t* blocks,
-                                                  int64_t n_out, int64_t n_in);
+// K-quants). `rows_done`, when set, is called as packing goes with the number of leading
+// source rows it will not read again (increasing, the last call with n_out), so that a caller
+// can release them before the whole matrix is packed.
+absl::StatusOr<PackedQuantMatrix> PackQuantMatrix(
+    GgmlType type, const uint8_t* blocks, int64_t n_out, int64_t n_in,
+    const std::function<void(int64_t rows_done)>& rows_done = nullptr);
 
 // Quantizes x[rows][cols] (row stride `ldx` floats) into `out`.
 // REQUIRES: cols % 32 == 0.

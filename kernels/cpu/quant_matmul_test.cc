@@ -1,5 +1,6 @@
 #include "kernels/cpu/quant_matmul.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -213,6 +214,43 @@ TEST_P(QuantMatmulTest, PackedMatrixTakesAboutTheGgmlSize) {
   const double bytes = packed->data.size() + packed->super.size() * sizeof(float);
   // At most 6% over (Q4_K: 4.75 bits a weight against 4.5; its fp32 super-block scales).
   EXPECT_LE(bytes, 1.06 * w.size()) << bytes << " vs " << w.size();
+}
+
+TEST_P(QuantMatmulTest, PackedRowsDequantizeAsTheSourceRows) {
+  const GgmlType type = GetParam();
+  const int64_t n = 21, k = RowLength(type, 320);  // a partial last group of 8 rows
+  std::mt19937 rng(11);
+  const std::vector<uint8_t> w = RandomWeights(type, n, k, rng);
+  auto packed = PackQuantMatrix(type, w.data(), n, k);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  const int64_t row_bytes =
+      k / GetGgmlTypeTraits(type).block_elems * GetGgmlTypeTraits(type).block_bytes;
+  std::vector<float> want(k), got(k);
+  for (int64_t row = 0; row < n; ++row) {
+    ASSERT_TRUE(DequantizeRow(type, w.data() + row * row_bytes, want.data(), k).ok());
+    DequantizePackedRow(*packed, row, got.data());
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), k * sizeof(float))) << "row " << row;
+  }
+}
+
+TEST(QuantMatmulPackTest, RowsReportedDoneAreNotReadAgain) {
+  // The callback overwrites every row it is told is done; the packing must not change.
+  const GgmlType type = GgmlType::kQ4_1;
+  const int64_t n = 5000, k = 64;
+  std::mt19937 rng(13);
+  const std::vector<uint8_t> w = RandomWeights(type, n, k, rng);
+  auto want = PackQuantMatrix(type, w.data(), n, k);
+  ASSERT_TRUE(want.ok()) << want.status();
+  std::vector<uint8_t> src = w;
+  const int64_t row_bytes = k / 32 * GetGgmlTypeTraits(type).block_bytes;
+  std::vector<int64_t> calls;
+  auto got = PackQuantMatrix(type, src.data(), n, k, [&](int64_t rows) {
+    calls.push_back(rows);
+    std::fill(src.begin(), src.begin() + rows * row_bytes, 0xA5);
+  });
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->data, want->data);
+  EXPECT_EQ(calls, (std::vector<int64_t>{2048, 4096, 5000}));
 }
 
 TEST(QuantMatmulManyTest, EqualsOneProductPerMatrixOfAnyTypes) {

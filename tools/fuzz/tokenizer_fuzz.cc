@@ -170,8 +170,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Encode.
   const std::vector<int32_t> ids = tok.Encode(text, add_special, parse_special);
   for (int32_t id : ids) FUZZ_CHECK(id >= 0 && id < n);
-  if (add_special && tok.spec().add_bos) FUZZ_CHECK(!ids.empty() && ids.front() == tok.bos_id());
-  if (add_special && tok.spec().add_eos) FUZZ_CHECK(!ids.empty() && ids.back() == tok.eos_id());
+  if (add_special && tok.adds_bos()) FUZZ_CHECK(!ids.empty() && ids.front() == tok.bos_id());
+  if (add_special && tok.adds_eos()) FUZZ_CHECK(!ids.empty() && ids.back() == tok.eos_id());
   if (!add_special) FUZZ_CHECK(ids.empty() == text.empty());
   pagellm::CheckDecode(tok, ids, skip_special);
   if ((flags & 3) == 0 && !add_special) {

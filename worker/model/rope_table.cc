@@ -4,7 +4,8 @@
 
 namespace pagellm {
 
-std::vector<float> RopeCosSinTable(const ModelConfig& c, std::span<const float> freq_factors) {
+std::vector<double> RopeInverseFrequencies(const ModelConfig& c,
+                                           std::span<const float> freq_factors) {
   const int64_t half = c.head_dim / 2;
   std::vector<double> inv_freq(half);
   for (int64_t i = 0; i < half; ++i) {
@@ -28,13 +29,27 @@ std::vector<float> RopeCosSinTable(const ModelConfig& c, std::span<const float> 
     if (!freq_factors.empty()) f /= freq_factors[i];
     inv_freq[i] = f;
   }
+  return inv_freq;
+}
+
+void RopeCosSinRows(std::span<const double> inv_freq, const int32_t* positions, int64_t n,
+                    float* out) {
+  const auto half = static_cast<int64_t>(inv_freq.size());
+  for (int64_t t = 0; t < n; ++t, out += 2 * half) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = static_cast<double>(positions[t]) * inv_freq[i];
+      out[2 * i] = static_cast<float>(std::cos(a));
+      out[2 * i + 1] = static_cast<float>(std::sin(a));
+    }
+  }
+}
+
+std::vector<float> RopeCosSinTable(const ModelConfig& c, std::span<const float> freq_factors) {
+  const std::vector<double> inv_freq = RopeInverseFrequencies(c, freq_factors);
   std::vector<float> table(c.max_position_embeddings * c.head_dim);
   for (int64_t p = 0; p < c.max_position_embeddings; ++p) {
-    for (int64_t i = 0; i < half; ++i) {
-      const double a = static_cast<double>(p) * inv_freq[i];
-      table[p * c.head_dim + 2 * i] = static_cast<float>(std::cos(a));
-      table[p * c.head_dim + 2 * i + 1] = static_cast<float>(std::sin(a));
-    }
+    const auto pos = static_cast<int32_t>(p);
+    RopeCosSinRows(inv_freq, &pos, 1, table.data() + p * c.head_dim);
   }
   return table;
 }

@@ -7,6 +7,7 @@
 // on what else is in the batch.
 #include "worker/backend/cpu/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -31,14 +32,20 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
   const ModelConfig& c = m->weights_->config;
   const int64_t t = max_batch_tokens;
   const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
-  m->x_.resize(t * c.hidden_size);
-  m->h_.resize(t * c.hidden_size);
-  m->tmp_.resize(t * c.hidden_size);
-  m->qkv_.resize(t * (q_dim + 2 * kv_dim));
-  m->attn_.resize(t * q_dim);
-  m->gate_up_.resize(t * 2 * c.intermediate_size);
-  m->act_.resize(t * c.intermediate_size);
-  m->rope_ = RopeCosSinTable(c, m->weights_->rope_freq_factors);
+  const int64_t hidden = t * c.hidden_size;
+  const int64_t shared = t * std::max(2 * q_dim + 2 * kv_dim, 2 * c.intermediate_size);
+  const int64_t rope = t * c.head_dim;
+  m->scratch_.reset(new float[3 * hidden + shared + rope]);  // uninitialized: see the header
+  m->x_ = m->scratch_.get();
+  m->h_ = m->x_ + hidden;
+  m->tmp_ = m->h_ + hidden;
+  m->qkv_ = m->tmp_ + hidden;
+  m->attn_ = m->qkv_ + t * (q_dim + 2 * kv_dim);
+  m->gate_up_ = m->qkv_;
+  m->rope_rows_ = m->qkv_ + shared;
+  m->token_index_.resize(t);
+  for (int64_t i = 0; i < t; ++i) m->token_index_[i] = static_cast<int32_t>(i);
+  m->inv_freq_ = RopeInverseFrequencies(c, m->weights_->rope_freq_factors);
   return m;
 }
 
@@ -109,17 +116,19 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
 
   // Embedding lookup.
   for (int64_t t = 0; t < n; ++t) {
-    const Embedding& e = w.token_embedding;
-    RETURN_IF_ERROR(kernels::DequantizeRow(e.type, e.data + b.token_ids[t] * e.row_bytes,
-                                           x_.data() + t * hs, hs));
+    RETURN_IF_ERROR(w.LookupEmbedding(b.token_ids[t], x_ + t * hs));
   }
+  // The step's rotary angles, a row per token, for every layer.
+  ByRows(n, [&](int64_t r0, int64_t r1) {
+    RopeCosSinRows(inv_freq_, b.positions + r0, r1 - r0, rope_rows_ + r0 * hd);
+  });
   kernels::AttentionBatch ab;
   ab.num_tokens = n;
   ab.num_heads = c.num_heads;
   ab.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  ab.q = qkv_.data();
+  ab.q = qkv_;
   ab.q_stride = qkv_ld;
-  ab.out = attn_.data();
+  ab.out = attn_;
   ab.out_stride = q_dim;
   ab.token_seq = b.token_seq;
   ab.token_pos = b.positions;
@@ -132,11 +141,10 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
     if (quantize) kernels::ResizeActivations(n, hs, &qx_);
     ByRows(n, [&](int64_t r0, int64_t r1) {
       if (residual) {
-        kernels::AddInPlace(x_.data() + r0 * hs, tmp_.data() + r0 * hs, (r1 - r0) * hs);
+        kernels::AddInPlace(x_ + r0 * hs, tmp_ + r0 * hs, (r1 - r0) * hs);
       }
-      kernels::RmsNorm(x_.data() + r0 * hs, weight.data(), r1 - r0, hs, c.rms_norm_eps,
-                       h_.data() + r0 * hs);
-      if (quantize) kernels::QuantizeActivationRows(h_.data(), r0, r1, hs, &qx_);
+      kernels::RmsNorm(x_ + r0 * hs, weight.data(), r1 - r0, hs, c.rms_norm_eps, h_ + r0 * hs);
+      if (quantize) kernels::QuantizeActivationRows(h_, r0, r1, hs, &qx_);
     });
   };
 
@@ -145,44 +153,45 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
     // The previous layer's down projection joins the residual stream here.
     const bool qkv_quantized = IsQuantized(l.wq) || IsQuantized(l.wk) || IsQuantized(l.wv);
     norm(l.attn_norm, li > 0, qkv_quantized);
-    Products({{&l.wq, qkv_.data(), qkv_ld},
-              {&l.wk, qkv_.data() + q_dim, qkv_ld},
-              {&l.wv, qkv_.data() + q_dim + kv_dim, qkv_ld}},
-             h_.data(), n, hs, qkv_quantized);
+    Products({{&l.wq, qkv_, qkv_ld},
+              {&l.wk, qkv_ + q_dim, qkv_ld},
+              {&l.wv, qkv_ + q_dim + kv_dim, qkv_ld}},
+             h_, n, hs, qkv_quantized);
     const kernels::PagedKvLayer kv = cache->layer(li);
     ByRows(n, [&](int64_t r0, int64_t r1) {
-      float* q = qkv_.data() + r0 * qkv_ld;
-      kernels::ApplyRope(q, r1 - r0, qkv_ld, c.num_heads, hd, b.positions + r0, rope_.data(),
+      float* q = qkv_ + r0 * qkv_ld;
+      const int32_t* rows = token_index_.data() + r0;
+      kernels::ApplyRope(q, r1 - r0, qkv_ld, c.num_heads, hd, rows, rope_rows_, w.rope_neox);
+      kernels::ApplyRope(q + q_dim, r1 - r0, qkv_ld, c.num_kv_heads, hd, rows, rope_rows_,
                          w.rope_neox);
-      kernels::ApplyRope(q + q_dim, r1 - r0, qkv_ld, c.num_kv_heads, hd, b.positions + r0,
-                         rope_.data(), w.rope_neox);
       kernels::WriteKv(kv, q + q_dim, q + q_dim + kv_dim, qkv_ld, r1 - r0, b.slots + r0);
     });
     kernels::PagedAttention(kv, ab, &attn_ws_, pool_);
-    Products({{&l.wo, tmp_.data(), hs}}, attn_.data(), n, q_dim, false);
+    Products({{&l.wo, tmp_, hs}}, attn_, n, q_dim, false);
     const bool ffn_quantized = IsQuantized(l.w_gate) || IsQuantized(l.w_up);
     norm(l.ffn_norm, true, ffn_quantized);
-    Products(
-        {{&l.w_gate, gate_up_.data(), 2 * inter}, {&l.w_up, gate_up_.data() + inter, 2 * inter}},
-        h_.data(), n, hs, ffn_quantized);
+    Products({{&l.w_gate, gate_up_, 2 * inter}, {&l.w_up, gate_up_ + inter, 2 * inter}}, h_, n, hs,
+             ffn_quantized);
     const bool down_quantized = IsQuantized(l.w_down);
     if (down_quantized) kernels::ResizeActivations(n, inter, &qx_);
     ByRows(n, [&](int64_t r0, int64_t r1) {
-      kernels::SiluMul(gate_up_.data() + r0 * 2 * inter, r1 - r0, inter, act_.data() + r0 * inter);
-      if (down_quantized) kernels::QuantizeActivationRows(act_.data(), r0, r1, inter, &qx_);
+      for (int64_t r = r0; r < r1; ++r) {  // in place: the activation replaces the gate
+        kernels::SiluMul(gate_up_ + r * 2 * inter, 1, inter, gate_up_ + r * 2 * inter);
+      }
+      if (down_quantized) kernels::QuantizeActivationRows(gate_up_, r0, r1, 2 * inter, &qx_);
     });
-    Products({{&l.w_down, tmp_.data(), hs}}, act_.data(), n, inter, down_quantized);
+    Products({{&l.w_down, tmp_, hs}}, gate_up_, n, 2 * inter, down_quantized);
   }
 
   // Final residual, norm and output projection for the requested rows only.
   for (int64_t i = 0; i < b.num_logits; ++i) {
     const int32_t t = b.logit_indices[i];
     if (t < 0 || t >= n) return absl::InvalidArgumentError("logit index out of the batch");
-    std::memcpy(h_.data() + i * hs, x_.data() + t * hs, hs * sizeof(float));
-    if (c.num_layers > 0) kernels::AddInPlace(h_.data() + i * hs, tmp_.data() + t * hs, hs);
+    std::memcpy(h_ + i * hs, x_ + t * hs, hs * sizeof(float));
+    if (c.num_layers > 0) kernels::AddInPlace(h_ + i * hs, tmp_ + t * hs, hs);
   }
-  kernels::RmsNorm(h_.data(), w.output_norm.data(), b.num_logits, hs, c.rms_norm_eps, h_.data());
-  Products({{&w.lm_head, logits, c.vocab_size}}, h_.data(), b.num_logits, hs, false);
+  kernels::RmsNorm(h_, w.output_norm.data(), b.num_logits, hs, c.rms_norm_eps, h_);
+  Products({{&w.lm_head, logits, c.vocab_size}}, h_, b.num_logits, hs, false);
   return absl::OkStatus();
 }
 

@@ -61,9 +61,16 @@ class LlamaModel {
   std::unique_ptr<LlamaWeights> weights_;
   kernels::ThreadPool* pool_ = nullptr;
   int64_t max_tokens_ = 0;
-  std::vector<float> rope_;  // [max_position][head_dim]: (cos, sin) pairs
-  // Scratch, sized for max_tokens_.
-  std::vector<float> x_, h_, qkv_, attn_, gate_up_, act_, tmp_;
+  std::vector<double> inv_freq_;  // RoPE frequencies; each step computes its tokens' angles
+  // Scratch, sized for max_tokens_ and left uninitialized, so that only the rows steps use
+  // become resident. x_ (the residual stream), h_ (a norm's output) and tmp_ (a product's
+  // output) hold hidden_size per token. The attention's qkv_ and attn_ and the MLP's gate_up_
+  // are never live together and share one region; SiLU(gate) * up overwrites the gate half.
+  std::unique_ptr<float[]> scratch_;
+  float *x_ = nullptr, *h_ = nullptr, *tmp_ = nullptr;
+  float *qkv_ = nullptr, *attn_ = nullptr, *gate_up_ = nullptr;
+  float* rope_rows_ = nullptr;        // [token][head_dim]: the step's (cos, sin) pairs
+  std::vector<int32_t> token_index_;  // 0, 1, ..., max_tokens_ - 1: rows of rope_rows_
   kernels::QuantizedActivations qx_;
   kernels::AttentionWorkspace attn_ws_;
 };

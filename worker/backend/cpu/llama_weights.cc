@@ -3,6 +3,11 @@
 // what is checked here is what the CPU kernels in particular need.
 #include "worker/backend/cpu/llama_weights.h"
 
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/cpu/dequant.h"
@@ -39,6 +44,22 @@ void DropSource(const ModelCheckpoint& c, const TensorView& t) {
   if (c.drop_pages) c.drop_pages(t.data, static_cast<uint64_t>(t.num_rows() * t.row_bytes()));
 }
 
+// Packs `t`, releasing its source rows as they are packed: a large matrix (the embedding) is
+// not resident twice while it is repacked.
+absl::StatusOr<kernels::PackedQuantMatrix> Pack(const ModelCheckpoint& c, const TensorView& t,
+                                                const std::string& name) {
+  std::function<void(int64_t)> done;
+  if (c.drop_pages) {
+    done = [&](int64_t rows) { c.drop_pages(t.data, static_cast<uint64_t>(rows * t.row_bytes())); };
+  }
+  auto packed = kernels::PackQuantMatrix(t.dtype, t.data, t.shape[0], t.shape[1], done);
+  if (!packed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", name, ": ", packed.status().message()));
+  }
+  return packed;
+}
+
 // Fills m (n_out, n_in set) from float weights: fp32, or packed bfloat16 when bf16.
 absl::Status FloatMatrix(const TensorView& t, const std::string& name, bool bf16, Matrix* m) {
   ASSIGN_OR_RETURN(std::vector<float> f32, ToF32(t, name));
@@ -62,12 +83,7 @@ absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& n
   m.n_in = t->shape[1];
   if (kernels::IsQuantMatmulType(t->dtype)) {
     m.type = t->dtype;
-    auto packed = kernels::PackQuantMatrix(m.type, t->data, m.n_out, m.n_in);
-    if (!packed.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor ", name, ": ", packed.status().message()));
-    }
-    m.packed = *std::move(packed);
+    ASSIGN_OR_RETURN(m.packed, Pack(c, *t, name));
   } else {
     RETURN_IF_ERROR(FloatMatrix(*t, name + ".weight", bf16, &m));
   }
@@ -88,6 +104,17 @@ int64_t Bytes(const Matrix& m) {
 }
 
 }  // namespace
+
+absl::Status LlamaWeights::LookupEmbedding(int64_t id, float* out) const {
+  const Embedding& e = token_embedding;
+  if (!e.from_lm_head) return kernels::DequantizeRow(e.type, e.data + id * e.row_bytes, out, e.dim);
+  if (lm_head.type == GgmlType::kF32) {
+    std::memcpy(out, lm_head.f32.data() + id * e.dim, static_cast<size_t>(e.dim) * sizeof(float));
+  } else {
+    kernels::DequantizePackedRow(lm_head.packed, id, out);
+  }
+  return absl::OkStatus();
+}
 
 int64_t LlamaWeights::HostBytes() const {
   int64_t n = Bytes(rope_freq_factors) + Bytes(output_norm) + Bytes(lm_head);
@@ -147,12 +174,30 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
     m.n_in = e.dim;
     if (kernels::IsQuantMatmulType(e.type)) {
       m.type = e.type;
-      ASSIGN_OR_RETURN(m.packed, kernels::PackQuantMatrix(m.type, e.data, m.n_out, m.n_in));
+      ASSIGN_OR_RETURN(m.packed, Pack(c, *embd, "model.embed_tokens"));
     } else {
       RETURN_IF_ERROR(FloatMatrix(*embd, "model.embed_tokens.weight", bf16, &m));
     }
-    // Lookups read single rows again (a page each); the whole table need not stay resident.
+    // Lookups read the copy when it holds the checkpoint's values exactly (packed blocks, or
+    // fp32); a bfloat16 copy does not, and lookups fault the checkpoint's rows back in.
+    e.from_lm_head = m.type != GgmlType::kBF16;
     DropSource(c, *embd);
+  }
+  if (c.drop_pages) {
+    // Dropping releases only the pages wholly inside a tensor; the pages tensors share at
+    // their ends stay resident (a page or two each, a megabyte over a few hundred tensors).
+    // Everything but an embedding read in place is a copy now, so those go too, each tensor's
+    // range widened by a page less a byte on both sides (a page the in-place embedding shares
+    // is simply read again when a lookup touches it).
+    const auto kPage = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    for (const std::string& name : c.tensors.Names()) {
+      const TensorView* t = c.tensors.Find(name);
+      if (t == nullptr || (t == embd && !e.from_lm_head)) continue;
+      const auto begin = reinterpret_cast<uintptr_t>(t->data);
+      const auto bytes = static_cast<uintptr_t>(t->num_rows() * t->row_bytes());
+      const uintptr_t from = begin > kPage ? begin - (kPage - 1) : 0;
+      c.drop_pages(reinterpret_cast<const uint8_t*>(from), begin + bytes + (kPage - 1) - from);
+    }
   }
   w->source = std::move(checkpoint);
   return w;

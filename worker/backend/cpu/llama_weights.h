@@ -5,9 +5,10 @@
 // Q5_K, Q6_K, Q8_K) are repacked for them, staying quantized; every other type (F16, BF16,
 // Q2_K, Q3_K) is widened to fp32 here and runs through BLAS -- or, with bf16_matrices, rounded
 // to bfloat16 for the bf16 kernel (kernels/cpu/bf16_matmul.h). Norms and biases become fp32. The
-// embedding keeps its rows as stored in the checkpoint and is dequantized one looked-up row at a
-// time. Once a matrix is copied, its pages of a mapped checkpoint are given back to the OS
-// (ModelCheckpoint::drop_pages), so the model is resident once, in the kernels' layout.
+// embedding is dequantized one looked-up row at a time, from the checkpoint or, when tied, from the
+// output projection's copy. Once a matrix is copied, its pages of a mapped checkpoint are given
+// back to the OS (ModelCheckpoint::drop_pages), so the model is resident once, in the kernels'
+// layout.
 //
 // Immutable after packing; thread-safe for concurrent reads.
 #ifndef PAGELLM_WORKER_BACKEND_CPU_LLAMA_WEIGHTS_H_
@@ -38,13 +39,16 @@ struct Matrix {
   std::vector<float> bias;  // empty, or n_out values
 };
 
-// Token embeddings: rows of any dequantizable GGML type (looked up one row at a time).
+// Token embeddings, looked up one row at a time: rows of any dequantizable GGML type in the
+// checkpoint, or -- when the output projection is tied to them and holds them losslessly -- that
+// matrix's rows (packed blocks or fp32), so the table is resident once.
 struct Embedding {
   GgmlType type = GgmlType::kF32;
   int64_t rows = 0;
   int64_t dim = 0;
   const uint8_t* data = nullptr;  // into the checkpoint
   int64_t row_bytes = 0;
+  bool from_lm_head = false;  // rows are read from LlamaWeights::lm_head, not `data`
 };
 
 struct LlamaLayerWeights {
@@ -65,8 +69,12 @@ struct LlamaWeights {
   // Keeps the checkpoint (and the files it maps) alive while views into it exist.
   std::shared_ptr<const ModelCheckpoint> source;
 
+  // Writes embedding row `id` (0 <= id < token_embedding.rows) as token_embedding.dim floats:
+  // DequantizeRow of the checkpoint's row, wherever it is read from.
+  absl::Status LookupEmbedding(int64_t id, float* out) const;
+
   // Host bytes the packed matrices, norms and biases take (the checkpoint's embedding rows,
-  // read in place, not included).
+  // read in place when untied, not included).
   int64_t HostBytes() const;
 };
 
