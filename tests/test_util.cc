@@ -4,10 +4,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "gloo/rendezvous/hash_store.h"
 #include "worker/backend/factory/backend_factory.h"
+#include "worker/backend/tp/tensor_parallel_backend.h"
+#include "worker/dist/gloo_communicator.h"
 #include "worker/model/model_loader.h"
 
 namespace pagellm::testing {
@@ -27,12 +32,84 @@ std::string TestModelPath(const std::string& path) {
   return v != nullptr && *v != '\0' ? std::string(v) : path;
 }
 
-absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options) {
+namespace {
+
+LoadModelOptions LoadOptions(const std::string& path) {
   LoadModelOptions lo;
+  const std::vector<std::string> dummy = absl::StrSplit(path, ':');
+  if (dummy.size() == 3 && dummy[0] == "dummy") {
+    lo.format = "dummy";
+    lo.dummy_preset = dummy[1];
+    lo.dummy_type = dummy[2];
+    lo.tokenizer_path = TestModelPath("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    return lo;
+  }
   lo.path = TestModelPath(path);
-  ASSIGN_OR_RETURN(LoadedModel m, LoadModel(lo));
+  return lo;
+}
+
+// Follower threads, each serving the leader's steps over its own slice until the leader stops.
+struct FollowerThreads {
+  gloo::rendezvous::HashStore store;
+  std::vector<std::thread> threads;
+  ~FollowerThreads() {
+    for (std::thread& t : threads) t.join();
+  }
+};
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateGroup(
+    std::shared_ptr<const ModelCheckpoint> checkpoint, const CpuBackendOptions& options, int world,
+    FollowerThreads* group) {
+  auto rank_options = [&](int r, Communicator* comm) {
+    CpuBackendOptions o = options;
+    o.threads = std::max(1, options.threads / world);
+    o.shard = {.rank = r, .world_size = world};
+    o.communicator = comm;
+    return o;
+  };
+  auto connect = [&](int r) {
+    GlooOptions g;
+    g.rank = r;
+    g.world_size = world;
+    g.timeout = absl::Seconds(60);
+    return ConnectGloo(g, group->store);
+  };
+  for (int r = 1; r < world; ++r) {
+    group->threads.emplace_back([=] {
+      auto comm = connect(r);
+      if (!comm.ok()) return;
+      auto backend = CreateCpuBackend(checkpoint, rank_options(r, comm->get()));
+      if (backend.ok()) (void)RunTensorParallelFollower(backend->get(), comm->get());
+    });
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, connect(0));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> rank0,
+                   CreateCpuBackend(checkpoint, rank_options(0, comm.get())));
+  return MakeTensorParallelLeader(std::move(rank0), std::move(comm));
+}
+
+int TestTensorParallelSize() {
+  const char* v = std::getenv("PAGELLM_TEST_TP");
+  return v != nullptr ? std::max(1, std::atoi(v)) : 1;
+}
+
+}  // namespace
+
+absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options) {
+  return OpenModelGroup(path, options, TestTensorParallelSize());
+}
+
+absl::StatusOr<TestModel> OpenModelGroup(const std::string& path, const CpuBackendOptions& options,
+                                         int world_size) {
+  ASSIGN_OR_RETURN(LoadedModel m, LoadModel(LoadOptions(path)));
   TestModel t;
   t.tokenizer = std::move(m.tokenizer);
+  if (world_size > 1) {
+    auto group = std::make_shared<FollowerThreads>();
+    t.group = group;
+    ASSIGN_OR_RETURN(t.backend, CreateGroup(m.checkpoint, options, world_size, group.get()));
+    return t;
+  }
   const char* device = std::getenv("PAGELLM_TEST_DEVICE");
   if (device != nullptr && std::strcmp(device, "cuda") == 0) {
     BackendOptions bo;

@@ -40,14 +40,23 @@ std::string TestModelPath(const std::string& path);
 
 struct TestModel {
   std::unique_ptr<Tokenizer> tokenizer;
+  std::shared_ptr<void> group;  // a tensor-parallel group's follower threads (joined last)
   std::unique_ptr<Backend> backend;
 };
 
 // Opens TestModelPath(path) on the CPU backend with `options`, or, with PAGELLM_TEST_DEVICE=cuda,
 // on the CUDA backend with the same block size, pool, swap space and step size (the GPU
 // check's run of the engine tests: preemption, sharing, beam search, prefix caching).
+// "dummy:PRESET:TYPE" is a random-weight model (`--load-format dummy`) with the default model's
+// tokenizer. With PAGELLM_TEST_TP=N (N > 1) the CPU backend is a tensor-parallel group of N
+// ranks on threads of this process, connected by Gloo over loopback, options.threads split
+// between them (OpenModelGroup).
 absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options);
 
+// OpenModel as a tensor-parallel group of `world_size` ranks, whatever PAGELLM_TEST_TP says
+// (1: the plain backend).
+absl::StatusOr<TestModel> OpenModelGroup(const std::string& path, const CpuBackendOptions& options,
+                                         int world_size);
 // Greedy continuations of `prompts` (token ids), max_tokens each, ignore_eos. With
 // `together`, every prompt is added before the first step; otherwise one prompt at a time.
 // Internal error if the engine leaks KV blocks.

@@ -8,7 +8,7 @@
 // scripted fake for tests), cuda/ (one GPU: kernels/cuda, cuBLAS, a device KV pool).
 // factory/ builds one from options.
 //
-// Not thread-safe: the engine thread calls every method.
+// Not thread-safe: the engine thread calls every method (health() excepted).
 #ifndef PAGELLM_WORKER_BACKEND_BACKEND_H_
 #define PAGELLM_WORKER_BACKEND_BACKEND_H_
 
@@ -61,6 +61,16 @@ class Backend {
   // and swap-in from the swap pool. An error (a failed device copy) means the blocks involved
   // hold nothing usable. REQUIRES: ids in range (the block manager's output).
   virtual absl::Status CopyKv(std::span<const KvCopy> copies) = 0;
+
+  // OK while the backend can run steps; otherwise the error that broke it for good (a
+  // tensor-parallel group that lost a rank), so that a server stops taking requests. Unlike
+  // every other method, thread-safe: health checks call it from other threads.
+  [[nodiscard]] virtual absl::Status health() const { return absl::OkStatus(); }
+
+  // Ranks of the tensor-parallel group this backend is (1: a single device), and the seconds
+  // its steps have spent in collectives so far (0 for a single device).
+  [[nodiscard]] virtual int tensor_parallel_size() const { return 1; }
+  [[nodiscard]] virtual double collective_seconds() const { return 0; }
 };
 
 }  // namespace pagellm

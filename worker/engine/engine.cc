@@ -184,6 +184,8 @@ EngineStats Engine::stats() const {
   if (live_ratio_steps_ > 0) e.kv_live_token_ratio = live_ratio_sum_ / live_ratio_steps_;
   e.num_kv_blocks = backend_->num_kv_blocks();
   e.num_swap_blocks = backend_->num_swap_blocks();
+  e.tensor_parallel_size = backend_->tensor_parallel_size();
+  e.collective_seconds = backend_->collective_seconds();
   return e;
 }
 

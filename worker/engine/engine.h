@@ -74,6 +74,8 @@ struct EngineStats {
   double kv_live_token_ratio = -1.0;
   int64_t num_kv_blocks = 0;
   int64_t num_swap_blocks = 0;
+  int tensor_parallel_size = 1;
+  double collective_seconds = 0;  // the backend's, so far (Backend::collective_seconds)
   [[nodiscard]] int64_t preemptions() const { return preemptions_recompute + preemptions_swap; }
 };
 

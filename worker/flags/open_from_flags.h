@@ -22,6 +22,10 @@ struct OpenedModel {
 
 // InvalidArgument without --model (unless dummy or mock); the loader's and the backend's errors
 // otherwise (FailedPrecondition for --device cuda without a GPU).
+//
+// With --tensor-parallel-size N > 1 (parallel_flags.h), rank 0 returns the group as one backend;
+// on any other rank this never returns: the process serves rank 0's steps and exits (status 0
+// when rank 0 stopped the group, 1 on an error).
 absl::StatusOr<OpenedModel> OpenModelFromFlags();
 
 }  // namespace pagellm::cli

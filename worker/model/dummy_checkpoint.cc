@@ -102,10 +102,14 @@ absl::StatusOr<ModelConfig> DummyModelPreset(const std::string& name) {
   } else if (name == "smollm2-135m") {
     set(49152, 576, 1536, 30, 9, 3, 8192, 100000.0f);
     c.tie_word_embeddings = true;
+  } else if (name == "llama-tiny") {
+    // SmolLM2's vocabulary (so its tokenizer serves it) with heads and KV heads that 2 and 4
+    // divide: the tensor-parallel tests' model.
+    set(49152, 512, 1536, 4, 8, 4, 4096, 10000.0f);
   } else {
-    return absl::NotFoundError(absl::StrCat(
-        "unknown dummy model '", name,
-        "' (known: llama-3-8b, llama-2-7b, llama-2-13b, mistral-7b, qwen2-7b, smollm2-135m)"));
+    return absl::NotFoundError(absl::StrCat("unknown dummy model '", name,
+                                            "' (known: llama-3-8b, llama-2-7b, llama-2-13b, "
+                                            "mistral-7b, qwen2-7b, smollm2-135m, llama-tiny)"));
   }
   return c;
 }

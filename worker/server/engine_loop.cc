@@ -185,7 +185,11 @@ void EngineLoop::StepOnce() {
             reason = FinishReason::kLength;
         }
         if (st.ok() && reason == FinishReason::kAbort && !step.ok()) {
-          st = absl::InternalError(absl::StrCat("the engine failed: ", step.message()));
+          // A lost device or tensor-parallel rank is UNAVAILABLE, as gRPC means it: another
+          // worker may serve the request. Anything else is the engine's fault.
+          st = absl::Status(absl::IsUnavailable(step) ? absl::StatusCode::kUnavailable
+                                                      : absl::StatusCode::kInternal,
+                            absl::StrCat("the engine failed: ", step.message()));
         }
         Finish(std::string(it->first), st, reason);
       }
@@ -247,6 +251,11 @@ void EngineLoop::PublishLoad() {
     metrics_->generation_tokens->Increment(stats.generated_tokens - last_stats_.generated_tokens);
     metrics_->prefix_cache_hit_tokens->Increment(stats.prefix_cache_hit_tokens -
                                                  last_stats_.prefix_cache_hit_tokens);
+    metrics_->tensor_parallel_size->Set(stats.tensor_parallel_size);
+    if (stats.tensor_parallel_size > 1 && stats.steps > last_stats_.steps) {
+      metrics_->collective_seconds->Observe(stats.collective_seconds -
+                                            last_stats_.collective_seconds);
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (metrics_ != nullptr) {

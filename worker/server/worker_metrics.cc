@@ -102,6 +102,19 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                     .Help("Time from arrival at the worker to the first scheduled step")
                     .Register(r)
                     .Add({}, LatencyBuckets());
+  tensor_parallel_size = &prometheus::BuildGauge()
+                              .Name("pagellm_tensor_parallel_size")
+                              .Help("Ranks of the worker's tensor-parallel group (1: one device)")
+                              .Register(r)
+                              .Add({});
+  tensor_parallel_size->Set(1);
+  collective_seconds =
+      &prometheus::BuildHistogram()
+           .Name("pagellm_collective_seconds")
+           .Help("Time an engine step spent in tensor-parallel collectives")
+           .Register(r)
+           .Add({}, Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0});
 }
 
 }  // namespace pagellm

@@ -45,6 +45,8 @@ class WorkerMetrics {
   prometheus::Histogram* inter_token_latency;
   prometheus::Histogram* e2e_request_latency;
   prometheus::Histogram* queue_time;
+  prometheus::Gauge* tensor_parallel_size;
+  prometheus::Histogram* collective_seconds;  // per engine step, tensor-parallel groups only
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;

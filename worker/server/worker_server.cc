@@ -53,7 +53,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   v1::TokenizerSpec spec;
   VocabSpecToProto(w->tokenizer_->spec(), &spec);
   info.set_model_fingerprint(ModelFingerprint(info, spec));
-  w->service_ = std::make_unique<WorkerService>(w->loop_.get(), w->tokenizer_.get(), info);
+  WorkerServer* self = w.get();
+  w->service_ = std::make_unique<WorkerService>(
+      w->loop_.get(), w->tokenizer_.get(), info, [self] { return self->backend_->health(); },
+      [self] {
+        if (self->server_ != nullptr)
+          self->server_->GetHealthCheckService()->SetServingStatus(false);
+      });
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -6,6 +6,7 @@
 #include "common/api/proto_convert.h"
 #include "common/api/request_limits.h"
 #include "common/api/wire_request.h"
+#include "common/logging.h"
 #include "worker/server/generate_stream.h"
 
 namespace pagellm {
@@ -19,12 +20,30 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const grpc:
 
 }  // namespace
 
-WorkerService::WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info)
-    : loop_(loop), tokenizer_(tokenizer), info_(std::move(info)) {}
+WorkerService::WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info,
+                             std::function<absl::Status()> health,
+                             std::function<void()> on_unhealthy)
+    : loop_(loop),
+      tokenizer_(tokenizer),
+      info_(std::move(info)),
+      health_(std::move(health)),
+      on_unhealthy_(std::move(on_unhealthy)) {}
+
+absl::Status WorkerService::CheckHealth() {
+  if (!health_) return absl::OkStatus();
+  absl::Status s = health_();
+  if (s.ok()) return s;
+  std::call_once(unhealthy_once_, [&] {
+    PLOG_ERROR("backend failed, not serving: {}", s.ToString());
+    if (on_unhealthy_) on_unhealthy_();
+  });
+  return absl::UnavailableError(s.message());
+}
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire) {
   v1::WorkerGenerateRequest request;
+  if (absl::Status s = CheckHealth(); !s.ok()) return new GenerateStream(loop_, s);
   if (absl::Status s = ParseRequestWire(*wire, &request); !s.ok()) {
     return new GenerateStream(loop_, s);
   }
@@ -42,6 +61,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
 grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* context,
                                                  const v1::GetLoadRequest*,
                                                  v1::WorkerLoad* response) {
+  if (absl::Status s = CheckHealth(); !s.ok()) {
+    return Done(context, grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(s.message())));
+  }
   const EngineLoad l = loop_->load();
   response->set_kv_blocks_total(l.kv_blocks_total);
   response->set_kv_blocks_free(l.kv_blocks_free);

@@ -7,6 +7,8 @@
 #define PAGELLM_WORKER_SERVER_WORKER_SERVICE_H_
 
 #include <atomic>
+#include <functional>
+#include <mutex>
 #include <string>
 
 #include "common/tokenizer/tokenizer.h"
@@ -21,8 +23,12 @@ namespace pagellm {
 class WorkerService final
     : public v1::Worker::WithRawCallbackMethod_Generate<v1::Worker::CallbackService> {
  public:
-  // `loop` and `tokenizer` are borrowed and must outlive the service.
-  WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info);
+  // `loop` and `tokenizer` are borrowed and must outlive the service. `health` (may be empty:
+  // always healthy) says whether the backend can still run steps; once it fails, Generate and
+  // GetLoad answer UNAVAILABLE with its message -- so the router stops sending -- and
+  // `on_unhealthy` runs once (the server turns grpc.health.v1 to NOT_SERVING there).
+  WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info,
+                std::function<absl::Status()> health = {}, std::function<void()> on_unhealthy = {});
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -40,7 +46,13 @@ class WorkerService final
   EngineLoop* loop_;
   const Tokenizer* tokenizer_;
   const v1::ModelInfo info_;
+  const std::function<absl::Status()> health_;
+  const std::function<void()> on_unhealthy_;
+  std::once_flag unhealthy_once_;
   std::atomic<uint64_t> next_id_{0};
+
+  // OK, or the backend's failure (after running on_unhealthy_ the first time).
+  absl::Status CheckHealth();
 };
 
 }  // namespace pagellm

@@ -90,9 +90,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
   }
   LlamaPackOptions pack;
   pack.bf16_matrices = o.dtype == "bfloat16";
+  pack.shard = o.shard;
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaWeights> weights,
                    PackLlamaWeights(std::move(checkpoint), pack));
-  const ModelConfig c = weights->config;
+  const ModelConfig c = weights->rank_config;
   const int64_t weight_bytes = weights->HostBytes();
   kernels::KvDtype dtype = kernels::KvDtype::kF16;
   if (o.kv_cache_dtype == "f32" ||
@@ -120,8 +121,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
   if (swap_options.num_blocks > 0) {
     ASSIGN_OR_RETURN(swap, KvCache::Create(swap_options));
   }
-  ASSIGN_OR_RETURN(auto model,
-                   LlamaModel::Create(std::move(weights), o.max_batch_tokens, pool.get()));
+  ASSIGN_OR_RETURN(auto model, LlamaModel::Create(std::move(weights), o.max_batch_tokens,
+                                                  pool.get(), o.communicator));
   PLOG_INFO(
       "cpu backend: {} threads, weights {} MiB, {} KV blocks of {} tokens ({} MiB, {}), {} swap "
       "blocks",

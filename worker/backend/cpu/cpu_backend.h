@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "worker/backend/backend.h"
 #include "worker/backend/forward_batch.h"
+#include "worker/dist/communicator.h"
 #include "worker/model/model_checkpoint.h"
 
 namespace pagellm {
@@ -30,6 +31,12 @@ struct CpuBackendOptions {
   std::string kv_cache_dtype = "auto";  // auto | f32 | f16
   // Check every batch against forward_batch.h's contract before running it.
   bool validate_batches = ValidateBatchesByDefault();
+  // Tensor parallelism: this backend is rank `shard.rank` of a group whose collectives run over
+  // `communicator` (borrowed; it must outlive the backend; null for a single rank). The KV pool
+  // holds this rank's KV heads. Every rank must be given the same batches and copies in the
+  // same order; each returns the same logits and samples.
+  ShardSpec shard;
+  Communicator* communicator = nullptr;
 };
 
 // Packs the checkpoint (which the backend keeps alive) and allocates the pools. InvalidArgument

@@ -21,15 +21,25 @@
 namespace pagellm {
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
-    std::unique_ptr<LlamaWeights> weights, int64_t max_batch_tokens, kernels::ThreadPool* pool) {
+    std::unique_ptr<LlamaWeights> weights, int64_t max_batch_tokens, kernels::ThreadPool* pool,
+    Communicator* communicator) {
   if (max_batch_tokens <= 0 || max_batch_tokens > (1 << 20))
     return absl::InvalidArgumentError(absl::StrCat("bad max batch tokens ", max_batch_tokens));
   RETURN_IF_ERROR(weights->config.Validate());
+  const ShardSpec shard = weights->shard;
+  const int comm_size = communicator == nullptr ? 1 : communicator->world_size();
+  const int comm_rank = communicator == nullptr ? 0 : communicator->rank();
+  if (comm_size != shard.world_size || comm_rank != shard.rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights of rank ", shard.rank, " of ", shard.world_size,
+                     " with a communicator of rank ", comm_rank, " of ", comm_size));
+  }
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->weights_ = std::move(weights);
   m->pool_ = pool;
+  m->comm_ = comm_size > 1 ? communicator : nullptr;
   m->max_tokens_ = max_batch_tokens;
-  const ModelConfig& c = m->weights_->config;
+  const ModelConfig& c = m->weights_->rank_config;
   const int64_t t = max_batch_tokens;
   const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   const int64_t hidden = t * c.hidden_size;
@@ -96,7 +106,7 @@ void LlamaModel::ByRows(int64_t rows, Fn&& fn) {
 }
 
 absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* logits) {
-  const ModelConfig& c = weights_->config;
+  const ModelConfig& c = weights_->rank_config;  // vocabulary and hidden size are the model's
   const LlamaWeights& w = *weights_;
   const int64_t n = b.num_tokens;
   if (n <= 0 || n > max_tokens_)
@@ -168,6 +178,7 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
     });
     kernels::PagedAttention(kv, ab, &attn_ws_, pool_);
     Products({{&l.wo, tmp_, hs}}, attn_, n, q_dim, false);
+    if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(tmp_, n * hs));
     const bool ffn_quantized = IsQuantized(l.w_gate) || IsQuantized(l.w_up);
     norm(l.ffn_norm, true, ffn_quantized);
     Products({{&l.w_gate, gate_up_, 2 * inter}, {&l.w_up, gate_up_ + inter, 2 * inter}}, h_, n, hs,
@@ -181,6 +192,7 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
       if (down_quantized) kernels::QuantizeActivationRows(gate_up_, r0, r1, 2 * inter, &qx_);
     });
     Products({{&l.w_down, tmp_, hs}}, gate_up_, n, 2 * inter, down_quantized);
+    if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(tmp_, n * hs));
   }
 
   // Final residual, norm and output projection for the requested rows only.

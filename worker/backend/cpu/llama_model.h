@@ -5,6 +5,11 @@
 // for the requested tokens. Scratch buffers are sized for `max_batch_tokens` at creation and
 // reused, so a step allocates nothing.
 //
+// Tensor parallelism: with a rank's slice of the weights (LlamaWeights::shard), the model computes
+// that rank's heads and intermediate columns, and sums the row-parallel products (attention
+// output, down projection) over the group with the communicator, so every rank's residual
+// stream, and its logits, are the same. Every rank runs the same batches in the same order.
+//
 // Not thread-safe: one engine thread calls Forward(); kernels fan out on the thread pool.
 #ifndef PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_
 #define PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_
@@ -20,24 +25,30 @@
 #include "worker/backend/cpu/kv_cache.h"
 #include "worker/backend/cpu/llama_weights.h"
 #include "worker/backend/forward_batch.h"
+#include "worker/dist/communicator.h"
 
 namespace pagellm {
 
 class LlamaModel {
  public:
-  // `pool` is borrowed and must outlive the model.
+  // `pool` and `communicator` are borrowed and must outlive the model. `communicator` may be
+  // null for a single rank; InvalidArgument if its rank and size are not the weights' shard.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(std::unique_ptr<LlamaWeights> weights,
                                                             int64_t max_batch_tokens,
-                                                            kernels::ThreadPool* pool);
+                                                            kernels::ThreadPool* pool,
+                                                            Communicator* communicator = nullptr);
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
   const ModelConfig& config() const { return weights_->config; }
+  // The dimensions this rank computes (its KV pool holds rank_config().num_kv_heads heads).
+  const ModelConfig& rank_config() const { return weights_->rank_config; }
 
   // Runs the batch; writes batch.num_logits rows of vocab_size floats to `logits`.
   // InvalidArgument for a batch larger than max_batch_tokens, token ids outside the vocabulary
-  // or positions beyond the context length. REQUIRES: slots and block tables refer to blocks
-  // of `cache`, which was created with this model's layer/head shape.
+  // or positions beyond the context length; the communicator's error when a collective fails
+  // (the cache then holds nothing usable for this batch's slots). REQUIRES: slots and block tables
+  // refer to blocks of `cache`, which was created with this model's layer/head shape.
   absl::Status Forward(const ForwardBatch& batch, KvCache* cache, float* logits);
 
  private:
@@ -60,6 +71,7 @@ class LlamaModel {
 
   std::unique_ptr<LlamaWeights> weights_;
   kernels::ThreadPool* pool_ = nullptr;
+  Communicator* comm_ = nullptr;  // null, or a group of more than one rank
   int64_t max_tokens_ = 0;
   std::vector<double> inv_freq_;  // RoPE frequencies; each step computes its tokens' angles
   // Scratch, sized for max_tokens_ and left uninitialized, so that only the rows steps use

@@ -73,25 +73,69 @@ absl::Status FloatMatrix(const TensorView& t, const std::string& name, bool bf16
   return absl::OkStatus();
 }
 
+// A column shard is a strided view; the packers read contiguous rows, so its rows are copied
+// end to end into `storage` first (a copy of this rank's slice only, freed once packed).
+TensorView Compact(const TensorView& t, std::vector<uint8_t>* storage) {
+  if (t.contiguous()) return t;
+  const int64_t rb = t.row_bytes();
+  storage->resize(static_cast<size_t>(t.num_rows() * rb));
+  for (int64_t r = 0; r < t.num_rows(); ++r) std::memcpy(storage->data() + r * rb, t.row(r), rb);
+  TensorView v = t;
+  v.data = storage->data();
+  v.row_stride_bytes = rb;
+  return v;
+}
+
 // Quantized blocks the integer kernels multiply stay blocks (repacked); anything else is fp32,
-// or bfloat16 when bf16.
+// or bfloat16 when bf16. With a shard, this rank's slice of the matrix (and of its bias).
 absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& name, bool bias,
-                                  bool bf16) {
-  ASSIGN_OR_RETURN(const TensorView* t, Contiguous(c, name + ".weight"));
+                                  bool bf16, const ShardSpec& shard) {
+  ASSIGN_OR_RETURN(const TensorView* full, Contiguous(c, name + ".weight"));
+  ASSIGN_OR_RETURN(const TensorView slice, LlamaShard(c, name + ".weight", shard));
+  std::vector<uint8_t> storage;
+  const TensorView t = Compact(slice, &storage);
+  // Pages are released as rows are packed only when they are the checkpoint's own rows.
+  const bool own_rows = t.data == slice.data;
+  ModelCheckpoint no_drop;
   Matrix m;
-  m.n_out = t->shape[0];
-  m.n_in = t->shape[1];
-  if (kernels::IsQuantMatmulType(t->dtype)) {
-    m.type = t->dtype;
-    ASSIGN_OR_RETURN(m.packed, Pack(c, *t, name));
+  m.n_out = t.shape[0];
+  m.n_in = t.shape[1];
+  if (kernels::IsQuantMatmulType(t.dtype)) {
+    m.type = t.dtype;
+    ASSIGN_OR_RETURN(m.packed, Pack(own_rows ? c : no_drop, t, name));
   } else {
-    RETURN_IF_ERROR(FloatMatrix(*t, name + ".weight", bf16, &m));
+    RETURN_IF_ERROR(FloatMatrix(t, name + ".weight", bf16, &m));
   }
-  DropSource(c, *t);
+  DropSource(c, *full);  // this rank reads none of it again
   if (bias) {
-    ASSIGN_OR_RETURN(m.bias, Vector(c, name + ".bias"));
+    ASSIGN_OR_RETURN(const TensorView b, LlamaShard(c, name + ".bias", shard));
+    ASSIGN_OR_RETURN(m.bias, ToF32(b, name + ".bias"));
   }
   return m;
+}
+
+// The dimensions one rank of `shard` computes. InvalidArgument when the world size does not
+// divide them (whole heads per rank, as vLLM requires).
+absl::StatusOr<ModelConfig> RankConfig(const ModelConfig& c, const ShardSpec& shard) {
+  const int n = shard.world_size;
+  if (n < 1 || shard.rank < 0 || shard.rank >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor-parallel rank ", shard.rank, " of ", n, " does not exist"));
+  }
+  auto check = [n](const char* what, int64_t v) {
+    return v % n == 0
+               ? absl::OkStatus()
+               : absl::InvalidArgumentError(absl::StrCat(
+                     "tensor-parallel size ", n, " does not divide the model's ", v, " ", what));
+  };
+  RETURN_IF_ERROR(check("attention heads", c.num_heads));
+  RETURN_IF_ERROR(check("KV heads", c.num_kv_heads));
+  RETURN_IF_ERROR(check("intermediate size", c.intermediate_size));
+  ModelConfig r = c;
+  r.num_heads /= n;
+  r.num_kv_heads /= n;
+  r.intermediate_size /= n;
+  return r;
 }
 
 int64_t Bytes(const std::vector<float>& v) {
@@ -135,8 +179,11 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
   RETURN_IF_ERROR(CheckLlamaTensors(c));
   auto w = std::make_unique<LlamaWeights>();
   w->config = c.config;
+  w->shard = options.shard;
+  ASSIGN_OR_RETURN(w->rank_config, RankConfig(c.config, options.shard));
   w->rope_neox = c.rope_neox;
   const ModelConfig& cfg = w->config;
+  const ShardSpec& shard = options.shard;
 
   ASSIGN_OR_RETURN(const TensorView* embd, Contiguous(c, "model.embed_tokens.weight"));
   Embedding& e = w->token_embedding;
@@ -156,17 +203,17 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
     auto name = [i](absl::string_view suffix) { return LlamaTensorName(i, suffix); };
     ASSIGN_OR_RETURN(l.attn_norm, Vector(c, name("input_layernorm.weight")));
     ASSIGN_OR_RETURN(l.ffn_norm, Vector(c, name("post_attention_layernorm.weight")));
-    ASSIGN_OR_RETURN(l.wq, LoadMatrix(c, name("self_attn.q_proj"), b, bf16));
-    ASSIGN_OR_RETURN(l.wk, LoadMatrix(c, name("self_attn.k_proj"), b, bf16));
-    ASSIGN_OR_RETURN(l.wv, LoadMatrix(c, name("self_attn.v_proj"), b, bf16));
-    ASSIGN_OR_RETURN(l.wo, LoadMatrix(c, name("self_attn.o_proj"), false, bf16));
-    ASSIGN_OR_RETURN(l.w_gate, LoadMatrix(c, name("mlp.gate_proj"), false, bf16));
-    ASSIGN_OR_RETURN(l.w_up, LoadMatrix(c, name("mlp.up_proj"), false, bf16));
-    ASSIGN_OR_RETURN(l.w_down, LoadMatrix(c, name("mlp.down_proj"), false, bf16));
+    ASSIGN_OR_RETURN(l.wq, LoadMatrix(c, name("self_attn.q_proj"), b, bf16, shard));
+    ASSIGN_OR_RETURN(l.wk, LoadMatrix(c, name("self_attn.k_proj"), b, bf16, shard));
+    ASSIGN_OR_RETURN(l.wv, LoadMatrix(c, name("self_attn.v_proj"), b, bf16, shard));
+    ASSIGN_OR_RETURN(l.wo, LoadMatrix(c, name("self_attn.o_proj"), false, bf16, shard));
+    ASSIGN_OR_RETURN(l.w_gate, LoadMatrix(c, name("mlp.gate_proj"), false, bf16, shard));
+    ASSIGN_OR_RETURN(l.w_up, LoadMatrix(c, name("mlp.up_proj"), false, bf16, shard));
+    ASSIGN_OR_RETURN(l.w_down, LoadMatrix(c, name("mlp.down_proj"), false, bf16, shard));
   }
   ASSIGN_OR_RETURN(w->output_norm, Vector(c, "model.norm.weight"));
   if (c.tensors.Find("lm_head.weight") != nullptr) {
-    ASSIGN_OR_RETURN(w->lm_head, LoadMatrix(c, "lm_head", false, bf16));
+    ASSIGN_OR_RETURN(w->lm_head, LoadMatrix(c, "lm_head", false, bf16, shard));
   } else {
     // Tied: the output projection reads the embedding table, packed or widened.
     Matrix& m = w->lm_head;

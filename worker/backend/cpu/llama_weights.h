@@ -59,7 +59,12 @@ struct LlamaLayerWeights {
 };
 
 struct LlamaWeights {
-  ModelConfig config;
+  ModelConfig config;  // the whole model's
+  // Tensor parallelism: this rank's slice (llama_weights.cc says which tensors are split how)
+  // and the dimensions it computes -- heads, KV heads and intermediate size divided by the
+  // world size. rank_config == config for a single rank.
+  ShardSpec shard;
+  ModelConfig rank_config;
   bool rope_neox = true;                 // see ModelCheckpoint::rope_neox
   std::vector<float> rope_freq_factors;  // empty, or head_dim/2 divisors (GGUF rope_freqs)
   Embedding token_embedding;
@@ -81,10 +86,15 @@ struct LlamaWeights {
 struct LlamaPackOptions {
   // Matrices stored as F32, F16 or BF16 become bfloat16 (--dtype bfloat16); quantized ones stay.
   bool bf16_matrices = false;
+  // The slice to pack: Megatron-style, Q/K/V and gate/up by output rows (whole heads), O and
+  // down by input columns; norms, the embedding and the output projection whole.
+  ShardSpec shard;
 };
 
-// Packs `checkpoint` for the CPU kernels. InvalidArgument naming the tensor when one has a type
-// the CPU cannot use (a non-dequantizable type).
+// Packs `checkpoint` (this rank's slice of it) for the CPU kernels. InvalidArgument naming the
+// tensor when one has a type the CPU cannot use (a non-dequantizable type), or when the world
+// size does not divide the heads, KV heads or intermediate size, or would cut a quantization
+// block of a row-parallel matrix.
 absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
     std::shared_ptr<const ModelCheckpoint> checkpoint, const LlamaPackOptions& options = {});
 

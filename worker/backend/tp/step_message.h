@@ -1,0 +1,65 @@
+// StepMessage: what rank 0 of a tensor-parallel group sends its followers before each backend
+// call, so that every rank runs the same step: a forward batch, a list of KV copies, a heartbeat
+// (the group is idle but alive) or the order to stop.
+//
+// The encoding is flat little-endian binary in one buffer. A block table row is sent only up to
+// the blocks its sequence uses (the rest are never read, forward_batch.h), so a decode step of 64
+// sequences is a few KB, not num_seqs x the full stride. Decode() checks every count against the
+// follower's limits before it sizes anything, so a corrupt message cannot make a follower
+// allocate without bound; the batch itself is then checked by the backend as any batch is.
+//
+// StepMessage owns the arrays a decoded batch points into and reuses them: decoding the steps of
+// a steady workload allocates nothing. Not thread-safe.
+#ifndef PAGELLM_WORKER_BACKEND_TP_STEP_MESSAGE_H_
+#define PAGELLM_WORKER_BACKEND_TP_STEP_MESSAGE_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/backend/forward_batch.h"
+#include "worker/kv/kv_copy.h"
+
+namespace pagellm {
+
+enum class StepKind : uint8_t {
+  kForward = 1,  // run the batch (the leader also samples it)
+  kLogits = 2,   // run the batch for its logits (ForwardLogits)
+  kCopyKv = 3,   // execute the KV copies
+  kHeartbeat = 4,
+  kStop = 5,
+};
+
+// Appends the encoding of a step to *out (cleared first). `block_size` decides how much of each
+// block table row is sent. REQUIRES: batch meets forward_batch.h's contract.
+void EncodeForwardStep(StepKind kind, const ForwardBatch& batch, int64_t block_size,
+                       std::string* out);
+void EncodeCopyStep(std::span<const KvCopy> copies, std::string* out);
+void EncodeControlStep(StepKind kind, std::string* out);  // kHeartbeat or kStop
+
+class StepMessage {
+ public:
+  // Decodes `bytes`. InvalidArgument for a truncated or malformed message, or counts beyond
+  // `limits` (tokens, blocks per row from the context length, vocabulary is not checked here).
+  absl::Status Decode(std::string_view bytes, const ForwardBatchLimits& limits, int64_t max_copies);
+
+  [[nodiscard]] StepKind kind() const { return kind_; }
+  // Valid after decoding a kForward or kLogits step, until the next Decode.
+  [[nodiscard]] const ForwardBatch& batch() const { return batch_; }
+  // Valid after decoding a kCopyKv step, until the next Decode.
+  [[nodiscard]] std::span<const KvCopy> copies() const { return copies_; }
+
+ private:
+  StepKind kind_ = StepKind::kHeartbeat;
+  ForwardBatch batch_;
+  std::vector<int32_t> token_ids_, positions_, token_seq_, query_start_, seq_lens_;
+  std::vector<int32_t> block_tables_, logit_indices_;
+  std::vector<int64_t> slots_;
+  std::vector<KvCopy> copies_;
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_BACKEND_TP_STEP_MESSAGE_H_

@@ -1,0 +1,210 @@
+// The leader serializes every call through mu_: a step's message and the step itself (whose
+// all-reduces follow the message on the wire) are one critical section, and the heartbeat
+// thread sends only between them. The followers' loop is the mirror image: receive a message,
+// run it, receive the next.
+#include "worker/backend/tp/tensor_parallel_backend.h"
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+#include "worker/backend/tp/step_message.h"
+
+namespace pagellm {
+namespace {
+
+// Bounds what a follower accepts: a message of the largest batch's arrays with every block
+// table row full, plus slack.
+int64_t MaxMessageBytes(const Backend& b) {
+  const ForwardBatchLimits l = b.limits();
+  const int64_t stride = (l.max_position + l.block_size - 1) / l.block_size;
+  return 64 + l.max_batch_tokens * (4 * 4 + 8 + 4 + 4 + 4 * stride) + 9 * 2 * l.num_kv_blocks +
+         (1 << 16);
+}
+
+int64_t MaxCopies(const Backend& b) { return 2 * (b.num_kv_blocks() + b.num_swap_blocks()); }
+
+// Every rank's pool and step shape must agree (block ids mean the same everywhere).
+absl::Status CompareShapes(const Backend& b, Communicator* comm) {
+  const float mine[4] = {
+      static_cast<float>(b.num_kv_blocks()), static_cast<float>(b.num_swap_blocks()),
+      static_cast<float>(b.max_batch_tokens()), static_cast<float>(b.block_size())};
+  std::vector<float> all(4 * comm->world_size());
+  RETURN_IF_ERROR(comm->AllGather(mine, 4, all.data()));
+  for (int r = 1; r < comm->world_size(); ++r) {
+    for (int i = 0; i < 4; ++i) {
+      if (all[4 * r + i] != all[i]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "tensor-parallel rank ", r, " has ", all[4 * r], " KV blocks, ", all[4 * r + 1],
+            " swap blocks, a step of ", all[4 * r + 2], " tokens and blocks of ", all[4 * r + 3],
+            "; rank 0 has ", all[0], ", ", all[1], ", ", all[2], " and ", all[3]));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+class TensorParallelLeader final : public Backend {
+ public:
+  TensorParallelLeader(std::unique_ptr<Backend> rank0, std::unique_ptr<Communicator> comm,
+                       const TensorParallelOptions& options)
+      : comm_(std::move(comm)), rank0_(std::move(rank0)), options_(options) {
+    heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  }
+
+  ~TensorParallelLeader() override {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      if (broken_.ok()) {
+        EncodeControlStep(StepKind::kStop, &message_);
+        (void)comm_->BroadcastBytes(&message_, 0, message_.size());
+      }
+    }
+    heartbeat_.join();
+    rank0_.reset();  // before the communicator it borrows
+  }
+
+  const ModelConfig& config() const override { return rank0_->config(); }
+  std::string name() const override {
+    return absl::StrCat(rank0_->name(), " x", comm_->world_size(), " (tensor parallel)");
+  }
+  int64_t block_size() const override { return rank0_->block_size(); }
+  int64_t max_batch_tokens() const override { return rank0_->max_batch_tokens(); }
+  int64_t num_kv_blocks() const override { return rank0_->num_kv_blocks(); }
+  int64_t num_swap_blocks() const override { return rank0_->num_swap_blocks(); }
+
+  absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,
+                       SamplerOutput* out) override {
+    absl::MutexLock lock(&mu_);
+    EncodeForwardStep(StepKind::kForward, batch, rank0_->block_size(), &message_);
+    RETURN_IF_ERROR(Send());
+    return Check(rank0_->Forward(batch, sampling, out));
+  }
+
+  absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) override {
+    absl::MutexLock lock(&mu_);
+    EncodeForwardStep(StepKind::kLogits, batch, rank0_->block_size(), &message_);
+    RETURN_IF_ERROR(Send());
+    return Check(rank0_->ForwardLogits(batch, logits));
+  }
+
+  absl::Status CopyKv(std::span<const KvCopy> copies) override {
+    if (copies.empty()) return absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    EncodeCopyStep(copies, &message_);
+    RETURN_IF_ERROR(Send());
+    return Check(rank0_->CopyKv(copies));
+  }
+
+  int tensor_parallel_size() const override { return comm_->world_size(); }
+  double collective_seconds() const override {
+    absl::MutexLock lock(&mu_);
+    return comm_->collective_seconds();
+  }
+
+  absl::Status health() const override {
+    absl::MutexLock lock(&health_mu_);
+    return health_;
+  }
+
+ private:
+  // Sends message_ to the followers. A failure breaks the group.
+  absl::Status Send() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!broken_.ok()) return broken_;
+    last_send_ = absl::Now();
+    return Check(comm_->BroadcastBytes(&message_, 0, message_.size()));
+  }
+
+  // A step's own InvalidArgument (a bad batch) leaves the group working; anything else from a
+  // collective (Unavailable, DeadlineExceeded) breaks it.
+  absl::Status Check(absl::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (s.ok() || absl::IsInvalidArgument(s) || absl::IsResourceExhausted(s)) return s;
+    if (broken_.ok()) {
+      broken_ = absl::UnavailableError(absl::StrCat("tensor-parallel group broken: ", s.message()));
+      absl::MutexLock lock(&health_mu_);
+      health_ = broken_;
+    }
+    return broken_;
+  }
+
+  void HeartbeatLoop() {
+    absl::MutexLock lock(&mu_);
+    while (!stopping_ && broken_.ok()) {
+      const absl::Time due = last_send_ + options_.heartbeat;
+      if (absl::Now() < due) {
+        mu_.AwaitWithDeadline(absl::Condition(&stopping_), due);
+        continue;
+      }
+      EncodeControlStep(StepKind::kHeartbeat, &message_);
+      (void)Send();
+    }
+  }
+
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Backend> rank0_;  // borrows comm_
+  const TensorParallelOptions options_;
+  mutable absl::Mutex mu_;
+  std::string message_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_send_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  mutable absl::Mutex health_mu_;
+  absl::Status health_ ABSL_GUARDED_BY(health_mu_);
+  std::thread heartbeat_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeTensorParallelLeader(
+    std::unique_ptr<Backend> rank0, std::unique_ptr<Communicator> comm,
+    const TensorParallelOptions& options) {
+  if (comm->rank() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the leader must be rank 0, not rank ", comm->rank()));
+  }
+  RETURN_IF_ERROR(CompareShapes(*rank0, comm.get()));
+  return std::unique_ptr<Backend>(
+      new TensorParallelLeader(std::move(rank0), std::move(comm), options));
+}
+
+absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm) {
+  if (comm->rank() == 0) return absl::InvalidArgumentError("rank 0 leads; it does not follow");
+  RETURN_IF_ERROR(CompareShapes(*backend, comm));
+  const ForwardBatchLimits limits = backend->limits();
+  const int64_t max_bytes = MaxMessageBytes(*backend), max_copies = MaxCopies(*backend);
+  std::string bytes;
+  StepMessage step;
+  // Logits the leader samples; a follower's copy is dropped.
+  std::vector<float> logits;
+  SamplerOutput unused;
+  while (true) {
+    RETURN_IF_ERROR(comm->BroadcastBytes(&bytes, 0, max_bytes));
+    RETURN_IF_ERROR(step.Decode(bytes, limits, max_copies));
+    switch (step.kind()) {
+      case StepKind::kStop:
+        return absl::OkStatus();
+      case StepKind::kHeartbeat:
+        break;
+      case StepKind::kCopyKv:
+        RETURN_IF_ERROR(backend->CopyKv(step.copies()));
+        break;
+      case StepKind::kForward:
+      case StepKind::kLogits: {
+        const ForwardBatch& b = step.batch();
+        logits.resize(static_cast<size_t>(b.num_logits * backend->config().vocab_size));
+        // A batch the leader's own backend refused fails there too, after the same checks and
+        // before any collective: both sides stay in step, so that error is not the group's.
+        const absl::Status s = backend->ForwardLogits(b, logits.data());
+        if (!s.ok() && !absl::IsInvalidArgument(s) && !absl::IsResourceExhausted(s)) return s;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace pagellm

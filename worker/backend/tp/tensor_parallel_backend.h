@@ -1,0 +1,50 @@
+// A tensor-parallel group as one Backend (issue 12). Rank 0 -- the leader -- owns the engine; its
+// Backend is MakeTensorParallelLeader(), which sends every call (forward batch, KV copies) to the
+// followers before running it on its own slice, so that all ranks run the same steps in the same
+// order and meet in the model's all-reduces. Each follower runs RunTensorParallelFollower() over
+// its own slice until the leader stops the group.
+//
+// Sampling happens on the leader only (every rank ends a step with the same logits); followers
+// compute the step and drop its logits.
+//
+// Liveness: while the engine is idle the leader sends a heartbeat every `heartbeat` (from its own
+// thread, between steps), so a follower waiting for the next step hears from a live leader well
+// within the communicator's timeout. A follower or leader that dies closes its connections: the
+// others' next collective fails at once (Unavailable), or at the latest after the timeout. From
+// then on every call fails with that error -- the engine fails the requests of each step -- and
+// health() reports it, so the worker stops taking requests.
+//
+// At start the ranks compare their KV pool sizes, step size and block size (an all-gather):
+// FailedPrecondition if they differ, since block ids must mean the same on every rank.
+#ifndef PAGELLM_WORKER_BACKEND_TP_TENSOR_PARALLEL_BACKEND_H_
+#define PAGELLM_WORKER_BACKEND_TP_TENSOR_PARALLEL_BACKEND_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker/backend/backend.h"
+#include "worker/dist/communicator.h"
+
+namespace pagellm {
+
+struct TensorParallelOptions {
+  absl::Duration heartbeat = absl::Seconds(1);
+};
+
+// The leader's Backend over `rank0` (rank 0's slice, whose model collectives use `comm`).
+// Takes both: the communicator outlives the backend that borrows it. Destroying the result
+// stops the followers. Errors: the start-up comparison's (see the file comment) or the
+// communicator's.
+absl::StatusOr<std::unique_ptr<Backend>> MakeTensorParallelLeader(
+    std::unique_ptr<Backend> rank0, std::unique_ptr<Communicator> comm,
+    const TensorParallelOptions& options = {});
+
+// Serves the leader's steps on a follower rank with `backend` (this rank's slice, whose model
+// collectives use `comm`). Returns OK when the leader stops the group; the error otherwise (a
+// failed collective, a step the backend refused). Blocks the calling thread.
+absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm);
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_BACKEND_TP_TENSOR_PARALLEL_BACKEND_H_

@@ -1,0 +1,136 @@
+// Local start-up: rank 0 serves the rendezvous on a free loopback port, forks and execs its own
+// binary (/proc/self/exe) with its own command line (/proc/self/cmdline) plus --rank and
+// --dist-init for each follower. A child asks the kernel for SIGKILL when its parent dies
+// (PR_SET_PDEATHSIG), so no follower outlives its leader; a reaper thread per child logs how it
+// ended. The rendezvous server stops once the group is connected: it only carries addresses.
+#include "worker/flags/parallel_flags.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "gloo/rendezvous/store.h"
+#include "worker/dist/gloo_communicator.h"
+#include "worker/dist/rendezvous.h"
+
+ABSL_FLAG(int32_t, tensor_parallel_size, 1,
+          "ranks of the tensor-parallel group (one process each; started here unless "
+          "--dist-init names a group started elsewhere)");
+ABSL_FLAG(int32_t, rank, 0, "this process's rank in its tensor-parallel group (with --dist-init)");
+ABSL_FLAG(std::string, dist_init, "",
+          "HOST:PORT of the group's rendezvous, served by rank 0 (empty: rank 0 starts the other "
+          "ranks on this host)");
+ABSL_FLAG(std::string, dist_host, "127.0.0.1",
+          "address this rank's collective connections listen on");
+ABSL_FLAG(double, dist_timeout, 60.0, "seconds for joining the group and for each collective");
+
+namespace pagellm::cli {
+namespace {
+
+std::vector<std::string> OwnCommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  std::string cur;
+  for (char c : all) {
+    if (c == '\0') {
+      args.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  return args;
+}
+
+// Starts rank `rank` as a child running this binary with these flags, joined through `init`.
+absl::Status SpawnFollower(int rank, const std::string& init) {
+  std::vector<std::string> args = OwnCommandLine();
+  if (args.empty()) return absl::InternalError("cannot read /proc/self/cmdline");
+  args.push_back(absl::StrCat("--rank=", rank));
+  args.push_back(absl::StrCat("--dist_init=", init));
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork failed: ", strerror(errno)));
+  if (pid == 0) {
+    // Async-signal-safe calls only until exec.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);  // the leader died before prctl
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  std::thread([pid, rank] {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+    PLOG_WARN("tensor-parallel rank {} (pid {}) ended: {}", rank, pid,
+              WIFSIGNALED(status) ? absl::StrCat("signal ", WTERMSIG(status))
+                                  : absl::StrCat("exit code ", WEXITSTATUS(status)));
+  }).detach();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int TensorParallelSizeFromFlags() { return absl::GetFlag(FLAGS_tensor_parallel_size); }
+
+absl::StatusOr<ParallelGroup> JoinGroupFromFlags() {
+  ParallelGroup g;
+  g.world_size = TensorParallelSizeFromFlags();
+  g.rank = absl::GetFlag(FLAGS_rank);
+  if (g.world_size < 1 || g.world_size > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tensor-parallel-size ", g.world_size, " is not in 1..64"));
+  }
+  if (g.rank < 0 || g.rank >= g.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rank ", g.rank, " is not in 0..", g.world_size - 1));
+  }
+  if (g.world_size == 1) {
+    g.comm = MakeSingleRankCommunicator();
+    return g;
+  }
+  const double timeout_s = absl::GetFlag(FLAGS_dist_timeout);
+  if (!(timeout_s > 0)) return absl::InvalidArgumentError("--dist-timeout must be positive");
+  const absl::Duration timeout = absl::Seconds(timeout_s);
+  std::string init = absl::GetFlag(FLAGS_dist_init);
+  if (init.empty() && g.rank != 0) {
+    return absl::InvalidArgumentError("--rank other than 0 needs --dist-init HOST:PORT");
+  }
+  std::unique_ptr<RendezvousServer> server;
+  if (g.rank == 0) {
+    RendezvousServer::Options o;
+    o.listen_address = init.empty() ? "127.0.0.1:0" : init;
+    ASSIGN_OR_RETURN(server, RendezvousServer::Start(o));
+    if (init.empty()) {
+      init = absl::StrCat("127.0.0.1:", server->port());
+      for (int r = 1; r < g.world_size; ++r) RETURN_IF_ERROR(SpawnFollower(r, init));
+    }
+  }
+  PLOG_INFO("tensor parallel: rank {} of {} joining at {}", g.rank, g.world_size, init);
+  std::unique_ptr<gloo::rendezvous::Store> store = MakeRendezvousStore(init, timeout);
+  GlooOptions go;
+  go.rank = g.rank;
+  go.world_size = g.world_size;
+  go.hostname = absl::GetFlag(FLAGS_dist_host);
+  go.timeout = timeout;
+  ASSIGN_OR_RETURN(g.comm, ConnectGloo(go, *store));
+  RETURN_IF_ERROR(g.comm->Barrier());  // every rank has read every address: the store may go
+  return g;
+}
+
+}  // namespace pagellm::cli

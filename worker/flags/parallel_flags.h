@@ -1,0 +1,42 @@
+// Tensor parallelism on the command line of every worker-side tool (pagellm-worker, pagellm
+// generate, pagellm-bench), with vLLM's flag name:
+//   --tensor-parallel-size N        N ranks, one process each. Alone, the process is rank 0 and
+//                                   starts ranks 1..N-1 itself on this host (the same binary and
+//                                   flags, plus --rank and --dist-init), and they die with it.
+//   --rank R --dist-init HOST:PORT  joins a group whose ranks were started elsewhere (one per
+//                                   pod): rank 0 serves the rendezvous at HOST:PORT, the others
+//                                   connect to it.
+//   --dist-host ADDR                where this rank's collective connections listen (default
+//                                   127.0.0.1; a pod's own address across hosts).
+//   --dist-timeout SECONDS          bound on joining and on every collective (60).
+// Each rank's --threads defaults to the machine's cores divided among the ranks on it.
+#ifndef PAGELLM_WORKER_FLAGS_PARALLEL_FLAGS_H_
+#define PAGELLM_WORKER_FLAGS_PARALLEL_FLAGS_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "worker/dist/communicator.h"
+
+namespace pagellm::cli {
+
+// --tensor-parallel-size (>= 1).
+int TensorParallelSizeFromFlags();
+
+// This process's place in its group: rank 0 is the leader, whose tool goes on as usual;
+// followers only serve rank 0's steps.
+struct ParallelGroup {
+  std::unique_ptr<Communicator> comm;
+  int rank = 0;
+  int world_size = 1;
+};
+
+// Starts or joins the group the flags describe (a group of one when --tensor-parallel-size is
+// 1). Rank 0 without --dist-init starts the other ranks as child processes. InvalidArgument for
+// inconsistent flags; the communicator's errors (DeadlineExceeded when a rank does not join in
+// time).
+absl::StatusOr<ParallelGroup> JoinGroupFromFlags();
+
+}  // namespace pagellm::cli
+
+#endif  // PAGELLM_WORKER_FLAGS_PARALLEL_FLAGS_H_
