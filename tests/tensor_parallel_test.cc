@@ -14,6 +14,8 @@
 
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "worker/backend/cpu/llama_weights.h"
+#include "worker/model/model_loader.h"
 
 namespace pagellm {
 namespace {
@@ -208,6 +210,36 @@ TEST_F(TensorParallelEngineTest, PreemptionSharingAndPrefixCachingOnAGroup) {
       EXPECT_GT(run.stats.swapped_out_blocks, 0);
     }
     EXPECT_EQ(run.tokens, roomy.tokens);
+  }
+}
+
+// Each rank packs only its slice: heads, intermediate columns and vocabulary rows. What stays
+// whole (norms) is a few KB.
+TEST(TensorParallelMemoryTest, EachRankHoldsItsShareOfTheWeights) {
+  for (const char* model :
+       {"models/SmolLM2-135M-Instruct.F32.gguf", "models/SmolLM2-135M-Instruct.Q4_1.gguf"}) {
+    PAGELLM_SKIP_WITHOUT_MODEL(model);
+    LoadModelOptions lo;
+    lo.path = testing::TestModelPath(model);
+    auto loaded = LoadModel(lo);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    auto whole = PackLlamaWeights(loaded->checkpoint);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    const int64_t all = (*whole)->HostBytes();
+    whole->reset();
+    int64_t sum = 0;
+    for (int r = 0; r < 3; ++r) {
+      LlamaPackOptions o;
+      o.shard = {.rank = r, .world_size = 3};
+      auto part = PackLlamaWeights(loaded->checkpoint, o);
+      ASSERT_TRUE(part.ok()) << part.status();
+      const int64_t bytes = (*part)->HostBytes();
+      EXPECT_LT(bytes, all / 3 + (256 << 10)) << model << " rank " << r;
+      sum += bytes;
+      std::printf("%s: rank %d of 3 holds %.1f MiB of the %.1f MiB one rank holds\n", model, r,
+                  bytes / 1048576.0, all / 1048576.0);
+    }
+    EXPECT_GE(sum, all);  // nothing is lost: norms are the only copies
   }
 }
 

@@ -21,6 +21,7 @@
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/engine/engine.h"
 #include "worker/flags/model_flags.h"
+#include "worker/flags/parallel_flags.h"
 #include "worker/model/model_loader.h"
 
 ABSL_FLAG(int64_t, prompt_len, 512, "prefill benchmark prompt length");
@@ -67,17 +68,21 @@ int main(int argc, char** argv) {
   const int64_t prompt_len = absl::GetFlag(FLAGS_prompt_len);
   const int64_t dp = absl::GetFlag(FLAGS_decode_prompt_len), dl = absl::GetFlag(FLAGS_decode_len);
 
+  // --tensor-parallel-size: the other ranks start first and serve this one's steps.
+  auto group = pagellm::cli::JoinGroupFromFlags();
+  if (!group.ok()) return Die(group.status());
   const pagellm::LoadModelOptions lo = pagellm::cli::ModelOptionsFromFlags();
   auto loaded = pagellm::LoadModel(lo);
   if (!loaded.ok()) return Die(loaded.status());
   const int64_t vocab = loaded->checkpoint->config.vocab_size;
 
-  pagellm::CpuBackendOptions bo;
+  pagellm::BackendOptions options;
+  pagellm::CpuBackendOptions& bo = options.cpu;
   bo.threads = pagellm::cli::ThreadsFromFlags();
   bo.dtype = absl::GetFlag(FLAGS_dtype);
   bo.max_batch_tokens = std::max<int64_t>(2048, prompt_len);
   bo.num_kv_blocks = std::max<int64_t>(max_batch * ((dp + dl) / 16 + 2), prompt_len / 16 + 2) + 64;
-  auto backend = pagellm::CreateCpuBackend(loaded->checkpoint, bo);
+  auto backend = pagellm::cli::CreateBackendInGroup(options, loaded->checkpoint, std::move(*group));
   if (!backend.ok()) return Die(backend.status());
   pagellm::EngineOptions eo;
   eo.max_num_batched_tokens = bo.max_batch_tokens;
@@ -110,6 +115,8 @@ int main(int argc, char** argv) {
 
   // Decode at each batch size.
   nlohmann::json decode = nlohmann::json::object();
+  // Milliseconds a decode step spent in tensor-parallel collectives (0 for one rank).
+  nlohmann::json collective = nlohmann::json::object();
   for (int64_t b : batches) {
     pagellm::SamplingParams p = greedy;
     p.max_tokens = static_cast<int32_t>(dl);
@@ -125,6 +132,7 @@ int main(int argc, char** argv) {
       for (const auto& o : out) started.insert(o.request_id);
     }
     int64_t tokens = 0;
+    const pagellm::EngineStats s0 = e.stats();
     const auto t0 = Clock::now();
     while (e.HasUnfinished()) {
       out.clear();
@@ -133,6 +141,9 @@ int main(int argc, char** argv) {
     }
     const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
     decode[std::to_string(b)] = tokens / sec;
+    const pagellm::EngineStats s1 = e.stats();
+    collective[std::to_string(b)] = 1e3 * (s1.collective_seconds - s0.collective_seconds) /
+                                    std::max<int64_t>(1, s1.steps - s0.steps);
   }
 
   if (absl::GetFlag(FLAGS_json)) {
@@ -142,12 +153,15 @@ int main(int argc, char** argv) {
     j["decode_tok_s"] = decode;
     j["decode_prompt_len"] = dp;
     j["decode_len"] = dl;
+    j["decode_collective_ms_per_step"] = collective;
+    j["tensor_parallel_size"] = (*backend)->tensor_parallel_size();
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("prefill %lld tokens: %.1f tok/s\n", static_cast<long long>(prompt_len),
                 best_prefill);
     for (auto& [k, v] : decode.items())
-      std::printf("decode batch %s: %.1f tok/s\n", k.c_str(), v.get<double>());
+      std::printf("decode batch %s: %.1f tok/s (collectives %.2f ms a step)\n", k.c_str(),
+                  v.get<double>(), collective[k].get<double>());
   }
   return 0;
 }

@@ -29,6 +29,9 @@ class SingleRankCommunicator final : public Communicator {
     if (n > 0) std::memcpy(out, in, n * sizeof(float));
     return absl::OkStatus();
   }
+  absl::Status Gather(const float* in, int64_t n, float* out, int) override {
+    return AllGather(in, n, out);
+  }
   absl::Status Broadcast(void*, int64_t, int) override { return absl::OkStatus(); }
   absl::Status Barrier() override { return absl::OkStatus(); }
 };

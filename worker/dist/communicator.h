@@ -42,6 +42,11 @@ class Communicator {
   // world_size() * n floats and does not overlap in.
   virtual absl::Status AllGather(const float* in, int64_t n, float* out) = 0;
 
+  // On root, out[r * n, (r + 1) * n) gets rank r's in[0, n), for every r; `out` is not used on
+  // the other ranks (may be null). REQUIRES on root: out holds world_size() * n floats and does
+  // not overlap in.
+  virtual absl::Status Gather(const float* in, int64_t n, float* out, int root) = 0;
+
   // Every rank's data[0, bytes) becomes root's.
   virtual absl::Status Broadcast(void* data, int64_t bytes, int root) = 0;
 

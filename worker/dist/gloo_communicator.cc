@@ -17,6 +17,7 @@
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
+#include "gloo/gather.h"
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/store.h"
@@ -65,6 +66,20 @@ class GlooCommunicator final : public Communicator {
       gloo::AllgatherOptions opts(context_);
       opts.setOutput(out, static_cast<size_t>(n * world_size()));
       gloo::allgather(opts);
+    });
+  }
+
+  absl::Status Gather(const float* in, int64_t n, float* out, int root) override {
+    if (root < 0 || root >= world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("gather root ", root, " out of range"));
+    }
+    if (n <= 0) return absl::OkStatus();
+    return Guard("gather", [&] {
+      gloo::GatherOptions opts(context_);
+      opts.setInput(const_cast<float*>(in), static_cast<size_t>(n));  // only read
+      if (rank() == root) opts.setOutput(out, static_cast<size_t>(n * world_size()));
+      opts.setRoot(root);
+      gloo::gather(opts);
     });
   }
 

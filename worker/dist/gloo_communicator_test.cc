@@ -77,6 +77,20 @@ TEST_P(GlooCommunicatorTest, AllGatherPutsEachRanksSliceInRankOrder) {
   });
 }
 
+TEST_P(GlooCommunicatorTest, GatherPutsEachRanksSliceInRankOrderOnTheRootOnly) {
+  const int world = GetParam();
+  constexpr int64_t kN = 777;
+  RunGroup(world, [&](Communicator& c) {
+    std::vector<float> in(kN), out(world * kN, -1.0f);
+    for (int64_t i = 0; i < kN; ++i) in[i] = 1000.0f * c.rank() + i;
+    ASSERT_TRUE(c.Gather(in.data(), kN, c.rank() == 1 ? out.data() : nullptr, 1).ok());
+    if (c.rank() != 1) return;
+    for (int r = 0; r < world; ++r) {
+      for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(out[r * kN + i], 1000.0f * r + i);
+    }
+  });
+}
+
 TEST_P(GlooCommunicatorTest, BroadcastCopiesTheRootsBytes) {
   const int world = GetParam();
   const int root = world - 1;

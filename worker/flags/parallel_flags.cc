@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -21,6 +23,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "gloo/rendezvous/store.h"
+#include "worker/backend/tp/tensor_parallel_backend.h"
 #include "worker/dist/gloo_communicator.h"
 #include "worker/dist/rendezvous.h"
 
@@ -131,6 +134,30 @@ absl::StatusOr<ParallelGroup> JoinGroupFromFlags() {
   ASSIGN_OR_RETURN(g.comm, ConnectGloo(go, *store));
   RETURN_IF_ERROR(g.comm->Barrier());  // every rank has read every address: the store may go
   return g;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackendInGroup(
+    BackendOptions bo, std::shared_ptr<const ModelCheckpoint> checkpoint, ParallelGroup group) {
+  const int tp = group.world_size;
+  if (tp == 1) return CreateBackend(bo, std::move(checkpoint));
+  if (bo.device != "cpu") {
+    return absl::UnimplementedError(absl::StrCat("--tensor-parallel-size ", tp,
+                                                 " runs on --device cpu only for now (", bo.device,
+                                                 " needs its own communicator)"));
+  }
+  bo.cpu.shard = {.rank = group.rank, .world_size = tp};
+  bo.cpu.communicator = group.comm.get();
+  if (bo.cpu.threads <= 0) {
+    bo.cpu.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / tp);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(bo, std::move(checkpoint)));
+  if (group.rank > 0) {
+    const absl::Status s = RunTensorParallelFollower(backend.get(), group.comm.get());
+    backend.reset();  // before the communicator it borrows
+    if (!s.ok()) PLOG_ERROR("tensor-parallel rank {}: {}", group.rank, s.ToString());
+    std::exit(s.ok() ? 0 : 1);
+  }
+  return MakeTensorParallelLeader(std::move(backend), std::move(group.comm));
 }
 
 }  // namespace pagellm::cli

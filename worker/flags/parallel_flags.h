@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "worker/backend/factory/backend_factory.h"
 #include "worker/dist/communicator.h"
 
 namespace pagellm::cli {
@@ -36,6 +37,14 @@ struct ParallelGroup {
 // inconsistent flags; the communicator's errors (DeadlineExceeded when a rank does not join in
 // time).
 absl::StatusOr<ParallelGroup> JoinGroupFromFlags();
+
+// The backend `options` describe over `checkpoint`, for this process's place in `group`: the
+// plain backend for a group of one; on rank 0 the group as one backend (the communicator moves
+// into it); on any other rank this never returns -- the process serves rank 0's steps and exits
+// (status 0 when rank 0 stopped the group, 1 on an error). Unimplemented for a group on another
+// device than the CPU. options.cpu.threads 0 becomes the cores divided among the group's ranks.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackendInGroup(
+    BackendOptions options, std::shared_ptr<const ModelCheckpoint> checkpoint, ParallelGroup group);
 
 }  // namespace pagellm::cli
 

@@ -124,10 +124,18 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
   const int64_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
   const int64_t qkv_ld = q_dim + 2 * kv_dim, inter = c.intermediate_size;
 
-  // Embedding lookup.
+  // Embedding lookup. With the vocabulary split, each rank writes the rows of its own tokens
+  // and zeros, and the sum over ranks is every row exactly (one term is not zero).
+  const bool vocab_split = w.vocab_end - w.vocab_begin < c.vocab_size;
   for (int64_t t = 0; t < n; ++t) {
-    RETURN_IF_ERROR(w.LookupEmbedding(b.token_ids[t], x_ + t * hs));
+    const int32_t id = b.token_ids[t];
+    if (vocab_split && (id < w.vocab_begin || id >= w.vocab_end)) {
+      std::memset(x_ + t * hs, 0, hs * sizeof(float));
+    } else {
+      RETURN_IF_ERROR(w.LookupEmbedding(id, x_ + t * hs));
+    }
   }
+  if (vocab_split) RETURN_IF_ERROR(comm_->AllReduceSum(x_, n * hs));
   // The step's rotary angles, a row per token, for every layer.
   ByRows(n, [&](int64_t r0, int64_t r1) {
     RopeCosSinRows(inv_freq_, b.positions + r0, r1 - r0, rope_rows_ + r0 * hd);
@@ -203,7 +211,29 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
     if (c.num_layers > 0) kernels::AddInPlace(h_ + i * hs, tmp_ + t * hs, hs);
   }
   kernels::RmsNorm(h_, w.output_norm.data(), b.num_logits, hs, c.rms_norm_eps, h_);
-  Products({{&w.lm_head, logits, c.vocab_size}}, h_, b.num_logits, hs, false);
+  if (!vocab_split) {
+    Products({{&w.lm_head, logits, c.vocab_size}}, h_, b.num_logits, hs, false);
+    return absl::OkStatus();
+  }
+  // This rank's vocabulary columns, gathered on rank 0 as [rank][row][column] and laid out there
+  // as [row][vocabulary]. The buffers grow to the largest step seen, then stay.
+  const int64_t part = w.vocab_end - w.vocab_begin, rows = b.num_logits;
+  const int ranks = comm_->world_size();
+  if (static_cast<int64_t>(logits_part_.size()) < rows * part) logits_part_.resize(rows * part);
+  Products({{&w.lm_head, logits_part_.data(), part}}, h_, rows, hs, false);
+  const bool root = comm_->rank() == 0;
+  if (root && static_cast<int64_t>(logits_all_.size()) < ranks * rows * part) {
+    logits_all_.resize(ranks * rows * part);
+  }
+  RETURN_IF_ERROR(
+      comm_->Gather(logits_part_.data(), rows * part, root ? logits_all_.data() : nullptr, 0));
+  if (!root) return absl::OkStatus();
+  for (int r = 0; r < ranks; ++r) {
+    for (int64_t i = 0; i < rows; ++i) {
+      std::memcpy(logits + i * c.vocab_size + r * part, logits_all_.data() + (r * rows + i) * part,
+                  part * sizeof(float));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -44,7 +44,8 @@ class LlamaModel {
   // The dimensions this rank computes (its KV pool holds rank_config().num_kv_heads heads).
   const ModelConfig& rank_config() const { return weights_->rank_config; }
 
-  // Runs the batch; writes batch.num_logits rows of vocab_size floats to `logits`.
+  // Runs the batch; writes batch.num_logits rows of vocab_size floats to `logits` -- on rank 0
+  // only when the vocabulary is split over the group (the other ranks' are not written).
   // InvalidArgument for a batch larger than max_batch_tokens, token ids outside the vocabulary
   // or positions beyond the context length; the communicator's error when a collective fails
   // (the cache then holds nothing usable for this batch's slots). REQUIRES: slots and block tables
@@ -83,6 +84,8 @@ class LlamaModel {
   float *qkv_ = nullptr, *attn_ = nullptr, *gate_up_ = nullptr;
   float* rope_rows_ = nullptr;        // [token][head_dim]: the step's (cos, sin) pairs
   std::vector<int32_t> token_index_;  // 0, 1, ..., max_tokens_ - 1: rows of rope_rows_
+  // Vocabulary-parallel output projection: this rank's logits, and on rank 0 every rank's.
+  std::vector<float> logits_part_, logits_all_;
   kernels::QuantizedActivations qx_;
   kernels::AttentionWorkspace attn_ws_;
 };

@@ -86,12 +86,10 @@ TensorView Compact(const TensorView& t, std::vector<uint8_t>* storage) {
   return v;
 }
 
-// Quantized blocks the integer kernels multiply stay blocks (repacked); anything else is fp32,
-// or bfloat16 when bf16. With a shard, this rank's slice of the matrix (and of its bias).
-absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& name, bool bias,
-                                  bool bf16, const ShardSpec& shard) {
-  ASSIGN_OR_RETURN(const TensorView* full, Contiguous(c, name + ".weight"));
-  ASSIGN_OR_RETURN(const TensorView slice, LlamaShard(c, name + ".weight", shard));
+// `slice` of the checkpoint's matrix `full` for the kernels: quantized blocks the integer kernels
+// multiply stay blocks (repacked); anything else is fp32, or bfloat16 when bf16.
+absl::StatusOr<Matrix> PackSlice(const ModelCheckpoint& c, const TensorView& full,
+                                 const TensorView& slice, const std::string& name, bool bf16) {
   std::vector<uint8_t> storage;
   const TensorView t = Compact(slice, &storage);
   // Pages are released as rows are packed only when they are the checkpoint's own rows.
@@ -106,7 +104,16 @@ absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& n
   } else {
     RETURN_IF_ERROR(FloatMatrix(t, name + ".weight", bf16, &m));
   }
-  DropSource(c, *full);  // this rank reads none of it again
+  DropSource(c, full);  // this rank reads none of it again
+  return m;
+}
+
+// Matrix `name` (and its bias), the slice `shard` holds.
+absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& name, bool bias,
+                                  bool bf16, const ShardSpec& shard) {
+  ASSIGN_OR_RETURN(const TensorView* full, Contiguous(c, name + ".weight"));
+  ASSIGN_OR_RETURN(const TensorView slice, LlamaShard(c, name + ".weight", shard));
+  ASSIGN_OR_RETURN(Matrix m, PackSlice(c, *full, slice, name, bf16));
   if (bias) {
     ASSIGN_OR_RETURN(const TensorView b, LlamaShard(c, name + ".bias", shard));
     ASSIGN_OR_RETURN(m.bias, ToF32(b, name + ".bias"));
@@ -152,10 +159,11 @@ int64_t Bytes(const Matrix& m) {
 absl::Status LlamaWeights::LookupEmbedding(int64_t id, float* out) const {
   const Embedding& e = token_embedding;
   if (!e.from_lm_head) return kernels::DequantizeRow(e.type, e.data + id * e.row_bytes, out, e.dim);
+  const int64_t row = id - vocab_begin;
   if (lm_head.type == GgmlType::kF32) {
-    std::memcpy(out, lm_head.f32.data() + id * e.dim, static_cast<size_t>(e.dim) * sizeof(float));
+    std::memcpy(out, lm_head.f32.data() + row * e.dim, static_cast<size_t>(e.dim) * sizeof(float));
   } else {
-    kernels::DequantizePackedRow(lm_head.packed, id, out);
+    kernels::DequantizePackedRow(lm_head.packed, row, out);
   }
   return absl::OkStatus();
 }
@@ -212,23 +220,22 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
     ASSIGN_OR_RETURN(l.w_down, LoadMatrix(c, name("mlp.down_proj"), false, bf16, shard));
   }
   ASSIGN_OR_RETURN(w->output_norm, Vector(c, "model.norm.weight"));
-  if (c.tensors.Find("lm_head.weight") != nullptr) {
-    ASSIGN_OR_RETURN(w->lm_head, LoadMatrix(c, "lm_head", false, bf16, shard));
-  } else {
-    // Tied: the output projection reads the embedding table, packed or widened.
-    Matrix& m = w->lm_head;
-    m.n_out = e.rows;
-    m.n_in = e.dim;
-    if (kernels::IsQuantMatmulType(e.type)) {
-      m.type = e.type;
-      ASSIGN_OR_RETURN(m.packed, Pack(c, *embd, "model.embed_tokens"));
-    } else {
-      RETURN_IF_ERROR(FloatMatrix(*embd, "model.embed_tokens.weight", bf16, &m));
-    }
+  // Vocabulary-parallel when the world size divides the vocabulary: this rank's rows of the
+  // output projection (and of a tied embedding).
+  const int vocab_ranks = cfg.vocab_size % shard.world_size == 0 ? shard.world_size : 1;
+  const ShardSpec vocab_shard{.rank = vocab_ranks > 1 ? shard.rank : 0, .world_size = vocab_ranks};
+  w->vocab_begin = vocab_shard.rank * (cfg.vocab_size / vocab_ranks);
+  w->vocab_end = w->vocab_begin + cfg.vocab_size / vocab_ranks;
+  const bool tied = c.tensors.Find("lm_head.weight") == nullptr;
+  ASSIGN_OR_RETURN(const TensorView* head,
+                   Contiguous(c, tied ? "model.embed_tokens.weight" : "lm_head.weight"));
+  ASSIGN_OR_RETURN(const TensorView head_slice, ShardOf(*head, vocab_shard, ShardDim::kRows));
+  ASSIGN_OR_RETURN(w->lm_head,
+                   PackSlice(c, *head, head_slice, tied ? "model.embed_tokens" : "lm_head", bf16));
+  if (tied) {
     // Lookups read the copy when it holds the checkpoint's values exactly (packed blocks, or
     // fp32); a bfloat16 copy does not, and lookups fault the checkpoint's rows back in.
-    e.from_lm_head = m.type != GgmlType::kBF16;
-    DropSource(c, *embd);
+    e.from_lm_head = w->lm_head.type != GgmlType::kBF16;
   }
   if (c.drop_pages) {
     // Dropping releases only the pages wholly inside a tensor; the pages tensors share at

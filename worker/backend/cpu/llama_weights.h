@@ -65,16 +65,21 @@ struct LlamaWeights {
   // world size. rank_config == config for a single rank.
   ShardSpec shard;
   ModelConfig rank_config;
+  // The vocabulary rows [vocab_begin, vocab_end) this rank holds of the output projection and
+  // looks up in the embedding: a 1/world_size slice when world_size divides the vocabulary,
+  // else all of it.
+  int64_t vocab_begin = 0;
+  int64_t vocab_end = 0;
   bool rope_neox = true;                 // see ModelCheckpoint::rope_neox
   std::vector<float> rope_freq_factors;  // empty, or head_dim/2 divisors (GGUF rope_freqs)
   Embedding token_embedding;
   std::vector<LlamaLayerWeights> layers;
   std::vector<float> output_norm;
-  Matrix lm_head;  // the embedding's blocks or an fp32 copy of it when tied
+  Matrix lm_head;  // rows [vocab_begin, vocab_end): the embedding's blocks or fp32 when tied
   // Keeps the checkpoint (and the files it maps) alive while views into it exist.
   std::shared_ptr<const ModelCheckpoint> source;
 
-  // Writes embedding row `id` (0 <= id < token_embedding.rows) as token_embedding.dim floats:
+  // Writes embedding row `id` (vocab_begin <= id < vocab_end) as token_embedding.dim floats:
   // DequantizeRow of the checkpoint's row, wherever it is read from.
   absl::Status LookupEmbedding(int64_t id, float* out) const;
 
