@@ -137,6 +137,12 @@ cuda_libs() {
       return 1
     fi
   done
+  # NCCL (dlopen'ed by worker_nccl_communicator_cuda_test): the toolkit's or torch's, if any.
+  dir="$(find_lib libnccl.so.2)"
+  if [[ -n "$dir" ]]; then
+    echo "libnccl.so.2: $dir"
+    [[ ":$dirs:" == *":$dir:"* ]] || dirs="$dirs:$dir"
+  fi
   if ((need_cuda)) && ! ldconfig -p | grep -q 'libcuda\.so\.1 '; then
     dir="$(find_lib libcuda.so.1)"
     [[ -n "$dir" ]] || { row cuda-libraries FAIL "libcuda.so.1 not found"; return 1; }

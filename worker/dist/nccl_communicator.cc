@@ -1,0 +1,233 @@
+// Every call goes: check the group is whole, enqueue NCCL's operation(s) on the stream, then
+// Wait(): poll cudaStreamQuery and ncclCommGetAsyncError until done, an error or the deadline.
+#include "worker/dist/nccl_communicator.h"
+
+#include <nccl.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/shared_library.h"
+#include "gloo/rendezvous/store.h"
+
+namespace pagellm {
+namespace {
+
+struct NcclApi {
+  decltype(&ncclGetUniqueId) get_unique_id = nullptr;
+  decltype(&ncclCommInitRank) init_rank = nullptr;
+  decltype(&ncclCommDestroy) destroy = nullptr;
+  decltype(&ncclCommAbort) abort = nullptr;
+  decltype(&ncclCommGetAsyncError) async_error = nullptr;
+  decltype(&ncclGetErrorString) error_string = nullptr;
+  decltype(&ncclAllReduce) all_reduce = nullptr;
+  decltype(&ncclAllGather) all_gather = nullptr;
+  decltype(&ncclBroadcast) broadcast = nullptr;
+  decltype(&ncclSend) send = nullptr;
+  decltype(&ncclRecv) recv = nullptr;
+  decltype(&ncclGroupStart) group_start = nullptr;
+  decltype(&ncclGroupEnd) group_end = nullptr;
+};
+
+absl::StatusOr<NcclApi> Load() {
+  absl::StatusOr<SharedLibrary> lib = SharedLibrary::Open({"libnccl.so.2", "libnccl.so"}, "NCCL",
+                                                          "put libnccl.so.2 on LD_LIBRARY_PATH");
+  if (!lib.ok()) return lib.status();
+  NcclApi api;
+  for (absl::Status s :
+       {lib->Get(&api.get_unique_id, "ncclGetUniqueId"),
+        lib->Get(&api.init_rank, "ncclCommInitRank"), lib->Get(&api.destroy, "ncclCommDestroy"),
+        lib->Get(&api.abort, "ncclCommAbort"), lib->Get(&api.async_error, "ncclCommGetAsyncError"),
+        lib->Get(&api.error_string, "ncclGetErrorString"),
+        lib->Get(&api.all_reduce, "ncclAllReduce"), lib->Get(&api.all_gather, "ncclAllGather"),
+        lib->Get(&api.broadcast, "ncclBroadcast"), lib->Get(&api.send, "ncclSend"),
+        lib->Get(&api.recv, "ncclRecv"), lib->Get(&api.group_start, "ncclGroupStart"),
+        lib->Get(&api.group_end, "ncclGroupEnd")}) {
+    if (!s.ok()) return s;
+  }
+  return api;  // the library stays loaded for the process's life
+}
+
+absl::StatusOr<const NcclApi*> LoadNccl() {
+  static const absl::StatusOr<NcclApi>* const loaded = new absl::StatusOr<NcclApi>(Load());
+  if (!loaded->ok()) return loaded->status();
+  return &**loaded;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(const NcclApi* api, ncclComm_t comm, cudaStream_t stream,
+                   const NcclOptions& options)
+      : api_(api), comm_(comm), stream_(stream), options_(options) {}
+
+  ~NcclCommunicator() override {
+    if (broken_.ok()) {
+      api_->destroy(comm_);
+    } else {
+      api_->abort(comm_);
+    }
+  }
+
+  int rank() const override { return options_.rank; }
+  int world_size() const override { return options_.world_size; }
+
+  absl::Status AllReduceSum(float* data, int64_t n) override {
+    if (n <= 0) return absl::OkStatus();
+    return Run("all-reduce", [&] {
+      return api_->all_reduce(data, data, n, ncclFloat32, ncclSum, comm_, stream_);
+    });
+  }
+
+  absl::Status AllGather(const float* in, int64_t n, float* out) override {
+    if (n <= 0) return absl::OkStatus();
+    return Run("all-gather",
+               [&] { return api_->all_gather(in, out, n, ncclFloat32, comm_, stream_); });
+  }
+
+  absl::Status Gather(const float* in, int64_t n, float* out, int root) override {
+    if (root < 0 || root >= world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("gather root ", root, " out of range"));
+    }
+    if (n <= 0) return absl::OkStatus();
+    return Run("gather", [&]() -> ncclResult_t {
+      if (rank() == root) {
+        if (cudaMemcpyAsync(out + root * n, in, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                            stream_) != cudaSuccess) {
+          return ncclUnhandledCudaError;
+        }
+      }
+      if (ncclResult_t r = api_->group_start(); r != ncclSuccess) return r;
+      for (int p = 0; p < world_size(); ++p) {
+        if (p == rank()) continue;
+        if (rank() == root) {
+          if (ncclResult_t r = api_->recv(out + p * n, n, ncclFloat32, p, comm_, stream_);
+              r != ncclSuccess) {
+            api_->group_end();
+            return r;
+          }
+        } else if (p == root) {
+          if (ncclResult_t r = api_->send(in, n, ncclFloat32, root, comm_, stream_);
+              r != ncclSuccess) {
+            api_->group_end();
+            return r;
+          }
+        }
+      }
+      return api_->group_end();
+    });
+  }
+
+  absl::Status Broadcast(void* data, int64_t bytes, int root) override {
+    if (root < 0 || root >= world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " out of range"));
+    }
+    if (bytes <= 0) return absl::OkStatus();
+    return Run("broadcast",
+               [&] { return api_->broadcast(data, data, bytes, ncclUint8, root, comm_, stream_); });
+  }
+
+  absl::Status Barrier() override {
+    if (barrier_ == nullptr &&
+        cudaMalloc(reinterpret_cast<void**>(&barrier_), sizeof(float)) != cudaSuccess) {
+      return absl::ResourceExhaustedError("cannot allocate the barrier's device word");
+    }
+    return AllReduceSum(barrier_, 1);
+  }
+
+ private:
+  // Enqueues with `enqueue`, then waits for the stream within the timeout.
+  template <typename Fn>
+  absl::Status Run(const char* what, Fn&& enqueue) {
+    if (!broken_.ok()) return broken_;
+    const auto start = std::chrono::steady_clock::now();
+    if (ncclResult_t r = enqueue(); r != ncclSuccess) {
+      return Break(
+          absl::UnavailableError(absl::StrCat("nccl ", what, ": ", api_->error_string(r))));
+    }
+    const auto deadline =
+        start + std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.timeout));
+    absl::Status s;
+    while (true) {
+      const cudaError_t q = cudaStreamQuery(stream_);
+      if (q == cudaSuccess) break;
+      if (q != cudaErrorNotReady) {
+        s = absl::InternalError(absl::StrCat("nccl ", what, ": ", cudaGetErrorString(q)));
+        break;
+      }
+      ncclResult_t async = ncclSuccess;
+      api_->async_error(comm_, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        s = absl::UnavailableError(
+            absl::StrCat("nccl ", what, ": a peer failed: ", api_->error_string(async)));
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        s = absl::DeadlineExceededError(absl::StrCat("nccl ", what, ": timed out after ",
+                                                     absl::FormatDuration(options_.timeout)));
+        break;
+      }
+      std::this_thread::yield();
+    }
+    AddCollectiveSeconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return s.ok() ? s : Break(std::move(s));
+  }
+
+  absl::Status Break(absl::Status s) {
+    if (broken_.ok()) broken_ = std::move(s);
+    return broken_;
+  }
+
+  const NcclApi* api_;
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  const NcclOptions options_;
+  float* barrier_ = nullptr;  // leaked with the process: one word
+  absl::Status broken_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const NcclOptions& options,
+                                                          gloo::rendezvous::Store& store,
+                                                          cudaStream_t stream) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " of world size ",
+                                                   options.world_size, " is out of range"));
+  }
+  absl::StatusOr<const NcclApi*> api = LoadNccl();
+  if (!api.ok()) return api.status();
+  if (cudaError_t e = cudaSetDevice(options.device); e != cudaSuccess) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cuda device ", options.device, ": ", cudaGetErrorString(e)));
+  }
+  ncclUniqueId id;
+  constexpr char kKey[] = "pagellm/nccl_unique_id";
+  try {
+    if (options.rank == 0) {
+      if (ncclResult_t r = (*api)->get_unique_id(&id); r != ncclSuccess) {
+        return absl::UnavailableError(absl::StrCat("ncclGetUniqueId: ", (*api)->error_string(r)));
+      }
+      store.set(kKey, std::vector<char>(id.internal, id.internal + sizeof(id.internal)));
+    } else {
+      const std::vector<char> bytes = store.get(kKey);
+      if (bytes.size() != sizeof(id.internal)) {
+        return absl::InternalError("the rendezvous holds a malformed NCCL unique id");
+      }
+      std::copy(bytes.begin(), bytes.end(), id.internal);
+    }
+  } catch (const std::exception& e) {
+    return absl::DeadlineExceededError(absl::StrCat("nccl rendezvous: ", e.what()));
+  }
+  ncclComm_t comm = nullptr;
+  if (ncclResult_t r = (*api)->init_rank(&comm, options.world_size, id, options.rank);
+      r != ncclSuccess) {
+    return absl::UnavailableError(absl::StrCat("ncclCommInitRank: ", (*api)->error_string(r)));
+  }
+  return std::make_unique<NcclCommunicator>(*api, comm, stream, options);
+}
+
+}  // namespace pagellm
