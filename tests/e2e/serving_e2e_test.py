@@ -128,6 +128,34 @@ def Skip():
     return missing
 
 
+def StartStreams(stub, texts, max_tokens, timeout):
+    """Streams one ignore_eos request per text, each on its own thread, and returns once every
+    stream has its first token: (threads, outcomes). Each stream appends to outcomes "ok", or
+    (its gRPC code, when it ended), or "barrier" if another stream failed before starting."""
+    outcomes, started = [], threading.Barrier(len(texts) + 1)
+
+    def stream(text):
+        req = GEN_PB2.GenerateRequest(text=text)
+        req.sampling.max_tokens, req.sampling.ignore_eos = max_tokens, True
+        call = stub.Generate(req, timeout=timeout)
+        try:
+            next(call)
+            started.wait()
+            for _ in call:
+                pass
+            outcomes.append("ok")
+        except grpc.RpcError as e:
+            outcomes.append((e.code(), time.time()))
+        except threading.BrokenBarrierError:
+            outcomes.append("barrier")
+
+    threads = [threading.Thread(target=stream, args=(t,)) for t in texts]
+    for t in threads:
+        t.start()
+    started.wait()
+    return threads, outcomes
+
+
 def WaitFor(predicate, timeout, what):
     end = time.time() + timeout
     while time.time() < end:
@@ -338,27 +366,7 @@ class FailureTest(unittest.TestCase):
         self.procs.append(router)
         router.WaitServing()
         stub = GEN_GRPC.GenerationStub(grpc.insecure_channel(router.target))
-        outcomes, started = [], threading.Barrier(9)
-
-        def stream(i):
-            req = GEN_PB2.GenerateRequest(text=f"stream {i}")
-            req.sampling.max_tokens, req.sampling.ignore_eos = 8000, True
-            call = stub.Generate(req, timeout=60)
-            try:
-                next(call)
-                started.wait()
-                for _ in call:
-                    pass
-                outcomes.append("ok")
-            except grpc.RpcError as e:
-                outcomes.append((e.code(), time.time()))
-            except threading.BrokenBarrierError:
-                outcomes.append("barrier")
-
-        threads = [threading.Thread(target=stream, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        started.wait()
+        threads, outcomes = StartStreams(stub, [f"stream {i}" for i in range(8)], 8000, 60)
         killed_at = time.time()
         a.kill()
         time.sleep(3)

@@ -15,7 +15,6 @@ Run from the repository root: .venv/bin/python tests/e2e/tensor_parallel_e2e_tes
 import concurrent.futures
 import os
 import sys
-import threading
 import time
 import unittest
 
@@ -98,25 +97,7 @@ class TensorParallelServingTest(unittest.TestCase):
         stub = e2e.GEN_GRPC.GenerationStub(grpc.insecure_channel(
             self.Start(e2e.StartRouter("router-group", [group])).target))
         self.procs[-1].WaitServing()
-        outcomes, started = [], threading.Barrier(5)
-
-        def stream(i):
-            req = e2e.GEN_PB2.GenerateRequest(text=PROMPTS[i])
-            req.sampling.max_tokens, req.sampling.ignore_eos = 3000, True
-            call = stub.Generate(req, timeout=120)
-            try:
-                next(call)
-                started.wait()
-                for _ in call:
-                    pass
-                outcomes.append("ok")
-            except grpc.RpcError as e:
-                outcomes.append((e.code(), time.time()))
-
-        threads = [threading.Thread(target=stream, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        started.wait()
+        threads, outcomes = e2e.StartStreams(stub, PROMPTS[:4], 3000, 120)
         killed_at = time.time()
         os.kill(followers[0], 9)
         for t in threads:
