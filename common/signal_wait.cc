@@ -35,6 +35,14 @@ absl::Status InstallTerminationSignals() {
   return absl::OkStatus();
 }
 
+void InstallReloadSignal() {
+  struct sigaction action = {};
+  action.sa_handler = OnTerminationSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &action, nullptr);
+}
+
 int WaitForTerminationSignal() {
   char c = 0;
   while (read(g_signal_pipe[0], &c, 1) < 0 && errno == EINTR) {

@@ -12,7 +12,12 @@ namespace pagellm {
 // Installs the handlers. Call once, early in main(). Internal if the pipe cannot be made.
 absl::Status InstallTerminationSignals();
 
-// Blocks until SIGTERM or SIGINT arrives; returns the signal number.
+// SIGHUP is delivered to WaitForTerminationSignal too (instead of ending the process), for
+// services that reload their configuration on it. REQUIRES: InstallTerminationSignals() first.
+void InstallReloadSignal();
+
+// Blocks until SIGTERM or SIGINT (or, after InstallReloadSignal, SIGHUP) arrives; returns the
+// signal number.
 int WaitForTerminationSignal();
 
 }  // namespace pagellm

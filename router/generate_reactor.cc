@@ -146,6 +146,7 @@ void GenerateReactor::StartAttemptLocked() {
   if (deadline_ != absl::InfiniteFuture()) {
     call_->context.set_deadline(absl::ToChronoTime(deadline_));
   }
+  placement_.worker->Prepare(&call_->context);
   placement_.worker->stub().async()->Generate(&call_->context, &worker_request_, call_.get());
   call_active_ = true;
   // Reads are restarted from OnWriteDone, outside the call's reactions: the hold keeps gRPC from

@@ -11,6 +11,12 @@
 namespace pagellm {
 namespace {
 
+const grpc::Status& Unauthenticated() {
+  static const grpc::Status s(grpc::StatusCode::UNAUTHENTICATED,
+                              "a valid API key is required (metadata authorization: Bearer KEY)");
+  return s;
+}
+
 const grpc::Status& NotReady() {
   static const grpc::Status s(grpc::StatusCode::UNAVAILABLE,
                               "the router has not reached a worker yet");
@@ -90,8 +96,9 @@ grpc::ServerUnaryReactor* ServeRaw(grpc::CallbackServerContext* context, const M
 }  // namespace
 
 GenerationService::GenerationService(AdmissionQueue* queue, WorkerPool* pool,
-                                     RouterMetrics* metrics, absl::Duration request_timeout)
-    : metrics_(metrics) {
+                                     RouterMetrics* metrics, absl::Duration request_timeout,
+                                     const ReloadableSecrets* api_keys)
+    : metrics_(metrics), api_keys_(api_keys) {
   deps_.queue = queue;
   deps_.pool = pool;
   deps_.metrics = metrics;
@@ -121,6 +128,16 @@ int GenerationService::open_streams() const {
   return open_streams_;
 }
 
+bool GenerationService::Authorized(const grpc::CallbackServerContext* context) const {
+  if (api_keys_ == nullptr) return true;
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  const std::string_view value = it == metadata.end()
+                                     ? std::string_view()
+                                     : std::string_view(it->second.data(), it->second.size());
+  return api_keys_->Allows(SecretSet::BearerToken(value));
+}
+
 void GenerationService::StreamDone() {
   absl::MutexLock lock(&streams_mu_);
   --open_streams_;
@@ -128,6 +145,7 @@ void GenerationService::StreamDone() {
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire) {
+  if (!Authorized(context)) return new RejectedGenerateReactor(metrics_, Unauthenticated());
   const std::shared_ptr<const ModelContext> m = model();
   if (m == nullptr) return new RejectedGenerateReactor(metrics_, NotReady());
   if (draining_.load(std::memory_order_acquire)) {
@@ -146,18 +164,21 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* wire,
                                                       grpc::ByteBuffer* out) {
+  if (!Authorized(context)) return FinishUnary(context, FromGrpcStatus(Unauthenticated()));
   return ServeRaw(context, model().get(), *wire, out, &DoTokenize);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* wire,
                                                         grpc::ByteBuffer* out) {
+  if (!Authorized(context)) return FinishUnary(context, FromGrpcStatus(Unauthenticated()));
   return ServeRaw(context, model().get(), *wire, out, &DoDetokenize);
 }
 
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
                                                           const v1::GetModelInfoRequest*,
                                                           v1::ModelInfo* response) {
+  if (!Authorized(context)) return FinishUnary(context, FromGrpcStatus(Unauthenticated()));
   const std::shared_ptr<const ModelContext> m = model();
   if (m == nullptr) return FinishUnary(context, FromGrpcStatus(NotReady()));
   *response = m->CurrentInfo();

@@ -2,7 +2,9 @@
 // Generate runs through a GenerateReactor (queue, worker, stream); Tokenize, Detokenize and
 // GetModelInfo are answered locally from the model description fetched from a worker.
 //
-// Until SetModel() every call fails with UNAVAILABLE; after StartDraining() Generate does.
+// Until SetModel() every call fails with UNAVAILABLE; after StartDraining() Generate does. With
+// API keys configured, every call needs "authorization: Bearer <key>" metadata (UNAUTHENTICATED
+// otherwise); grpc.health.v1 and reflection are other services and stay open.
 //
 // Thread-safe: gRPC calls it from its threads.
 #ifndef PAGELLM_ROUTER_GENERATION_SERVICE_H_
@@ -14,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/auth/secret_set.h"
 #include "grpcpp/grpcpp.h"
 #include "pagellm/v1/generation.grpc.pb.h"
 #include "router/admission_queue.h"
@@ -33,8 +36,9 @@ class GenerationService final
               v1::Generation::WithRawCallbackMethod_Detokenize<v1::Generation::CallbackService>>> {
  public:
   // Collaborators are borrowed and must outlive the service's gRPC server.
+  // `api_keys` may be null (no authentication).
   GenerationService(AdmissionQueue* queue, WorkerPool* pool, RouterMetrics* metrics,
-                    absl::Duration request_timeout);
+                    absl::Duration request_timeout, const ReloadableSecrets* api_keys = nullptr);
   GenerationService(const GenerationService&) = delete;
   GenerationService& operator=(const GenerationService&) = delete;
 
@@ -63,9 +67,12 @@ class GenerationService final
 
  private:
   void StreamDone();
+  // Whether the call carries an accepted API key (always, with none configured).
+  [[nodiscard]] bool Authorized(const grpc::CallbackServerContext* context) const;
 
   GenerateReactor::Deps deps_;
   RouterMetrics* const metrics_;
+  const ReloadableSecrets* const api_keys_;
   mutable absl::Mutex model_mu_;
   std::shared_ptr<ModelContext> model_ ABSL_GUARDED_BY(model_mu_);
   std::atomic<bool> draining_{false};

@@ -1,5 +1,6 @@
 #include "router/request_validator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -123,6 +124,12 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
   out.prompt_ids = *std::move(ids);
 
   out.params = SamplingParamsFromProto(request.sampling());
+  const int64_t prompt_len = static_cast<int64_t>(out.prompt_ids.size());
+  const int64_t max_len = model.max_model_len();
+  if (request.prompt_case() == v1::GenerateRequest::kChat && !request.sampling().has_max_tokens()) {
+    // A chat reply runs to its end or to the model length, as with vLLM's chat API.
+    out.params.max_tokens = static_cast<int32_t>(std::max<int64_t>(1, max_len - prompt_len));
+  }
   if (absl::Status s = out.params.Validate(model.vocab_size()); !s.ok()) return s;
   const int32_t limit = model.max_parallel_samples();
   if (out.params.n > limit) {
@@ -135,9 +142,7 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
         absl::StrCat("sampling_params.beam_width must be at most ", limit,
                      " (the model's max_parallel_samples), got ", out.params.beam_width));
   }
-  const int64_t prompt_len = static_cast<int64_t>(out.prompt_ids.size());
   const int64_t total = prompt_len + out.params.max_tokens;
-  const int64_t max_len = model.max_model_len();
   if (total > max_len) {
     return absl::InvalidArgumentError(
         absl::StrCat("prompt (", prompt_len, " tokens) + max_tokens (", out.params.max_tokens,

@@ -72,6 +72,18 @@ class RequestValidatorTest : public ::testing::Test {
   std::unique_ptr<ModelContext> model_ = Model(/*with_chat=*/true);
 };
 
+TEST_F(RequestValidatorTest, ChatRepliesRunToTheModelLengthUnlessMaxTokensIsSet) {
+  v1::GenerateRequest r = Chat({{"user", "hi"}});
+  auto v = ValidateGenerateRequest(r, *model_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->params.max_tokens, 64 - static_cast<int>(v->prompt_ids.size()))
+      << "as vLLM's chat API: the rest of max_model_len (64)";
+  r.mutable_sampling()->set_max_tokens(3);
+  v = ValidateGenerateRequest(r, *model_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->params.max_tokens, 3);
+}
+
 TEST_F(RequestValidatorTest, TextGetsBosByDefault) {
   auto v = ValidateGenerateRequest(Text("hi"), *model_);
   ASSERT_TRUE(v.ok()) << v.status();

@@ -178,6 +178,7 @@ class RouterProcess {
                                      "--host=127.0.0.1",
                                      absl::StrCat("--port=", port_),
                                      "--metrics-port=0",
+                                     "--http-port=0",
                                      "--log-level=warn"};
     pid_ = fork();
     if (pid_ == 0) {

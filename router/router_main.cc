@@ -3,25 +3,42 @@
 //
 //   pagellm-router --workers 10.0.0.5:50052,10.0.0.6:50052
 //   pagellm-router --worker-dns pagellm-worker-headless:50052 --port 50051 --metrics-port 9401
+//   pagellm-router --workers 127.0.0.1:50061 --http-port 8000    (OpenAI API: /v1/completions)
 //
 // SIGTERM / SIGINT: NOT_SERVING, refuse new requests, let open streams finish for up to
 // --shutdown-grace seconds, exit 0.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/auth/grpc_tls.h"
+#include "common/auth/secret_set.h"
 #include "common/flags_util.h"
 #include "common/logging.h"
 #include "common/signal_wait.h"
 #include "router/router_server.h"
 
-ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "Address to listen on (all ports); 0.0.0.0 for every interface");
 ABSL_FLAG(int, port, 50051, "gRPC port (pagellm.v1.Generation, health, reflection)");
+ABSL_FLAG(int, http_port, 8000,
+          "HTTP port of the OpenAI-compatible API (/v1/completions, /v1/chat/completions, "
+          "/v1/models, /health, /version); 0 turns it off");
+ABSL_FLAG(int, http_threads, 2, "Threads serving HTTP connections");
+ABSL_FLAG(int, http_max_connections, 4096, "Open HTTP connections; more are closed at accept");
+ABSL_FLAG(int64_t, max_request_body, 8 << 20,
+          "Largest HTTP request body in bytes; larger ones get 413");
+ABSL_FLAG(std::string, served_model_name, "",
+          "The model name of the OpenAI API (`model` in requests, /v1/models); default: the "
+          "workers' model name");
 ABSL_FLAG(int, metrics_port, 9401, "Prometheus /metrics port; 0 turns metrics serving off");
 ABSL_FLAG(std::string, workers, "", "Comma-separated worker addresses host:port");
 ABSL_FLAG(std::string, worker_dns, "",
@@ -33,6 +50,48 @@ ABSL_FLAG(double, request_timeout, 600.0,
           "Deadline in seconds for requests whose client sets none");
 ABSL_FLAG(double, shutdown_grace, 30.0, "Seconds open streams get to finish after SIGTERM/SIGINT");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error");
+// Security (README "Security").
+ABSL_FLAG(std::string, api_key, "",
+          "API keys clients must present (Authorization: Bearer KEY), comma-separated; also "
+          "from $PAGELLM_API_KEY. Prefer --api-keys-file: flags show in process lists");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "File of API keys, one per line ('#' comments); reloaded on SIGHUP");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC and HTTP over TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, worker_token, "",
+          "The token workers started with the same --worker-token require; also from "
+          "--worker-token-file or $PAGELLM_WORKER_TOKEN (preferred: flags show in process lists)");
+ABSL_FLAG(std::string, worker_token_file, "", "File holding --worker-token");
+ABSL_FLAG(std::string, worker_tls_ca, "",
+          "PEM CA bundle: reach workers over TLS, trusting only certificates it signed");
+ABSL_FLAG(std::string, worker_tls_cert, "",
+          "PEM client certificate for workers that require one (mutual TLS)");
+ABSL_FLAG(std::string, worker_tls_key, "", "PEM private key of --worker-tls-cert");
+ABSL_FLAG(std::string, worker_tls_server_name, "",
+          "The name the workers' certificates carry, when not their address");
+
+namespace {
+
+// The API keys of the flags, the environment and the keys file, together.
+absl::StatusOr<pagellm::SecretSet> LoadApiKeys() {
+  std::vector<std::string> keys;
+  for (absl::string_view k :
+       absl::StrSplit(absl::GetFlag(FLAGS_api_key), ',', absl::SkipWhitespace())) {
+    keys.emplace_back(absl::StripAsciiWhitespace(k));
+  }
+  if (const char* env = std::getenv("PAGELLM_API_KEY"); env != nullptr && *env != '\0') {
+    keys.emplace_back(env);
+  }
+  absl::StatusOr<pagellm::SecretSet> set = pagellm::SecretSet::FromList(keys);
+  if (!set.ok() || absl::GetFlag(FLAGS_api_keys_file).empty()) return set;
+  absl::StatusOr<pagellm::SecretSet> file =
+      pagellm::SecretSet::FromFile(absl::GetFlag(FLAGS_api_keys_file));
+  if (!file.ok()) return file.status();
+  set->Merge(*file);
+  return set;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -46,6 +105,41 @@ int main(int argc, char** argv) {
   }
 
   pagellm::RouterServer::Options options;
+  absl::StatusOr<pagellm::SecretSet> keys = LoadApiKeys();
+  if (!keys.ok()) {
+    PLOG_ERROR("API keys: {}", keys.status().ToString());
+    return 2;
+  }
+  if (keys->empty()) {
+    PLOG_WARN("no API key configured: anyone who reaches the router can use it");
+  } else {
+    PLOG_INFO("{} API key(s) configured", keys->size());
+  }
+  options.api_keys = std::make_shared<pagellm::ReloadableSecrets>();
+  options.api_keys->Set(*std::move(keys));
+  options.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), ""};
+  options.http.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.http.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        pagellm::MakeChannelCredentials({absl::GetFlag(FLAGS_worker_tls_ca),
+                                         absl::GetFlag(FLAGS_worker_tls_cert),
+                                         absl::GetFlag(FLAGS_worker_tls_key), ""});
+    if (!credentials.ok()) {
+      PLOG_ERROR("{}", credentials.status().ToString());
+      return 2;
+    }
+    options.workers.security.credentials = *std::move(credentials);
+    options.workers.security.tls_server_name = absl::GetFlag(FLAGS_worker_tls_server_name);
+    absl::StatusOr<std::string> token =
+        pagellm::ReadSecret(absl::GetFlag(FLAGS_worker_token),
+                            absl::GetFlag(FLAGS_worker_token_file), "PAGELLM_WORKER_TOKEN");
+    if (!token.ok()) {
+      PLOG_ERROR("{}", token.status().ToString());
+      return 2;
+    }
+    options.workers.security.token = *std::move(token);
+  }
   options.listen_address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   if (absl::GetFlag(FLAGS_metrics_port) != 0) {
     options.metrics_address =
@@ -54,6 +148,23 @@ int main(int argc, char** argv) {
   for (absl::string_view w :
        absl::StrSplit(absl::GetFlag(FLAGS_workers), ',', absl::SkipWhitespace())) {
     options.workers.addresses.emplace_back(w);
+  }
+  if (absl::GetFlag(FLAGS_http_port) < 0 || absl::GetFlag(FLAGS_http_port) > 65535) {
+    std::fprintf(stderr, "--http-port must be in [0, 65535]\n");
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_http_port) != 0) {
+    options.http.host = absl::GetFlag(FLAGS_host);
+    options.http.port = absl::GetFlag(FLAGS_http_port);
+    options.http.threads = absl::GetFlag(FLAGS_http_threads);
+    if (absl::GetFlag(FLAGS_http_max_connections) <= 0 ||
+        absl::GetFlag(FLAGS_max_request_body) <= 0) {
+      std::fprintf(stderr, "--http-max-connections and --max-request-body must be > 0\n");
+      return 2;
+    }
+    options.http.max_connections = static_cast<size_t>(absl::GetFlag(FLAGS_http_max_connections));
+    options.http.max_body_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_body));
+    options.openai.served_model_name = absl::GetFlag(FLAGS_served_model_name);
   }
   options.workers.dns_target = absl::GetFlag(FLAGS_worker_dns);
   options.workers.dns_interval = absl::Seconds(absl::GetFlag(FLAGS_dns_interval));
@@ -66,12 +177,23 @@ int main(int argc, char** argv) {
                                 ? absl::Seconds(absl::GetFlag(FLAGS_request_timeout))
                                 : absl::InfiniteDuration();
 
+  const std::shared_ptr<pagellm::ReloadableSecrets> options_keys = options.api_keys;
   auto router = pagellm::RouterServer::Start(std::move(options));
   if (!router.ok()) {
     PLOG_ERROR("{}", router.status().ToString());
     return 1;
   }
-  const int sig = pagellm::WaitForTerminationSignal();
+  pagellm::InstallReloadSignal();
+  int sig;
+  while ((sig = pagellm::WaitForTerminationSignal()) == SIGHUP) {
+    absl::StatusOr<pagellm::SecretSet> reloaded = LoadApiKeys();
+    if (!reloaded.ok()) {
+      PLOG_ERROR("SIGHUP: keeping the current API keys: {}", reloaded.status().ToString());
+      continue;
+    }
+    PLOG_INFO("SIGHUP: {} API key(s) now", reloaded->size());
+    options_keys->Set(*std::move(reloaded));
+  }
   PLOG_INFO("{} received: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*router)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace)));
   PLOG_INFO("pagellm-router stopped");

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "router/http/openai_response.h"
 #include "router/model_context.h"
 
 namespace pagellm {
@@ -29,13 +30,16 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options option
       WorkerPool::Create(o.workers, [self] { self->OnPoolChange(); });
   if (!pool.ok()) return pool.status();
   r->pool_ = *std::move(pool);
-  r->service_ = std::make_unique<GenerationService>(r->queue_.get(), r->pool_.get(),
-                                                    r->metrics_.get(), o.request_timeout);
+  r->service_ = std::make_unique<GenerationService>(
+      r->queue_.get(), r->pool_.get(), r->metrics_.get(), o.request_timeout, o.api_keys.get());
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(o.tls);
+  if (!credentials.ok()) return credentials.status();
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.listen_address, grpc::InsecureServerCredentials(), &r->port_);
+  builder.AddListeningPort(o.listen_address, *credentials, &r->port_);
   builder.RegisterService(r->service_.get());
   r->server_ = builder.BuildAndStart();
   if (r->server_ == nullptr || r->port_ == 0) {
@@ -45,12 +49,37 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options option
     absl::MutexLock lock(&r->health_mu_);
     r->health_ready_ = true;
   }
+  if (o.http.port >= 0) {
+    // HTTP requests take the gRPC path in-process: one pipeline for both APIs.
+    OpenAiFrontend::Deps deps;
+    deps.channel = r->server_->InProcessChannel(grpc::ChannelArguments());
+    GenerationService* service = r->service_.get();
+    deps.model = [service] { return std::shared_ptr<const ModelContext>(service->model()); };
+    deps.serving = [self] { return self->serving(); };
+    ReloadableSecrets* keys = o.api_keys.get();
+    deps.authorized = [keys](std::string_view authorization) {
+      return keys == nullptr || keys->Allows(SecretSet::BearerToken(authorization));
+    };
+    OpenAiFrontend::Options openai = o.openai;
+    if (openai.version.empty()) openai.version = PAGELLM_VERSION;
+    r->openai_ = std::make_unique<OpenAiFrontend>(std::move(openai), std::move(deps));
+    HttpServer::Options http = o.http;
+    http.error_body = [](int status, std::string_view message) {
+      return OpenAiErrorBody(status, message, "", "");
+    };
+    absl::StatusOr<std::unique_ptr<HttpServer>> server =
+        HttpServer::Start(std::move(http), r->openai_.get());
+    if (!server.ok()) return server.status();
+    r->http_ = *std::move(server);
+  }
   r->wired_.store(true, std::memory_order_release);
   r->UpdateHealth();  // NOT_SERVING until a worker is ready and the model is known
   r->ticker_ = std::thread([self] { self->TickerLoop(); });
   r->bootstrap_ = std::thread([self] { self->BootstrapLoop(); });
-  PLOG_INFO("pagellm-router listening on port {}{}", r->port_,
-            r->metrics_->port() ? absl::StrCat(", metrics on port ", r->metrics_->port()) : "");
+  PLOG_INFO(
+      "pagellm-router listening on port {}{}{}", r->port_,
+      r->http_ != nullptr ? absl::StrCat(", HTTP (OpenAI API) on port ", r->http_->port()) : "",
+      r->metrics_->port() ? absl::StrCat(", metrics on port ", r->metrics_->port()) : "");
   return r;
 }
 
@@ -81,6 +110,11 @@ void RouterServer::Shutdown(absl::Duration grace) {
     }
     // Cancels whatever is still open; returns when every reactor is done.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+  }
+  if (http_ != nullptr) {
+    // Every HTTP request's calls end with the server's; give their last bytes a moment.
+    openai_->WaitForRequests(absl::Now() + absl::Seconds(1));
+    http_->Stop();
   }
   wired_.store(false, std::memory_order_release);
   stop_.Notify();
@@ -167,6 +201,7 @@ absl::Status RouterServer::FetchModel(WorkerEndpoint& worker) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(
         absl::Now() + (step == 0 ? absl::Seconds(5) : options_.model_fetch_timeout)));
+    worker.Prepare(&context);
     {
       absl::MutexLock lock(&fetch_mu_);
       if (stop_.HasBeenNotified()) return absl::CancelledError("shutting down");

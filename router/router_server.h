@@ -22,9 +22,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/auth/grpc_tls.h"
+#include "common/auth/secret_set.h"
 #include "grpcpp/grpcpp.h"
 #include "router/admission_queue.h"
 #include "router/generation_service.h"
+#include "router/http/http_server.h"
+#include "router/http/openai_frontend.h"
 #include "router/router_metrics.h"
 #include "router/worker_pool.h"
 
@@ -33,8 +37,16 @@ namespace pagellm {
 class RouterServer {
  public:
   struct Options {
-    std::string listen_address = "0.0.0.0:50051";  // "127.0.0.1:0" picks a free port
-    std::string metrics_address;                   // empty: no /metrics endpoint
+    std::string listen_address = "127.0.0.1:50051";  // "127.0.0.1:0" picks a free port
+    std::string metrics_address;                     // empty: no /metrics endpoint
+    // The OpenAI-compatible HTTP API (router/http/openai_frontend.h); port -1: none.
+    HttpServer::Options http = DefaultHttpOptions();
+    OpenAiFrontend::Options openai;
+    // TLS of the public gRPC listener (the HTTP listener has its own files in `http`).
+    ServerTlsFiles tls;
+    // Accepted API keys (gRPC "authorization: Bearer" metadata, the HTTP Authorization header);
+    // null or empty: no authentication. The caller may Set() new keys while serving.
+    std::shared_ptr<ReloadableSecrets> api_keys;
     WorkerPool::Options workers;
     size_t max_queue = 1024;
     absl::Duration request_timeout = absl::Seconds(600);  // when the client sets no deadline
@@ -57,6 +69,8 @@ class RouterServer {
 
   [[nodiscard]] int port() const { return port_; }
   [[nodiscard]] int metrics_port() const { return metrics_->port(); }
+  // The HTTP API's port; 0 when it is off.
+  [[nodiscard]] int http_port() const { return http_ != nullptr ? http_->port() : 0; }
   [[nodiscard]] bool serving() const;
   [[nodiscard]] bool has_model() const { return service_->has_model(); }
   [[nodiscard]] WorkerPool::Stats worker_stats() const { return pool_->GetStats(); }
@@ -65,6 +79,11 @@ class RouterServer {
 
  private:
   explicit RouterServer(Options options);
+  static HttpServer::Options DefaultHttpOptions() {
+    HttpServer::Options o;
+    o.port = -1;
+    return o;
+  }
   void OnPoolChange();
   void UpdateHealth();
   void TickerLoop();
@@ -78,6 +97,8 @@ class RouterServer {
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::unique_ptr<OpenAiFrontend> openai_;  // with http_, when the HTTP API is on
+  std::unique_ptr<HttpServer> http_;
 
   std::atomic<bool> wired_{false};  // pool changes reach the queue and health
   std::atomic<bool> draining_{false};

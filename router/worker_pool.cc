@@ -18,7 +18,8 @@
 namespace pagellm {
 namespace {
 
-std::shared_ptr<grpc::Channel> MakeWorkerChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeWorkerChannel(const std::string& address,
+                                                 const WorkerSecurity& security) {
   grpc::ChannelArguments args;
   // GetTokenizer answers with the whole vocabulary: several MB for large models.
   args.SetMaxReceiveMessageSize(-1);
@@ -32,15 +33,22 @@ std::shared_ptr<grpc::Channel> MakeWorkerChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!security.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(security.tls_server_name);
+  }
+  return grpc::CreateCustomChannel(
+      address,
+      security.credentials != nullptr ? security.credentials : grpc::InsecureChannelCredentials(),
+      args);
 }
 
 }  // namespace
 
-WorkerEndpoint::WorkerEndpoint(std::string address, bool from_dns)
+WorkerEndpoint::WorkerEndpoint(std::string address, bool from_dns, const WorkerSecurity& security)
     : address_(std::move(address)),
       from_dns_(from_dns),
-      stub_(v1::Worker::NewStub(MakeWorkerChannel(address_))) {}
+      token_(security.token),
+      stub_(v1::Worker::NewStub(MakeWorkerChannel(address_, security))) {}
 
 struct WorkerPool::PollCall {
   std::shared_ptr<WorkerEndpoint> worker;
@@ -101,7 +109,7 @@ void WorkerPool::AddLocked(const std::string& address, bool from_dns) {
   for (const auto& w : workers_) {
     if (w->address() == address) return;
   }
-  workers_.push_back(std::make_shared<WorkerEndpoint>(address, from_dns));
+  workers_.push_back(std::make_shared<WorkerEndpoint>(address, from_dns, options_.security));
   PLOG_INFO("worker {} added{}", address, from_dns ? " (DNS)" : "");
 }
 
@@ -125,6 +133,7 @@ void WorkerPool::PollAll() {
       std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.poll_timeout);
   for (PollCall* call : calls) {
     call->context.set_deadline(deadline);
+    call->worker->Prepare(&call->context);
     call->worker->stub().async()->GetLoad(
         &call->context, &call->request, &call->response,
         [this, call](grpc::Status status) { OnPollDone(call, status); });

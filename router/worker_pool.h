@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/auth/secret_set.h"
 #include "grpcpp/grpcpp.h"
 #include "pagellm/v1/worker.grpc.pb.h"
 #include "router/admission_queue.h"
@@ -49,21 +50,33 @@
 namespace pagellm {
 
 // One worker: its address and stub. The routing state is the pool's (guarded by its lock).
+// How the router reaches its workers: TLS (optionally mutual) and the shared worker token.
+struct WorkerSecurity {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: plaintext
+  std::string tls_server_name;  // the name the workers' certificates carry; empty: the address
+  std::string token;  // sent as kWorkerTokenHeader (secret_set.h) on every call; empty: none
+};
+
 class WorkerEndpoint {
  public:
-  WorkerEndpoint(std::string address, bool from_dns);
+  WorkerEndpoint(std::string address, bool from_dns, const WorkerSecurity& security = {});
   WorkerEndpoint(const WorkerEndpoint&) = delete;
   WorkerEndpoint& operator=(const WorkerEndpoint&) = delete;
 
   [[nodiscard]] const std::string& address() const { return address_; }
   // Thread-safe, like every gRPC stub.
   [[nodiscard]] v1::Worker::Stub& stub() const { return *stub_; }
+  // Adds the worker token to a call's context. Every call to the worker goes through it.
+  void Prepare(grpc::ClientContext* context) const {
+    if (!token_.empty()) context->AddMetadata(kWorkerTokenHeader, token_);
+  }
 
  private:
   friend class WorkerPool;
 
   const std::string address_;
   const bool from_dns_;
+  const std::string token_;
   std::unique_ptr<v1::Worker::Stub> stub_;
 
   enum class State { kUnknown, kReady, kDraining, kDown, kModelMismatch };
@@ -96,6 +109,7 @@ class WorkerPool final : public Placer {
     absl::Duration poll_timeout = absl::Milliseconds(500);
     int64_t default_block_size = 16;  // until a worker reports its own
     Resolver resolver;                // null: getaddrinfo
+    WorkerSecurity security;
   };
 
   struct Stats {

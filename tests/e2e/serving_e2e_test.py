@@ -113,11 +113,13 @@ def StartWorker(name, extra=(), port=None, mock=False):
 
 
 def StartRouter(name, workers, extra=()):
-    port, mport = FreePort(), FreePort()
+    port, mport, hport = FreePort(), FreePort(), FreePort()
     args = [os.path.join(BIN, "pagellm-router"), "--host", "127.0.0.1", "--port", str(port),
-            "--metrics-port", str(mport), "--workers", ",".join(w.target for w in workers),
-            "--log-level", "warn", *extra]
-    return Proc(name, args, port, mport)
+            "--metrics-port", str(mport), "--http-port", str(hport),
+            "--workers", ",".join(w.target for w in workers), "--log-level", "warn", *extra]
+    p = Proc(name, args, port, mport)
+    p.http_port = hport
+    return p
 
 
 def Skip():

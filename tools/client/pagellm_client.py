@@ -39,7 +39,8 @@ def Stubs():
                  for m in ("generation_pb2", "generation_pb2_grpc", "worker_pb2", "worker_pb2_grpc"))
 
 
-def Generate(stub, gen_pb2, prompt=None, chat=None, token_ids=None, timeout=None, **sampling):
+def Generate(stub, gen_pb2, prompt=None, chat=None, token_ids=None, timeout=None, metadata=None,
+             **sampling):
     """Streams one request; returns ({sample_index: (text, token_ids, finish_reason)}, usage)."""
     req = gen_pb2.GenerateRequest()
     if chat is not None:
@@ -55,7 +56,7 @@ def Generate(stub, gen_pb2, prompt=None, chat=None, token_ids=None, timeout=None
         else:
             setattr(req.sampling, k, v)
     samples, usage = {}, None
-    for resp in stub.Generate(req, timeout=timeout):
+    for resp in stub.Generate(req, timeout=timeout, metadata=metadata):
         for d in resp.deltas:
             text, ids, reason = samples.get(d.sample_index, ("", [], 0))
             samples[d.sample_index] = (text + d.text, ids + list(d.token_ids),

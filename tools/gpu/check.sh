@@ -327,7 +327,7 @@ serving_bench() {
     return 0
   fi
   env LD_LIBRARY_PATH="$ld_path" "$bin/pagellm-router" --host 127.0.0.1 --port 50151 \
-    --metrics-port 0 --workers 127.0.0.1:50161 >"$work/logs/serving_router.log" 2>&1 &
+    --metrics-port 0 --http-port 0 --workers 127.0.0.1:50161 >"$work/logs/serving_router.log" 2>&1 &
   router=$!
   sleep 2
   rc="$(timed $((until - SECONDS > 1 ? until - SECONDS : 1)) serving_bench.log \

@@ -14,10 +14,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/json/strict_json.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/model/hf_config.h"
-#include "worker/model/strict_json.h"
 
 namespace pagellm {
 namespace {

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/json/strict_json.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "worker/model/strict_json.h"
 
 namespace pagellm {
 namespace {

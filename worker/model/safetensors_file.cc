@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/json/strict_json.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/model/mapped_file.h"
-#include "worker/model/strict_json.h"
 
 namespace pagellm {
 namespace {

@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/auth/secret_set.h"
 #include "common/flags_util.h"
 #include "common/logging.h"
 #include "common/signal_wait.h"
@@ -23,11 +24,20 @@
 #include "worker/flags/open_from_flags.h"
 #include "worker/server/worker_server.h"
 
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "address to listen on; 0.0.0.0 for every interface (as a pod must)");
 ABSL_FLAG(int32_t, port, 50061, "gRPC port (0: pick a free one and print it)");
 ABSL_FLAG(int32_t, metrics_port, 9400, "Prometheus /metrics port (0: off)");
 ABSL_FLAG(double, shutdown_grace, 30.0, "seconds running requests may finish after SIGTERM");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warn, error");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve over TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require client certificates it signed (mutual TLS with the router)");
+ABSL_FLAG(std::string, worker_token, "",
+          "Refuse calls without this token (the router's --worker-token); also from "
+          "--worker-token-file or $PAGELLM_WORKER_TOKEN (preferred: flags show in process lists)");
+ABSL_FLAG(std::string, worker_token_file, "", "File holding --worker-token");
 
 namespace {
 
@@ -43,6 +53,16 @@ absl::StatusOr<std::unique_ptr<pagellm::WorkerServer>> StartFromFlags() {
   if (absl::GetFlag(FLAGS_metrics_port) > 0) {
     so.metrics_address =
         absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_metrics_port));
+  }
+  so.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+            absl::GetFlag(FLAGS_tls_client_ca)};
+  ASSIGN_OR_RETURN(so.worker_token, pagellm::ReadSecret(absl::GetFlag(FLAGS_worker_token),
+                                                        absl::GetFlag(FLAGS_worker_token_file),
+                                                        "PAGELLM_WORKER_TOKEN"));
+  if (so.worker_token.empty() && so.tls.client_ca.empty()) {
+    PLOG_WARN(
+        "no --worker-token and no --tls-client-ca: any client that reaches this port can "
+        "use the worker directly, bypassing the router's admission and API keys");
   }
   return pagellm::WorkerServer::Start(std::move(so), std::move(model.backend),
                                       std::move(model.tokenizer));

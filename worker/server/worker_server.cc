@@ -53,18 +53,29 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   v1::TokenizerSpec spec;
   VocabSpecToProto(w->tokenizer_->spec(), &spec);
   info.set_model_fingerprint(ModelFingerprint(info, spec));
+  SecretSet token;
+  if (!options.worker_token.empty()) {
+    absl::StatusOr<SecretSet> t = SecretSet::FromList({options.worker_token});
+    if (!t.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--worker-token: ", t.status().message()));
+    token = *std::move(t);
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   WorkerServer* self = w.get();
   w->service_ = std::make_unique<WorkerService>(
       w->loop_.get(), w->tokenizer_.get(), info, [self] { return self->backend_->health(); },
       [self] {
         if (self->server_ != nullptr)
           self->server_->GetHealthCheckService()->SetServingStatus(false);
-      });
+      },
+      std::move(token));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &w->port_);
+  builder.AddListeningPort(options.listen_address, *credentials, &w->port_);
   builder.RegisterService(w->service_.get());
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   w->server_ = builder.BuildAndStart();

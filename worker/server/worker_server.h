@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/api/request_limits.h"
+#include "common/auth/grpc_tls.h"
 #include "common/tokenizer/tokenizer.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/backend/backend.h"
@@ -41,6 +42,10 @@ class WorkerServer {
     std::string chat_template;                       // reported in ModelInfo ("" when none)
     EngineOptions engine;
     int max_receive_message_bytes = kMaxRequestBytes;
+    // TLS of the listener (optionally requiring client certificates: mutual TLS with the router).
+    ServerTlsFiles tls;
+    // The router's shared secret; non-empty: calls without it are refused (worker_service.h).
+    std::string worker_token;
     // Seconds on a monotonic clock for the latency metrics (empty: steady clock).
     std::function<double()> clock;
   };

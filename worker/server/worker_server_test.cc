@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "common/auth/secret_set.h"
 #include "common/testing/grpc_probe.h"
 #include "gtest/gtest.h"
 #include "pagellm/v1/worker.grpc.pb.h"
@@ -25,7 +26,8 @@ class WorkerServerTest : public ::testing::Test {
  protected:
   // Starts a server over `backend` (the scripted one when null). The metrics exposer takes 2 s to
   // stop, so only the test that reads /metrics has one.
-  void Start(std::unique_ptr<Backend> backend = nullptr, bool metrics = false) {
+  void Start(std::unique_ptr<Backend> backend = nullptr, bool metrics = false,
+             const std::string& worker_token = "") {
     auto tokenizer = MockTokenizer();
     ASSERT_TRUE(tokenizer.ok());
     if (backend == nullptr) {
@@ -39,6 +41,7 @@ class WorkerServerTest : public ::testing::Test {
     if (metrics) o.metrics_address = "127.0.0.1:0";
     o.model_name = "scripted";
     o.chat_template = "{{ messages }}";
+    o.worker_token = worker_token;
     auto server = WorkerServer::Start(std::move(o), std::move(backend), *std::move(tokenizer));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -105,6 +108,33 @@ TEST_F(WorkerServerTest, ServesTheModelItWasGiven) {
   const auto [status, tokens] = Generate(Request(prompt, 7), &ctx);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(tokens, scripted_->Continue(prompt, 7));
+}
+
+TEST_F(WorkerServerTest, WithAWorkerTokenOnlyCallsCarryingItAreServed) {
+  Start(nullptr, /*metrics=*/false, /*worker_token=*/"router-secret");
+  for (const char* token : {"", "router-secre", "router-secret2"}) {
+    SCOPED_TRACE(token);
+    grpc::ClientContext load_ctx, info_ctx, tok_ctx, gen_ctx;
+    for (grpc::ClientContext* c : {&load_ctx, &info_ctx, &tok_ctx, &gen_ctx}) {
+      if (*token != '\0') c->AddMetadata(kWorkerTokenHeader, token);
+    }
+    v1::WorkerLoad load;
+    EXPECT_EQ(stub_->GetLoad(&load_ctx, {}, &load).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    v1::ModelInfo info;
+    EXPECT_EQ(stub_->GetModelInfo(&info_ctx, {}, &info).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    v1::TokenizerSpec spec;
+    EXPECT_EQ(stub_->GetTokenizer(&tok_ctx, {}, &spec).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Generate(Request({72, 101}, 2), &gen_ctx).first.error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(Health(), testing::HealthStatus::kServing) << "health checks stay open";
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(kWorkerTokenHeader, "router-secret");
+  const auto [status, tokens] = Generate(Request({72, 101}, 2), &ctx);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(tokens.size(), 2u);
 }
 
 TEST_F(WorkerServerTest, BadRequestsGetInvalidArgument) {

@@ -12,6 +12,13 @@
 namespace pagellm {
 namespace {
 
+const grpc::Status& Untrusted() {
+  static const grpc::Status s(grpc::StatusCode::UNAUTHENTICATED,
+                              "this worker serves its router only (the worker token is missing or "
+                              "wrong)");
+  return s;
+}
+
 grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const grpc::Status& s) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(s);
@@ -22,12 +29,21 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const grpc:
 
 WorkerService::WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info,
                              std::function<absl::Status()> health,
-                             std::function<void()> on_unhealthy)
+                             std::function<void()> on_unhealthy, SecretSet token)
     : loop_(loop),
       tokenizer_(tokenizer),
       info_(std::move(info)),
       health_(std::move(health)),
-      on_unhealthy_(std::move(on_unhealthy)) {}
+      on_unhealthy_(std::move(on_unhealthy)),
+      token_(std::move(token)) {}
+
+bool WorkerService::Trusted(const grpc::CallbackServerContext* context) const {
+  if (token_.empty()) return true;
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find(kWorkerTokenHeader);
+  return it != metadata.end() &&
+         token_.Contains(std::string_view(it->second.data(), it->second.size()));
+}
 
 absl::Status WorkerService::CheckHealth() {
   if (!health_) return absl::OkStatus();
@@ -43,6 +59,7 @@ absl::Status WorkerService::CheckHealth() {
 grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire) {
   v1::WorkerGenerateRequest request;
+  if (!Trusted(context)) return new GenerateStream(loop_, FromGrpcStatus(Untrusted()));
   if (absl::Status s = CheckHealth(); !s.ok()) return new GenerateStream(loop_, s);
   if (absl::Status s = ParseRequestWire(*wire, &request); !s.ok()) {
     return new GenerateStream(loop_, s);
@@ -61,6 +78,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
 grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* context,
                                                  const v1::GetLoadRequest*,
                                                  v1::WorkerLoad* response) {
+  if (!Trusted(context)) return Done(context, Untrusted());
   if (absl::Status s = CheckHealth(); !s.ok()) {
     return Done(context, grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(s.message())));
   }
@@ -83,6 +101,7 @@ grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* WorkerService::GetModelInfo(grpc::CallbackServerContext* context,
                                                       const v1::GetModelInfoRequest*,
                                                       v1::ModelInfo* response) {
+  if (!Trusted(context)) return Done(context, Untrusted());
   *response = info_;
   return Done(context, grpc::Status::OK);
 }
@@ -90,6 +109,7 @@ grpc::ServerUnaryReactor* WorkerService::GetModelInfo(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* WorkerService::GetTokenizer(grpc::CallbackServerContext* context,
                                                       const v1::GetTokenizerRequest*,
                                                       v1::TokenizerSpec* response) {
+  if (!Trusted(context)) return Done(context, Untrusted());
   VocabSpecToProto(tokenizer_->spec(), response);
   return Done(context, grpc::Status::OK);
 }

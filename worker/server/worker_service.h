@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/auth/secret_set.h"
 #include "common/tokenizer/tokenizer.h"
 #include "grpcpp/grpcpp.h"
 #include "pagellm/v1/worker.grpc.pb.h"
@@ -27,8 +28,11 @@ class WorkerService final
   // always healthy) says whether the backend can still run steps; once it fails, Generate and
   // GetLoad answer UNAVAILABLE with its message -- so the router stops sending -- and
   // `on_unhealthy` runs once (the server turns grpc.health.v1 to NOT_SERVING there).
+  // With a non-empty `token`, every call must carry it as kWorkerTokenHeader metadata
+  // (UNAUTHENTICATED otherwise): only the router, which has it, can use the worker.
   WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info,
-                std::function<absl::Status()> health = {}, std::function<void()> on_unhealthy = {});
+                std::function<absl::Status()> health = {}, std::function<void()> on_unhealthy = {},
+                SecretSet token = {});
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -50,6 +54,10 @@ class WorkerService final
   const std::function<void()> on_unhealthy_;
   std::once_flag unhealthy_once_;
   std::atomic<uint64_t> next_id_{0};
+  const SecretSet token_;
+
+  // Whether the call carries the worker token (always, without one).
+  [[nodiscard]] bool Trusted(const grpc::CallbackServerContext* context) const;
 
   // OK, or the backend's failure (after running on_unhealthy_ the first time).
   absl::Status CheckHealth();

@@ -1,4 +1,4 @@
-#include "worker/model/strict_json.h"
+#include "common/json/strict_json.h"
 
 #include <string>
 

@@ -1,5 +1,6 @@
-// ParseStrictJson: nlohmann-json parsing for files a model checkpoint brings along
-// (safetensors headers, config.json, model.safetensors.index.json), which are hostile input.
+// ParseStrictJson: nlohmann-json parsing for hostile input: what HTTP clients send (OpenAI-style
+// request bodies) and the files a model checkpoint brings along (safetensors headers,
+// config.json, model.safetensors.index.json).
 //
 // Compared with nlohmann::json::parse it (1) reports errors as absl::Status instead of throwing,
 // (2) rejects a key repeated within one object, which nlohmann would silently resolve to the last
@@ -7,8 +8,8 @@
 // so a file of a million '[' costs no more than its own bytes.
 //
 // Thread-safe: a pure function.
-#ifndef PAGELLM_WORKER_MODEL_STRICT_JSON_H_
-#define PAGELLM_WORKER_MODEL_STRICT_JSON_H_
+#ifndef PAGELLM_COMMON_JSON_STRICT_JSON_H_
+#define PAGELLM_COMMON_JSON_STRICT_JSON_H_
 
 #include <string_view>
 
@@ -29,4 +30,4 @@ absl::StatusOr<nlohmann::ordered_json> ParseStrictJson(
 
 }  // namespace pagellm
 
-#endif  // PAGELLM_WORKER_MODEL_STRICT_JSON_H_
+#endif  // PAGELLM_COMMON_JSON_STRICT_JSON_H_

@@ -2,7 +2,7 @@
 // before it allocates anything for them; the callback keeps one set of seen keys per open
 // container and throws a private exception type at the first violation, which unwinds the
 // parser (its partial document is freed) and becomes an InvalidArgument status here.
-#include "worker/model/strict_json.h"
+#include "common/json/strict_json.h"
 
 #include <string>
 #include <vector>

@@ -1,0 +1,75 @@
+// OpenAiFrontend: the OpenAI-compatible HTTP API of the router, an HttpHandler.
+//
+//   POST /v1/completions        POST /v1/chat/completions   (JSON or server-sent events)
+//   GET  /v1/models             GET  /health                GET /version
+//
+// /v1/* needs an accepted API key when keys are configured (401 before the body is looked at);
+// /health and /version stay open for probes. The header is passed on to the gRPC calls.
+//
+// A generation request becomes one pagellm.v1.Generation/Generate call per prompt on `channel`,
+// the router's own gRPC service reached in-process: the same validation, admission queue,
+// worker choice and streaming as gRPC clients get, and the same status codes, which map to HTTP
+// ones (HttpStatusFor) in an OpenAI error object. Streams are flow-controlled end to end: a
+// call reads its next message only once the client has taken the last chunk. A client that
+// disconnects cancels its calls (the worker frees their blocks at its next step).
+//
+// Thread-safe; Handle never blocks. Calls run on gRPC's and the HTTP server's threads.
+#ifndef PAGELLM_ROUTER_HTTP_OPENAI_FRONTEND_H_
+#define PAGELLM_ROUTER_HTTP_OPENAI_FRONTEND_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "pagellm/v1/generation.grpc.pb.h"
+#include "router/http/http_server.h"
+#include "router/model_context.h"
+
+namespace pagellm {
+
+class OpenAiFrontend final : public HttpHandler {
+ public:
+  struct Options {
+    std::string served_model_name;  // the `model` clients name; empty: the workers' model name
+    std::string version;            // GET /version
+  };
+  struct Deps {
+    std::shared_ptr<grpc::Channel> channel;  // the router's Generation service
+    // The served model; null until the router has reached a worker.
+    std::function<std::shared_ptr<const ModelContext>()> model;
+    std::function<bool()> serving;  // GET /health: 200 when true, 503 otherwise
+    // Whether an Authorization header value may use /v1/* (401 otherwise). Null: open.
+    std::function<bool(std::string_view authorization)> authorized;
+  };
+
+  OpenAiFrontend(Options options, Deps deps);
+  OpenAiFrontend(const OpenAiFrontend&) = delete;
+  OpenAiFrontend& operator=(const OpenAiFrontend&) = delete;
+
+  void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override;
+
+  // Requests whose gRPC calls are not all over.
+  [[nodiscard]] int open_requests() const;
+  // Blocks until open_requests() is 0 or `deadline`; true when it is 0.
+  bool WaitForRequests(absl::Time deadline);
+
+ private:
+  class Generation;
+  void Generate(const HttpRequest& request, bool chat, std::shared_ptr<HttpExchange> exchange);
+  void RequestDone();
+
+  const Options options_;
+  const Deps deps_;
+  std::unique_ptr<v1::Generation::Stub> stub_;
+  mutable absl::Mutex mu_;
+  int open_requests_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_ROUTER_HTTP_OPENAI_FRONTEND_H_

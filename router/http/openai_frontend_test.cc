@@ -1,0 +1,403 @@
+// The OpenAI-compatible HTTP API end to end: a RouterServer with its HTTP port in front of
+// in-process fake workers, called over real sockets by a small Beast client. What a request
+// produces is compared with the gRPC API's answer to the same request.
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "boost/asio/connect.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "pagellm/v1/generation.grpc.pb.h"
+#include "router/router_server.h"
+#include "router/testing/fake_worker.h"
+
+namespace pagellm {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Json = nlohmann::json;
+using testing::FakeWorker;
+using ::testing::HasSubstr;
+using testing::WaitFor;
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+};
+
+// One request on a new connection.
+HttpResult Call(int port, http::verb method, const std::string& target,
+                const std::string& body = "", const std::string& authorization = "") {
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  socket.connect(tcp::endpoint(net::ip::address_v4::loopback(), static_cast<uint16_t>(port)));
+  http::request<http::string_body> req{method, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  if (!authorization.empty()) req.set(http::field::authorization, authorization);
+  req.body() = body;
+  req.prepare_payload();
+  http::write(socket, req);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 << 20);
+  beast::error_code ec;
+  http::read(socket, buffer, parser, ec);
+  HttpResult out;
+  if (ec) return out;
+  out.status = static_cast<int>(parser.get().result_int());
+  out.body = parser.get().body();
+  out.content_type = std::string(parser.get()[http::field::content_type]);
+  return out;
+}
+
+HttpResult Post(int port, const std::string& target, const Json& body) {
+  return Call(port, http::verb::post, target, body.dump());
+}
+
+// The JSON of each "data: " event of a server-sent event stream; "[DONE]" as a string.
+std::vector<Json> Events(const std::string& body) {
+  std::vector<Json> out;
+  for (absl::string_view event : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(event, "data: ")) << event;
+    absl::string_view data = event.substr(6);
+    out.push_back(data == "[DONE]" ? Json("[DONE]") : Json::parse(data));
+  }
+  return out;
+}
+
+class OpenAiFrontendTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (router_ != nullptr) router_->Shutdown(absl::ZeroDuration());
+  }
+
+  FakeWorker& AddWorker(FakeWorker::Options o = {}) {
+    workers_.push_back(FakeWorker::Start(std::move(o)));
+    return *workers_.back();
+  }
+
+  void StartRouter(size_t max_queue = 1024, size_t max_body = 1 << 20,
+                   std::shared_ptr<ReloadableSecrets> keys = nullptr) {
+    RouterServer::Options o;
+    o.api_keys = std::move(keys);
+    o.listen_address = "127.0.0.1:0";
+    for (const auto& w : workers_) o.workers.addresses.push_back(w->address());
+    o.poll_interval = absl::Milliseconds(20);
+    o.request_timeout = absl::Seconds(20);
+    o.max_queue = max_queue;
+    o.http.port = 0;
+    o.http.max_body_bytes = max_body;
+    auto r = RouterServer::Start(std::move(o));
+    ASSERT_TRUE(r.ok()) << r.status();
+    router_ = *std::move(r);
+    ASSERT_GT(router_->http_port(), 0);
+    stub_ = v1::Generation::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", router_->port()),
+                                                        grpc::InsecureChannelCredentials()));
+    ASSERT_TRUE(WaitFor([&] { return router_->serving(); }));
+  }
+
+  // The text the gRPC API streams for `request`.
+  std::string GrpcText(const v1::GenerateRequest& request) {
+    grpc::ClientContext context;
+    auto reader = stub_->Generate(&context, request);
+    std::string text;
+    v1::GenerateResponse m;
+    while (reader->Read(&m)) {
+      for (const auto& d : m.deltas()) text += d.text();
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    return text;
+  }
+
+  int port() const { return router_->http_port(); }
+
+  std::vector<std::unique_ptr<FakeWorker>> workers_;
+  std::unique_ptr<RouterServer> router_;
+  std::unique_ptr<v1::Generation::Stub> stub_;
+};
+
+TEST_F(OpenAiFrontendTest, CompletionHasTheGrpcTextAndUsage) {
+  AddWorker();
+  StartRouter();
+  v1::GenerateRequest g;
+  g.set_text("hello");
+  g.mutable_sampling()->set_max_tokens(6);
+  g.mutable_sampling()->set_temperature(0);
+  const std::string expected = GrpcText(g);
+  ASSERT_FALSE(expected.empty());
+
+  HttpResult r =
+      Post(port(), "/v1/completions",
+           {{"model", "fake-model"}, {"prompt", "hello"}, {"max_tokens", 6}, {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/json");
+  Json j = Json::parse(r.body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_TRUE(absl::StartsWith(j["id"].get<std::string>(), "cmpl-"));
+  ASSERT_EQ(j["choices"].size(), 1u);
+  EXPECT_EQ(j["choices"][0]["text"], expected);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 6) << "<s> + 5 byte tokens";
+  EXPECT_EQ(j["usage"]["total_tokens"], 12);
+}
+
+TEST_F(OpenAiFrontendTest, StreamedCompletionIsServerSentEventsEndingWithDone) {
+  AddWorker();
+  StartRouter();
+  HttpResult r = Post(port(), "/v1/completions",
+                      {{"prompt", "hello"},
+                       {"max_tokens", 5},
+                       {"stream", true},
+                       {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "text/event-stream");
+  std::vector<Json> events = Events(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const Json& usage = events[events.size() - 2];
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 5);
+  std::string text;
+  for (size_t i = 0; i + 2 < events.size(); ++i) text += events[i]["choices"][0]["text"];
+  EXPECT_EQ(text, "abcde") << "the fake worker's tokens";
+  EXPECT_EQ(events[events.size() - 3]["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(OpenAiFrontendTest, ChatStreamStartsWithTheAssistantRole) {
+  FakeWorker::Options o;
+  o.info = FakeWorker::DefaultInfo();
+  o.info.set_chat_template(
+      "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+      "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+  AddWorker(o);
+  StartRouter();
+  HttpResult r = Post(
+      port(), "/v1/chat/completions",
+      {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 3}, {"stream", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::vector<Json> events = Events(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (size_t i = 1; i + 1 < events.size(); ++i) {
+    text += events[i]["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_EQ(text, "abc");
+
+  r = Post(port(), "/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 3}, {"n", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = Json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][1]["message"]["content"], "abc");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+}
+
+TEST_F(OpenAiFrontendTest, SeveralPromptsGetChoicesInPromptOrder) {
+  AddWorker();
+  StartRouter();
+  HttpResult r =
+      Post(port(), "/v1/completions", {{"prompt", {"a", "b", "c"}}, {"max_tokens", 2}, {"n", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = Json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 6u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(j["choices"][i]["index"], i);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 6) << "three prompts of <s> + 1 byte";
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+}
+
+TEST_F(OpenAiFrontendTest, ErrorsComeAsOpenAiErrorObjectsWithTheirStatus) {
+  AddWorker();
+  StartRouter(/*max_queue=*/1024, /*max_body=*/1 << 20);
+  struct Case {
+    std::string name;
+    http::verb method;
+    std::string target;
+    std::string body;
+    int status;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"malformed JSON", http::verb::post, "/v1/completions", "{\"prompt\": ", 400,
+       "not valid JSON"},
+      {"wrong type", http::verb::post, "/v1/completions", R"({"prompt": 5})", 400,
+       "prompt must be"},
+      {"validation by the router", http::verb::post, "/v1/completions",
+       R"({"prompt": "hi", "max_tokens": 100})", 400, "exceeds the maximum model length of 64"},
+      {"temperature out of range", http::verb::post, "/v1/completions",
+       R"({"prompt": "hi", "temperature": -1})", 400, "temperature"},
+      {"token outside the vocabulary", http::verb::post, "/v1/completions",
+       R"({"prompt": [1, 99999]})", 400, "outside the vocabulary"},
+      {"unknown model", http::verb::post, "/v1/completions",
+       R"({"model": "gpt-4", "prompt": "hi"})", 404, "does not exist"},
+      {"unknown endpoint", http::verb::post, "/v1/embeddings", "{}", 404, "no route"},
+      {"wrong method", http::verb::get, "/v1/completions", "", 405, "takes POST"},
+      {"chat without a template", http::verb::post, "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "hi"}]})", 400, "template"},
+      {"body over the limit", http::verb::post, "/v1/completions",
+       absl::StrCat(R"({"prompt": ")", std::string(2 << 20, 'a'), R"("})"), 413,
+       "larger than the limit"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    HttpResult r = Call(port(), c.method, c.target, c.body);
+    EXPECT_EQ(r.status, c.status) << r.body;
+    Json j = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << r.body;
+    ASSERT_TRUE(j.contains("error")) << r.body;
+    EXPECT_THAT(j["error"]["message"].get<std::string>(), HasSubstr(c.message));
+    EXPECT_TRUE(j["error"].contains("type"));
+    EXPECT_TRUE(j["error"].contains("param"));
+    EXPECT_TRUE(j["error"].contains("code"));
+  }
+  // A streamed request refused before any output gets its status too, not 200.
+  HttpResult r =
+      Post(port(), "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 100}, {"stream", true}});
+  EXPECT_EQ(r.status, 400) << r.body;
+}
+
+TEST_F(OpenAiFrontendTest, FullQueueIs429AndNoReadyWorkerIs503) {
+  FakeWorker& w = AddWorker();
+  StartRouter(/*max_queue=*/1);
+  w.SetLoad(testing::Load(/*free=*/0));     // nothing fits: requests wait in the queue
+  absl::SleepFor(absl::Milliseconds(100));  // the router polls the new load
+  std::thread waiting([&] {
+    Post(port(), "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}});
+  });
+  ASSERT_TRUE(WaitFor([&] { return router_->queue_length() == 1; }));
+  HttpResult r = Post(port(), "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 429) << r.body;
+  w.SetLoad(FakeWorker::DefaultLoad());
+  waiting.join();
+
+  w.Kill();
+  ASSERT_TRUE(WaitFor([&] { return !router_->serving(); }));
+  r = Post(port(), "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(Call(port(), http::verb::get, "/health").status, 503);
+}
+
+TEST_F(OpenAiFrontendTest, ModelsHealthAndVersion) {
+  AddWorker();
+  StartRouter();
+  HttpResult r = Call(port(), http::verb::get, "/v1/models");
+  ASSERT_EQ(r.status, 200);
+  Json j = Json::parse(r.body);
+  EXPECT_EQ(j["object"], "list");
+  ASSERT_EQ(j["data"].size(), 1u);
+  EXPECT_EQ(j["data"][0]["id"], FakeWorker::DefaultInfo().model_name());
+  EXPECT_EQ(j["data"][0]["max_model_len"], 64);
+  EXPECT_EQ(Call(port(), http::verb::get, "/health").status, 200);
+  r = Call(port(), http::verb::get, "/version");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_FALSE(Json::parse(r.body)["version"].get<std::string>().empty());
+}
+
+TEST_F(OpenAiFrontendTest, ClientThatDisconnectsCancelsItsWorkerStream) {
+  FakeWorker::Options o;
+  o.token_interval = absl::Milliseconds(50);
+  FakeWorker& w = AddWorker(o);
+  StartRouter();
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  socket.connect(tcp::endpoint(net::ip::address_v4::loopback(), static_cast<uint16_t>(port())));
+  http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.body() = R"({"prompt": "hi", "max_tokens": 60, "stream": true, "ignore_eos": true})";
+  req.prepare_payload();
+  http::write(socket, req);
+  beast::flat_buffer buffer;
+  http::response_parser<http::empty_body> parser;
+  http::read_header(socket, buffer, parser);
+  EXPECT_EQ(parser.get().result_int(), 200u);
+  ASSERT_TRUE(WaitFor([&] { return w.active_streams() == 1; }));
+  const absl::Time closed = absl::Now();
+  socket.close();
+  ASSERT_TRUE(w.WaitForCancellations(1, absl::Seconds(5)));
+  EXPECT_LT(absl::Now() - closed, absl::Seconds(1));
+  EXPECT_EQ(w.completed(), 0);
+}
+
+TEST_F(OpenAiFrontendTest, ApiKeysGuardBothApisAndCanBeReplacedWhileServing) {
+  AddWorker();
+  auto keys = std::make_shared<ReloadableSecrets>();
+  absl::StatusOr<SecretSet> set = SecretSet::FromList({"key-1", "key-2"});
+  ASSERT_TRUE(set.ok());
+  keys->Set(*std::move(set));
+  StartRouter(1024, 1 << 20, keys);
+  const std::string body = R"({"prompt": "hi", "max_tokens": 2})";
+  auto http_status = [&](const std::string& authorization) {
+    return Call(port(), http::verb::post, "/v1/completions", body, authorization).status;
+  };
+  auto grpc_code = [&](const std::string& key) {
+    grpc::ClientContext context;
+    if (!key.empty()) context.AddMetadata("authorization", "Bearer " + key);
+    v1::GenerateRequest g;
+    g.set_text("hi");
+    g.mutable_sampling()->set_max_tokens(2);
+    auto reader = stub_->Generate(&context, g);
+    v1::GenerateResponse m;
+    while (reader->Read(&m)) {
+    }
+    return reader->Finish().error_code();
+  };
+  EXPECT_EQ(http_status(""), 401);
+  EXPECT_EQ(http_status("Bearer key-3"), 401);
+  EXPECT_EQ(http_status("Basic key-1"), 401);
+  EXPECT_EQ(http_status("Bearer key-1"), 200);
+  EXPECT_EQ(Call(port(), http::verb::get, "/v1/models", "", "Bearer key-2").status, 200);
+  EXPECT_EQ(Call(port(), http::verb::get, "/v1/models").status, 401);
+  EXPECT_EQ(Call(port(), http::verb::get, "/health").status, 200) << "probes need no key";
+  EXPECT_EQ(grpc_code(""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(grpc_code("key-3"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(grpc_code("key-2"), grpc::StatusCode::OK);
+
+  set = SecretSet::FromList({"key-2"});  // key-1 revoked
+  ASSERT_TRUE(set.ok());
+  keys->Set(*std::move(set));
+  EXPECT_EQ(http_status("Bearer key-1"), 401);
+  EXPECT_EQ(grpc_code("key-1"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(http_status("Bearer key-2"), 200);
+}
+
+TEST_F(OpenAiFrontendTest, KeepAliveConnectionServesSeveralRequests) {
+  AddWorker();
+  StartRouter();
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  socket.connect(tcp::endpoint(net::ip::address_v4::loopback(), static_cast<uint16_t>(port())));
+  beast::flat_buffer buffer;
+  for (int i = 0; i < 3; ++i) {
+    http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.body() = R"({"prompt": "hi", "max_tokens": 2, "stream": true})";
+    req.prepare_payload();
+    http::write(socket, req);
+    http::response<http::string_body> res;
+    http::read(socket, buffer, res);
+    EXPECT_EQ(res.result_int(), 200u);
+    EXPECT_TRUE(absl::EndsWith(res.body(), "data: [DONE]\n\n"));
+  }
+  EXPECT_EQ(router_->worker_stats().ready, 1);
+}
+
+}  // namespace
+}  // namespace pagellm

@@ -1,0 +1,485 @@
+// JSON null counts as absent everywhere (clients send `"stop": null` for "no value"). Integer
+// fields take JSON numbers with an integral value (2.0 too, as pydantic does for vLLM); number
+// fields take any finite number.
+#include "router/http/openai_request.h"
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/json/strict_json.h"
+#include "common/status_macros.h"
+
+namespace pagellm {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+absl::Status Error(absl::string_view param, absl::string_view message) {
+  absl::Status s = absl::InvalidArgumentError(message);
+  if (!param.empty()) s.SetPayload(kOpenAiParamPayload, absl::Cord(param));
+  return s;
+}
+
+const char* TypeName(const Json& v) {
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+absl::Status WrongType(absl::string_view param, const Json& v, absl::string_view want) {
+  return Error(param, absl::StrCat(param, " must be ", want, ", got ", TypeName(v)));
+}
+
+// The value of `name` in `obj`, or null when absent or JSON null.
+const Json* Field(const Json& obj, absl::string_view name) {
+  auto it = obj.find(std::string(name));
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+absl::StatusOr<std::optional<bool>> GetBool(const Json& obj, absl::string_view name) {
+  const Json* v = Field(obj, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return WrongType(name, *v, "a boolean");
+  return v->get<bool>();
+}
+
+absl::StatusOr<std::optional<int64_t>> GetInt(const Json& obj, absl::string_view name,
+                                              absl::string_view param = {}) {
+  if (param.empty()) param = name;
+  const Json* v = Field(obj, name);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_number_integer()) {
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Error(param, absl::StrCat(param, " is out of range"));
+    }
+    return v->get<int64_t>();
+  }
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  return WrongType(param, *v, "an integer");
+}
+
+// An integer that must fit int32 (every count and length of the API).
+absl::StatusOr<std::optional<int32_t>> GetInt32(const Json& obj, absl::string_view name) {
+  absl::StatusOr<std::optional<int64_t>> v = GetInt(obj, name);
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return std::nullopt;
+  if (**v < std::numeric_limits<int32_t>::min() || **v > std::numeric_limits<int32_t>::max()) {
+    return Error(name, absl::StrCat(name, " is out of range, got ", **v));
+  }
+  return static_cast<int32_t>(**v);
+}
+
+absl::StatusOr<std::optional<float>> GetFloat(const Json& obj, absl::string_view name) {
+  const Json* v = Field(obj, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return WrongType(name, *v, "a number");
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || std::fabs(d) > 1e30) {
+    return Error(name, absl::StrCat(name, " is out of range"));
+  }
+  return static_cast<float>(d);
+}
+
+absl::StatusOr<std::optional<std::string>> GetString(const Json& obj, absl::string_view name,
+                                                     size_t max_bytes) {
+  const Json* v = Field(obj, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) return WrongType(name, *v, "a string");
+  std::string s = v->get<std::string>();
+  if (s.size() > max_bytes) {
+    return Error(name,
+                 absl::StrCat(name, " is ", s.size(), " bytes long; the limit is ", max_bytes));
+  }
+  return s;
+}
+
+// The fields ParseCommonSampling reads, which both endpoints take.
+constexpr const char* kSamplingFields =
+    "model temperature top_p top_k min_p repetition_penalty presence_penalty frequency_penalty "
+    "seed min_tokens ignore_eos include_stop_str_in_output skip_special_tokens n stop "
+    "stop_token_ids stream stream_options user logit_bias";
+
+// Field names, from space-separated lists.
+class FieldSet {
+ public:
+  FieldSet(std::initializer_list<const char*> lists) {
+    for (const char* list : lists) {
+      for (absl::string_view name : absl::StrSplit(list, ' ', absl::SkipEmpty())) {
+        names_.emplace(name);
+      }
+    }
+  }
+  FieldSet(const char* a, const char* b) : FieldSet({a, b}) {}
+  [[nodiscard]] bool contains(absl::string_view name) const { return names_.contains(name); }
+
+ private:
+  absl::flat_hash_set<std::string> names_;
+};
+
+// Refuses a field that is not in `known` (the endpoint's fields).
+absl::Status CheckKnownFields(const Json& obj, const FieldSet& known, absl::string_view where) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (!known.contains(it.key())) {
+      const std::string param = where.empty() ? it.key() : absl::StrCat(where, ".", it.key());
+      return Error(param, absl::StrCat("unknown or unsupported field '", param, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Fields both endpoints map onto SamplingParams the same way.
+absl::Status ParseCommonSampling(const Json& j, OpenAiRequest* out, v1::SamplingParams* s) {
+  ASSIGN_OR_RETURN(auto temperature, GetFloat(j, "temperature"));
+  if (temperature) s->set_temperature(*temperature);
+  ASSIGN_OR_RETURN(auto top_p, GetFloat(j, "top_p"));
+  if (top_p) s->set_top_p(*top_p);
+  ASSIGN_OR_RETURN(auto top_k, GetInt32(j, "top_k"));
+  if (top_k) s->set_top_k(*top_k);
+  ASSIGN_OR_RETURN(auto min_p, GetFloat(j, "min_p"));
+  if (min_p) s->set_min_p(*min_p);
+  ASSIGN_OR_RETURN(auto repetition_penalty, GetFloat(j, "repetition_penalty"));
+  if (repetition_penalty) s->set_repetition_penalty(*repetition_penalty);
+  ASSIGN_OR_RETURN(auto presence_penalty, GetFloat(j, "presence_penalty"));
+  if (presence_penalty) s->set_presence_penalty(*presence_penalty);
+  ASSIGN_OR_RETURN(auto frequency_penalty, GetFloat(j, "frequency_penalty"));
+  if (frequency_penalty) s->set_frequency_penalty(*frequency_penalty);
+  ASSIGN_OR_RETURN(auto seed, GetInt(j, "seed"));
+  if (seed) s->set_seed(static_cast<uint64_t>(*seed));  // OpenAI seeds may be negative
+  ASSIGN_OR_RETURN(auto min_tokens, GetInt32(j, "min_tokens"));
+  if (min_tokens) s->set_min_tokens(*min_tokens);
+  ASSIGN_OR_RETURN(auto ignore_eos, GetBool(j, "ignore_eos"));
+  if (ignore_eos) s->set_ignore_eos(*ignore_eos);
+  ASSIGN_OR_RETURN(auto include_stop, GetBool(j, "include_stop_str_in_output"));
+  if (include_stop) s->set_include_stop_str_in_output(*include_stop);
+  ASSIGN_OR_RETURN(auto skip_special, GetBool(j, "skip_special_tokens"));
+  if (skip_special) s->set_skip_special_tokens(*skip_special);
+
+  ASSIGN_OR_RETURN(auto n, GetInt32(j, "n"));
+  if (n) {
+    if (*n < 1) return Error("n", absl::StrCat("n must be at least 1, got ", *n));
+    s->set_n(*n);
+    out->n = *n;
+  }
+
+  if (const Json* stop = Field(j, "stop")) {
+    if (stop->is_string()) {
+      s->add_stop(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (size_t i = 0; i < stop->size(); ++i) {
+        const Json& e = (*stop)[i];
+        if (!e.is_string()) return WrongType(absl::StrCat("stop[", i, "]"), e, "a string");
+        s->add_stop(e.get<std::string>());
+      }
+    } else {
+      return WrongType("stop", *stop, "a string or an array of strings");
+    }
+  }
+  if (const Json* ids = Field(j, "stop_token_ids")) {
+    if (!ids->is_array()) return WrongType("stop_token_ids", *ids, "an array of integers");
+    for (size_t i = 0; i < ids->size(); ++i) {
+      const Json& e = (*ids)[i];
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 ||
+          e.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        return Error(absl::StrCat("stop_token_ids[", i, "]"),
+                     absl::StrCat("stop_token_ids[", i, "] must be a token id"));
+      }
+      s->add_stop_token_ids(static_cast<int32_t>(e.get<int64_t>()));
+    }
+  }
+
+  ASSIGN_OR_RETURN(auto stream, GetBool(j, "stream"));
+  out->stream = stream.value_or(false);
+  if (const Json* options = Field(j, "stream_options")) {
+    if (!options->is_object()) return WrongType("stream_options", *options, "an object");
+    if (!out->stream) {
+      return Error("stream_options", "stream_options is only allowed when stream is true");
+    }
+    if (absl::Status st = CheckKnownFields(*options, {"include_usage", "continuous_usage_stats"},
+                                           "stream_options");
+        !st.ok()) {
+      return st;
+    }
+    ASSIGN_OR_RETURN(auto include_usage, GetBool(*options, "include_usage"));
+    out->include_usage = include_usage.value_or(false);
+    ASSIGN_OR_RETURN(auto continuous, GetBool(*options, "continuous_usage_stats"));
+    if (continuous.value_or(false)) {
+      return Error("stream_options.continuous_usage_stats",
+                   "stream_options.continuous_usage_stats is not supported");
+    }
+  }
+
+  ASSIGN_OR_RETURN(auto model, GetString(j, "model", kMaxIdentifierBytes));
+  out->model = model.value_or("");
+  ASSIGN_OR_RETURN(auto user, GetString(j, "user", kMaxIdentifierBytes));
+  (void)user;  // accepted for compatibility; pagellm keeps no per-user state and logs none
+  if (const Json* bias = Field(j, "logit_bias")) {
+    if (!bias->is_object() || !bias->empty()) {
+      return Error("logit_bias", "logit_bias is not supported");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Json> ParseBody(absl::string_view body) {
+  StrictJsonOptions options;
+  options.max_depth = kMaxJsonDepth;
+  absl::StatusOr<Json> j = ParseStrictJson(std::string_view(body.data(), body.size()), options);
+  if (!j.ok()) {
+    return Error("", absl::StrCat("the body is not valid JSON: ", j.status().message()));
+  }
+  if (!j->is_object()) return Error("", "the body must be a JSON object");
+  return j;
+}
+
+// prompt: a string, an array of strings, an array of token ids, or an array of such arrays.
+absl::Status ParsePrompts(const Json& j, const v1::GenerateRequest& base, OpenAiRequest* out) {
+  const Json* prompt = Field(j, "prompt");
+  if (prompt == nullptr) return Error("prompt", "prompt is required");
+  auto add_text = [&](const Json& v) {
+    out->prompts.push_back(base);
+    out->prompts.back().set_text(v.get<std::string>());
+  };
+  auto add_ids = [&](const Json& arr, absl::string_view at) -> absl::Status {
+    v1::GenerateRequest r = base;
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const Json& e = arr[i];
+      if (!e.is_number_integer() || e.get<int64_t>() < std::numeric_limits<int32_t>::min() ||
+          e.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        return Error(absl::StrCat(at, "[", i, "]"),
+                     absl::StrCat(at, "[", i, "] must be a token id (an integer)"));
+      }
+      r.mutable_token_ids()->add_ids(static_cast<int32_t>(e.get<int64_t>()));
+    }
+    out->prompts.push_back(std::move(r));
+    return absl::OkStatus();
+  };
+  if (prompt->is_string()) {
+    add_text(*prompt);
+    return absl::OkStatus();
+  }
+  if (!prompt->is_array()) {
+    return WrongType("prompt", *prompt,
+                     "a string, an array of strings, an array of token ids or an array of arrays "
+                     "of token ids");
+  }
+  if (prompt->empty()) return Error("prompt", "prompt is an empty array");
+  const Json& first = (*prompt)[0];
+  if (first.is_number()) return add_ids(*prompt, "prompt");
+  if (prompt->size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
+    return Error("prompt", absl::StrCat("prompt has ", prompt->size(), " prompts; the limit is ",
+                                        kMaxPromptsPerRequest));
+  }
+  for (size_t i = 0; i < prompt->size(); ++i) {
+    const Json& e = (*prompt)[i];
+    const std::string at = absl::StrCat("prompt[", i, "]");
+    if (first.is_string() && e.is_string()) {
+      add_text(e);
+    } else if (first.is_array() && e.is_array()) {
+      if (e.empty()) return Error(at, absl::StrCat(at, " is an empty array"));
+      RETURN_IF_ERROR(add_ids(e, at));
+    } else {
+      return WrongType(at, e, first.is_string() ? "a string" : "an array of token ids");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A chat message's content: a string, or text parts (joined with "\n", as vLLM does).
+absl::StatusOr<std::string> MessageContent(const Json& content, absl::string_view at) {
+  if (content.is_null()) return std::string();
+  if (content.is_string()) return content.get<std::string>();
+  const std::string param = absl::StrCat(at, ".content");
+  if (!content.is_array()) return WrongType(param, content, "a string or an array of parts");
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string p = absl::StrCat(param, "[", i, "]");
+    if (!part.is_object()) return WrongType(p, part, "an object");
+    const Json* type = Field(part, "type");
+    if (type == nullptr || !type->is_string()) {
+      return Error(absl::StrCat(p, ".type"), absl::StrCat(p, ".type must be a string"));
+    }
+    if (type->get<std::string>() != "text") {
+      return Error(absl::StrCat(p, ".type"),
+                   absl::StrCat(p, ".type '", type->get<std::string>(),
+                                "' is not supported: pagellm serves text models (parts of type "
+                                "'text' only)"));
+    }
+    RETURN_IF_ERROR(CheckKnownFields(part, {"type", "text"}, p));
+    const Json* text = Field(part, "text");
+    if (text == nullptr || !text->is_string()) {
+      return Error(absl::StrCat(p, ".text"), absl::StrCat(p, ".text must be a string"));
+    }
+    texts.push_back(text->get<std::string>());
+  }
+  return absl::StrJoin(texts, "\n");
+}
+
+absl::Status ParseMessages(const Json& j, v1::ChatPrompt* chat) {
+  const Json* messages = Field(j, "messages");
+  if (messages == nullptr) return Error("messages", "messages is required");
+  if (!messages->is_array()) return WrongType("messages", *messages, "an array");
+  if (messages->empty()) return Error("messages", "messages is empty");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& m = (*messages)[i];
+    const std::string at = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) return WrongType(at, m, "an object");
+    for (const char* unsupported : {"tool_calls", "tool_call_id", "function_call", "name"}) {
+      if (Field(m, unsupported) != nullptr) {
+        return Error(absl::StrCat(at, ".", unsupported),
+                     absl::StrCat(at, ".", unsupported, " is not supported"));
+      }
+    }
+    if (absl::Status s = CheckKnownFields(
+            m,
+            {"role", "content", "tool_calls", "tool_call_id", "function_call", "name", "refusal"},
+            at);
+        !s.ok()) {
+      return s;
+    }
+    const Json* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) {
+      return Error(absl::StrCat(at, ".role"), absl::StrCat(at, ".role must be a string"));
+    }
+    auto it = m.find("content");
+    absl::StatusOr<std::string> content = MessageContent(it == m.end() ? Json() : *it, at);
+    if (!content.ok()) return content.status();
+    v1::ChatMessage* out = chat->add_messages();
+    out->set_role(role->get<std::string>());
+    out->set_content(*std::move(content));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body_view) {
+  const absl::string_view body(body_view.data(), body_view.size());
+  absl::StatusOr<Json> parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  static const FieldSet* const kKnown = new FieldSet(
+      kSamplingFields, "prompt max_tokens logprobs echo best_of suffix add_special_tokens");
+  RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
+
+  OpenAiRequest out;
+  out.kind = OpenAiRequest::Kind::kCompletion;
+  v1::GenerateRequest base;
+  v1::SamplingParams* s = base.mutable_sampling();
+  RETURN_IF_ERROR(ParseCommonSampling(j, &out, s));
+  ASSIGN_OR_RETURN(auto max_tokens, GetInt32(j, "max_tokens"));
+  if (max_tokens) s->set_max_tokens(*max_tokens);
+  ASSIGN_OR_RETURN(auto logprobs, GetInt32(j, "logprobs"));
+  if (logprobs) {
+    if (*logprobs < 0) {
+      return Error("logprobs", absl::StrCat("logprobs must be >= 0, got ", *logprobs));
+    }
+    s->set_logprobs(*logprobs);
+    out.logprobs = *logprobs;
+  }
+  ASSIGN_OR_RETURN(auto echo, GetBool(j, "echo"));
+  out.echo = echo.value_or(false);
+  if (out.echo && out.logprobs.has_value()) {
+    return Error("echo", "echo together with logprobs (the prompt's logprobs) is not supported");
+  }
+  ASSIGN_OR_RETURN(auto best_of, GetInt32(j, "best_of"));
+  if (best_of && *best_of != out.n) {
+    return Error("best_of", "best_of other than n is not supported");
+  }
+  ASSIGN_OR_RETURN(auto suffix, GetString(j, "suffix", kMaxIdentifierBytes));
+  if (suffix && !suffix->empty()) return Error("suffix", "suffix is not supported");
+  ASSIGN_OR_RETURN(auto add_special, GetBool(j, "add_special_tokens"));
+  if (add_special) base.set_add_special_tokens(*add_special);
+
+  RETURN_IF_ERROR(ParsePrompts(j, base, &out));
+  return out;
+}
+
+absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body_view) {
+  const absl::string_view body(body_view.data(), body_view.size());
+  absl::StatusOr<Json> parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  static const FieldSet* const kKnown = new FieldSet(
+      kSamplingFields,
+      "messages max_tokens max_completion_tokens logprobs top_logprobs add_generation_prompt "
+      "response_format tools tool_choice functions function_call parallel_tool_calls");
+  RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
+  for (const char* field : {"tools", "functions"}) {
+    if (const Json* v = Field(j, field); v != nullptr && !(v->is_array() && v->empty())) {
+      return Error(field, absl::StrCat(field, " (tool calling) is not supported"));
+    }
+  }
+  for (const char* field : {"tool_choice", "function_call"}) {
+    if (const Json* v = Field(j, field); v != nullptr && !(v->is_string() && *v == "none")) {
+      return Error(field, absl::StrCat(field, " (tool calling) is not supported"));
+    }
+  }
+  ASSIGN_OR_RETURN(auto parallel_tool_calls, GetBool(j, "parallel_tool_calls"));
+  (void)parallel_tool_calls;  // meaningless without tools
+  if (const Json* format = Field(j, "response_format")) {
+    const Json* type = format->is_object() ? Field(*format, "type") : nullptr;
+    if (type == nullptr || !type->is_string() || *type != "text") {
+      return Error("response_format",
+                   "response_format other than {\"type\": \"text\"} is not supported");
+    }
+  }
+
+  OpenAiRequest out;
+  out.kind = OpenAiRequest::Kind::kChat;
+  v1::GenerateRequest request;
+  v1::SamplingParams* s = request.mutable_sampling();
+  RETURN_IF_ERROR(ParseCommonSampling(j, &out, s));
+  ASSIGN_OR_RETURN(auto max_tokens, GetInt32(j, "max_tokens"));
+  ASSIGN_OR_RETURN(auto max_completion_tokens, GetInt32(j, "max_completion_tokens"));
+  if (max_completion_tokens) {
+    s->set_max_tokens(*max_completion_tokens);
+  } else if (max_tokens) {
+    s->set_max_tokens(*max_tokens);
+  }
+  ASSIGN_OR_RETURN(auto logprobs, GetBool(j, "logprobs"));
+  ASSIGN_OR_RETURN(auto top_logprobs, GetInt32(j, "top_logprobs"));
+  if (top_logprobs) {
+    if (!logprobs.value_or(false)) {
+      return Error("top_logprobs", "top_logprobs needs logprobs set to true");
+    }
+    if (*top_logprobs < 0) {
+      return Error("top_logprobs", absl::StrCat("top_logprobs must be >= 0, got ", *top_logprobs));
+    }
+  }
+  if (logprobs.value_or(false)) {
+    out.logprobs = top_logprobs.value_or(0);
+    s->set_logprobs(*out.logprobs);
+  }
+  v1::ChatPrompt* chat = request.mutable_chat();
+  RETURN_IF_ERROR(ParseMessages(j, chat));
+  ASSIGN_OR_RETURN(auto add_generation_prompt, GetBool(j, "add_generation_prompt"));
+  if (add_generation_prompt) chat->set_add_generation_prompt(*add_generation_prompt);
+  out.prompts.push_back(std::move(request));
+  return out;
+}
+
+std::string OpenAiParam(const absl::Status& status) {
+  auto p = status.GetPayload(kOpenAiParamPayload);
+  return p.has_value() ? std::string(*p) : std::string();
+}
+
+}  // namespace pagellm

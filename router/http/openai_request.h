@@ -1,0 +1,61 @@
+// OpenAI-compatible request bodies (POST /v1/completions, POST /v1/chat/completions) turned into
+// the router's own GenerateRequests, which then take the same path as gRPC requests
+// (validation, admission, a worker). This file checks only the JSON shape: names, types and the
+// fields pagellm does not support; the values are validated where gRPC requests are.
+//
+// Every field is known by name: a field pagellm does not implement (`tools`, `suffix`,
+// `logit_bias`, an image content part, ...) or does not know is refused with InvalidArgument
+// naming it, never ignored. Errors carry the field's JSON path as the status payload
+// kOpenAiParamPayload (the OpenAI error object's `param`).
+//
+// Thread-safe: pure functions.
+#ifndef PAGELLM_ROUTER_HTTP_OPENAI_REQUEST_H_
+#define PAGELLM_ROUTER_HTTP_OPENAI_REQUEST_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "pagellm/v1/generation.pb.h"
+
+namespace pagellm {
+
+// The status payload type URL under which errors carry the offending field's path.
+inline constexpr absl::string_view kOpenAiParamPayload = "pagellm/openai-param";
+// Prompts one /v1/completions request may batch (each becomes its own generation).
+inline constexpr int kMaxPromptsPerRequest = 64;
+// Nesting of the JSON body (objects and arrays open at once).
+inline constexpr int kMaxJsonDepth = 8;
+// `user`, `model` and other identifiers.
+inline constexpr size_t kMaxIdentifierBytes = 256;
+
+struct OpenAiRequest {
+  enum class Kind { kCompletion, kChat };
+  Kind kind = Kind::kCompletion;
+  std::string model;  // as the client named it; empty when absent
+  // One per prompt; chat requests have exactly one. Sampling and prompt fields set.
+  std::vector<v1::GenerateRequest> prompts;
+  int n = 1;  // samples per prompt (choices = prompts.size() * n)
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: the prompt text starts each choice's text
+  // Completions: `logprobs` (the N best alternatives per token; 0: only the chosen token's).
+  // Chat: `top_logprobs` when `logprobs` is true. nullopt: no logprobs.
+  std::optional<int> logprobs;
+};
+
+// InvalidArgument (with the param payload) for a body that is not a JSON object of the
+// endpoint's fields with the right types.
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body);
+absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body);
+
+// The field path an error names ("" when none).
+std::string OpenAiParam(const absl::Status& status);
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_ROUTER_HTTP_OPENAI_REQUEST_H_

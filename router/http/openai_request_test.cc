@@ -1,0 +1,205 @@
+#include "router/http/openai_request.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pagellm {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(OpenAiRequestTest, CompletionFieldsMapOntoTheRouterRequest) {
+  absl::StatusOr<OpenAiRequest> r = ParseCompletionRequest(R"({
+      "model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
+      "n": 2, "stream": true, "stream_options": {"include_usage": true}, "stop": ["a", "b"],
+      "seed": -3, "logprobs": 2, "presence_penalty": 0.1, "frequency_penalty": 0.2,
+      "user": "u", "top_k": 5, "min_p": 0.05, "repetition_penalty": 1.1, "min_tokens": 1,
+      "ignore_eos": true, "stop_token_ids": [3], "include_stop_str_in_output": true,
+      "skip_special_tokens": false, "add_special_tokens": false, "best_of": 2,
+      "suffix": null, "logit_bias": {}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->kind, OpenAiRequest::Kind::kCompletion);
+  EXPECT_EQ(r->model, "m");
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+  EXPECT_EQ(r->n, 2);
+  EXPECT_EQ(r->logprobs, 2);
+  ASSERT_EQ(r->prompts.size(), 1u);
+  const v1::GenerateRequest& g = r->prompts[0];
+  EXPECT_EQ(g.text(), "Hello");
+  EXPECT_FALSE(g.add_special_tokens());
+  const v1::SamplingParams& s = g.sampling();
+  EXPECT_EQ(s.max_tokens(), 7);
+  EXPECT_FLOAT_EQ(s.temperature(), 0.5f);
+  EXPECT_FLOAT_EQ(s.top_p(), 0.9f);
+  EXPECT_EQ(s.n(), 2);
+  EXPECT_THAT(s.stop(), ElementsAre("a", "b"));
+  EXPECT_EQ(s.seed(), static_cast<uint64_t>(int64_t{-3}));
+  EXPECT_EQ(s.logprobs(), 2);
+  EXPECT_FLOAT_EQ(s.presence_penalty(), 0.1f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty(), 0.2f);
+  EXPECT_EQ(s.top_k(), 5);
+  EXPECT_FLOAT_EQ(s.min_p(), 0.05f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty(), 1.1f);
+  EXPECT_EQ(s.min_tokens(), 1);
+  EXPECT_TRUE(s.ignore_eos());
+  EXPECT_THAT(s.stop_token_ids(), ElementsAre(3));
+  EXPECT_TRUE(s.include_stop_str_in_output());
+  EXPECT_FALSE(s.skip_special_tokens());
+}
+
+TEST(OpenAiRequestTest, UnsetFieldsStayUnsetSoTheRouterDefaultsApply) {
+  absl::StatusOr<OpenAiRequest> r =
+      ParseCompletionRequest(R"({"prompt": "x", "temperature": null, "stop": null})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::SamplingParams& s = r->prompts[0].sampling();
+  EXPECT_FALSE(s.has_max_tokens());
+  EXPECT_FALSE(s.has_temperature());
+  EXPECT_FALSE(s.has_logprobs());
+  EXPECT_EQ(s.stop_size(), 0);
+  EXPECT_FALSE(r->stream);
+  EXPECT_FALSE(r->logprobs.has_value());
+}
+
+TEST(OpenAiRequestTest, PromptTakesEveryOpenAiShape) {
+  auto prompts = [](const char* body) {
+    absl::StatusOr<OpenAiRequest> r = ParseCompletionRequest(body);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->prompts : std::vector<v1::GenerateRequest>{};
+  };
+  auto p = prompts(R"({"prompt": ["a", "b"]})");
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[1].text(), "b");
+  p = prompts(R"({"prompt": [1, 2, 3]})");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_THAT(p[0].token_ids().ids(), ElementsAre(1, 2, 3));
+  p = prompts(R"({"prompt": [[1], [2, 3]]})");
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_THAT(p[1].token_ids().ids(), ElementsAre(2, 3));
+}
+
+TEST(OpenAiRequestTest, ChatMessagesAndItsOwnFields) {
+  absl::StatusOr<OpenAiRequest> r = ParseChatRequest(R"({
+      "model": "m", "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "there"}]},
+        {"role": "developer", "content": null}],
+      "max_tokens": 3, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 4,
+      "add_generation_prompt": false, "response_format": {"type": "text"},
+      "tools": [], "tool_choice": "none", "parallel_tool_calls": false})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->kind, OpenAiRequest::Kind::kChat);
+  ASSERT_EQ(r->prompts.size(), 1u);
+  const v1::ChatPrompt& chat = r->prompts[0].chat();
+  ASSERT_EQ(chat.messages_size(), 3);
+  EXPECT_EQ(chat.messages(0).role(), "system");
+  EXPECT_EQ(chat.messages(1).content(), "Hi\nthere") << "text parts joined as vLLM joins them";
+  EXPECT_EQ(chat.messages(2).role(), "developer") << "the template decides which roles it takes";
+  EXPECT_EQ(chat.messages(2).content(), "");
+  EXPECT_FALSE(chat.add_generation_prompt());
+  EXPECT_EQ(r->prompts[0].sampling().max_tokens(), 9) << "max_completion_tokens wins";
+  EXPECT_EQ(r->logprobs, 4);
+  EXPECT_EQ(r->prompts[0].sampling().logprobs(), 4);
+}
+
+struct BadCase {
+  const char* name;
+  bool chat;
+  const char* body;
+  const char* param;    // the error's param ("" for none)
+  const char* message;  // a substring of the message
+};
+
+class OpenAiRequestErrorTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(OpenAiRequestErrorTest, IsRefusedNamingTheField) {
+  const BadCase& c = GetParam();
+  absl::StatusOr<OpenAiRequest> r =
+      c.chat ? ParseChatRequest(c.body) : ParseCompletionRequest(c.body);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr(c.message));
+  EXPECT_EQ(OpenAiParam(r.status()), c.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, OpenAiRequestErrorTest,
+    ::testing::Values(
+        BadCase{"NotJson", false, "{\"prompt\": ", "", "not valid JSON"},
+        BadCase{"NotAnObject", false, "[1]", "", "must be a JSON object"},
+        BadCase{"DuplicateKey", false, R"({"prompt": "a", "prompt": "b"})", "", "duplicate key"},
+        BadCase{"TooDeep", false, R"({"prompt": [[[[[[[[[[1]]]]]]]]]]})", "", "deeper"},
+        BadCase{"NoPrompt", false, R"({"max_tokens": 1})", "prompt", "prompt is required"},
+        BadCase{"EmptyPromptList", false, R"({"prompt": []})", "prompt", "empty array"},
+        BadCase{"MixedPrompts", false, R"({"prompt": ["a", 1]})", "prompt[1]", "must be a string"},
+        BadCase{"FloatTokenId", false, R"({"prompt": [1, 2.5]})", "prompt[1]", "token id"},
+        BadCase{"WrongType", false, R"({"prompt": "a", "max_tokens": "16"})", "max_tokens",
+                "max_tokens must be an integer, got a string"},
+        BadCase{"FractionalInt", false, R"({"prompt": "a", "n": 1.5})", "n", "an integer"},
+        BadCase{"BoolAsNumber", false, R"({"prompt": "a", "temperature": true})", "temperature",
+                "must be a number"},
+        BadCase{"IntOverflow", false, R"({"prompt": "a", "max_tokens": 99999999999})", "max_tokens",
+                "out of range"},
+        BadCase{"NZero", false, R"({"prompt": "a", "n": 0})", "n", "at least 1"},
+        BadCase{"UnknownField", false, R"({"prompt": "a", "temprature": 1})", "temprature",
+                "unknown or unsupported field 'temprature'"},
+        BadCase{"Suffix", false, R"({"prompt": "a", "suffix": "z"})", "suffix", "not supported"},
+        BadCase{"LogitBias", false, R"({"prompt": "a", "logit_bias": {"1": 5}})", "logit_bias",
+                "not supported"},
+        BadCase{"BestOf", false, R"({"prompt": "a", "best_of": 3})", "best_of", "not supported"},
+        BadCase{"EchoLogprobs", false, R"({"prompt": "a", "echo": true, "logprobs": 1})", "echo",
+                "not supported"},
+        BadCase{"StreamOptionsWithoutStream", false,
+                R"({"prompt": "a", "stream_options": {"include_usage": true}})", "stream_options",
+                "only allowed when stream is true"},
+        BadCase{"StopWrongType", false, R"({"prompt": "a", "stop": 3})", "stop",
+                "a string or an array of strings"},
+        BadCase{"TooManyPrompts", false,
+                "{\"prompt\": [\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
+                "\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
+                "\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
+                "\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
+                "\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
+                "\"a\",\"a\"]}",
+                "prompt", "the limit is 64"},
+        BadCase{"ModelNotString", false, R"({"prompt": "a", "model": 5})", "model",
+                "model must be a string"},
+        BadCase{"NoMessages", true, R"({"model": "m"})", "messages", "messages is required"},
+        BadCase{"EmptyMessages", true, R"({"messages": []})", "messages", "messages is empty"},
+        BadCase{"MessageNotObject", true, R"({"messages": ["hi"]})", "messages[0]", "an object"},
+        BadCase{"NoRole", true, R"({"messages": [{"content": "hi"}]})", "messages[0].role",
+                "must be a string"},
+        BadCase{
+            "ImagePart", true,
+            R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
+            "messages[0].content[0].type", "'image_url' is not supported"},
+        BadCase{"ToolCalls", true,
+                R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "1"}]}]})",
+                "messages[0].tool_calls", "not supported"},
+        BadCase{"MessageName", true,
+                R"({"messages": [{"role": "user", "content": "a", "name": "bob"}]})",
+                "messages[0].name", "not supported"},
+        BadCase{
+            "Tools", true,
+            R"({"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function"}]})",
+            "tools", "tool calling"},
+        BadCase{"ToolChoice", true,
+                R"({"messages": [{"role": "user", "content": "a"}], "tool_choice": "auto"})",
+                "tool_choice", "tool calling"},
+        BadCase{
+            "JsonMode", true,
+            R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}})",
+            "response_format", "not supported"},
+        BadCase{"TopLogprobsWithoutLogprobs", true,
+                R"({"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2})",
+                "top_logprobs", "needs logprobs"},
+        BadCase{"ChatUnknownField", true,
+                R"({"messages": [{"role": "user", "content": "a"}], "prompt": "x"})", "prompt",
+                "unknown or unsupported field"}),
+    [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace pagellm

@@ -1,0 +1,282 @@
+// JSON is built with nlohmann (ordered, so fields come in OpenAI's order) and dumped with
+// invalid UTF-8 replaced: a token's piece may be part of a character.
+#include "router/http/openai_response.h"
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace pagellm {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string Dump(const Json& j) {
+  return j.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+}
+
+const char* FinishReasonName(v1::FinishReason r) {
+  switch (r) {
+    case v1::FINISH_REASON_STOP:
+      return "stop";
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    case v1::FINISH_REASON_ABORT:
+      return "abort";
+    default:
+      return "";
+  }
+}
+
+Json Bytes(std::string_view piece) {
+  Json a = Json::array();
+  for (unsigned char c : piece) a.push_back(static_cast<int>(c));
+  return a;
+}
+
+const char* ErrorType(int status) {
+  switch (status) {
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 429:
+      return "rate_limit_error";
+    default:
+      return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+// The `logprobs` of a choice for `tokens`: chat {"content": [...]}, completions the four
+// parallel lists; `text_offset` (completions) advances past each token's text.
+template <typename Tokens>
+Json LogprobsJson(const Tokenizer& tokenizer, bool chat, const Tokens& tokens,
+                  int64_t* text_offset) {
+  if (chat) {
+    Json content = Json::array();
+    for (const v1::TokenLogprob& t : tokens) {
+      const std::string_view piece = tokenizer.TokenPiece(t.token_id());
+      Json top = Json::array();
+      for (const v1::TopLogprob& alt : t.top()) {
+        const std::string_view p = tokenizer.TokenPiece(alt.token_id());
+        top.push_back({{"token", p}, {"logprob", alt.logprob()}, {"bytes", Bytes(p)}});
+      }
+      content.push_back({{"token", piece},
+                         {"logprob", t.logprob()},
+                         {"bytes", Bytes(piece)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}};
+  }
+  Json offsets = Json::array(), values = Json::array(), pieces = Json::array(),
+       tops = Json::array();
+  for (const v1::TokenLogprob& t : tokens) {
+    const std::string_view piece = tokenizer.TokenPiece(t.token_id());
+    offsets.push_back(*text_offset);
+    *text_offset += static_cast<int64_t>(piece.size());
+    values.push_back(t.logprob());
+    pieces.push_back(piece);
+    // The chosen token and the N best, as vLLM lists them.
+    Json top = Json::object();
+    for (const v1::TopLogprob& alt : t.top()) {
+      top[std::string(tokenizer.TokenPiece(alt.token_id()))] = alt.logprob();
+    }
+    top[std::string(piece)] = t.logprob();
+    tops.push_back(std::move(top));
+  }
+  return {{"text_offset", std::move(offsets)},
+          {"token_logprobs", std::move(values)},
+          {"tokens", std::move(pieces)},
+          {"top_logprobs", std::move(tops)}};
+}
+
+}  // namespace
+
+OpenAiResponse::OpenAiResponse(Config config, const Tokenizer* tokenizer)
+    : config_(std::move(config)),
+      tokenizer_(tokenizer),
+      choices_(static_cast<size_t>(config_.prompts) * config_.n) {}
+
+std::string OpenAiResponse::Prefix() const {
+  // The fields every chunk and body starts with, less the closing brace.
+  const bool chat = config_.kind == OpenAiRequest::Kind::kChat;
+  Json j;
+  j["id"] = config_.id;
+  j["object"] = chat ? "chat.completion.chunk" : "text_completion";
+  j["created"] = config_.created;
+  j["model"] = config_.model;
+  std::string s = Dump(j);
+  s.pop_back();
+  return s;
+}
+
+void OpenAiResponse::AppendStart(std::string* out) {
+  if (config_.kind != OpenAiRequest::Kind::kChat) return;
+  const std::string prefix = Prefix();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Json choice;
+    choice["index"] = i;
+    choice["delta"] = {{"role", "assistant"}, {"content", ""}};
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = nullptr;
+    absl::StrAppend(out, "data: ", prefix, ",\"choices\":[", Dump(choice), "]}\n\n");
+  }
+}
+
+void OpenAiResponse::AppendChunk(int index, std::string_view text, const v1::SampleDelta* delta,
+                                 std::string* out) {
+  const bool chat = config_.kind == OpenAiRequest::Kind::kChat;
+  Choice& c = choices_[index];
+  Json choice;
+  choice["index"] = index;
+  if (chat) {
+    choice["delta"] = Json::object();
+    if (!text.empty()) choice["delta"]["content"] = text;
+  } else {
+    choice["text"] = text;
+  }
+  Json logprobs = nullptr;
+  if (config_.logprobs.has_value() && delta != nullptr && delta->logprobs_size() > 0) {
+    logprobs = LogprobsJson(*tokenizer_, chat, delta->logprobs(), &c.text_offset);
+  }
+  choice["logprobs"] = std::move(logprobs);
+  if (c.finish_reason.empty()) {
+    choice["finish_reason"] = nullptr;
+  } else {
+    choice["finish_reason"] = c.finish_reason;
+  }
+  absl::StrAppend(out, "data: ", Prefix(), ",\"choices\":[", Dump(choice), "]}\n\n");
+}
+
+void OpenAiResponse::Append(int prompt, const v1::GenerateResponse& response, std::string* out) {
+  if (prompt < 0 || prompt >= config_.prompts) return;
+  for (const v1::SampleDelta& d : response.deltas()) {
+    if (d.sample_index() < 0 || d.sample_index() >= config_.n) continue;
+    const int index = prompt * config_.n + d.sample_index();
+    Choice& c = choices_[index];
+    if (d.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      c.finish_reason = FinishReasonName(d.finish_reason());
+    }
+    std::string_view text = d.text();
+    std::string echoed;
+    if (!c.echoed && !config_.echo.empty()) {
+      c.echoed = true;
+      echoed = absl::StrCat(config_.echo[prompt], absl::string_view(text.data(), text.size()));
+      text = echoed;
+      c.text_offset = static_cast<int64_t>(config_.echo[prompt].size());
+    }
+    if (out != nullptr) {
+      if (!text.empty() || !c.finish_reason.empty() || d.logprobs_size() > 0) {
+        AppendChunk(index, text, &d, out);
+      }
+    } else {
+      c.text.append(text);
+      for (const v1::TokenLogprob& t : d.logprobs()) c.logprobs.push_back(t);
+    }
+  }
+  if (response.finished()) {
+    prompt_tokens_ += response.usage().prompt_tokens();
+    completion_tokens_ += response.usage().completion_tokens();
+  }
+}
+
+void OpenAiResponse::AppendEnd(std::string* out) {
+  if (config_.include_usage) {
+    Json usage = {{"prompt_tokens", prompt_tokens_},
+                  {"completion_tokens", completion_tokens_},
+                  {"total_tokens", prompt_tokens_ + completion_tokens_}};
+    absl::StrAppend(out, "data: ", Prefix(), ",\"choices\":[],\"usage\":", Dump(usage), "}\n\n");
+  }
+  out->append("data: [DONE]\n\n");
+}
+
+std::string OpenAiResponse::Body() const {
+  const bool chat = config_.kind == OpenAiRequest::Kind::kChat;
+  Json j;
+  j["id"] = config_.id;
+  j["object"] = chat ? "chat.completion" : "text_completion";
+  j["created"] = config_.created;
+  j["model"] = config_.model;
+  Json choices = Json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    Json choice;
+    choice["index"] = i;
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    if (config_.logprobs.has_value()) {
+      // Offsets count from the start of the choice's text, echo included.
+      int64_t offset =
+          config_.echo.empty() ? 0 : static_cast<int64_t>(config_.echo[i / config_.n].size());
+      choice["logprobs"] = LogprobsJson(*tokenizer_, chat, c.logprobs, &offset);
+    } else {
+      choice["logprobs"] = nullptr;
+    }
+    choice["finish_reason"] = c.finish_reason.empty() ? Json(nullptr) : Json(c.finish_reason);
+    choices.push_back(std::move(choice));
+  }
+  j["choices"] = std::move(choices);
+  j["usage"] = {{"prompt_tokens", prompt_tokens_},
+                {"completion_tokens", completion_tokens_},
+                {"total_tokens", prompt_tokens_ + completion_tokens_}};
+  return Dump(j);
+}
+
+int HttpStatusFor(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kCancelled:
+      return 499;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+std::string OpenAiErrorBody(int http_status, std::string_view message, std::string_view param,
+                            std::string_view code) {
+  Json error;
+  error["message"] = message;
+  error["type"] = ErrorType(http_status);
+  error["param"] = param.empty() ? Json(nullptr) : Json(param);
+  error["code"] = code.empty() ? Json(nullptr) : Json(code);
+  Json j;
+  j["error"] = std::move(error);
+  return Dump(j);
+}
+
+std::string OpenAiErrorBody(const absl::Status& status) {
+  return OpenAiErrorBody(HttpStatusFor(status.code()), std::string(status.message()),
+                         OpenAiParam(status),
+                         absl::AsciiStrToLower(absl::StatusCodeToString(status.code())));
+}
+
+}  // namespace pagellm

@@ -1,0 +1,82 @@
+// OpenAiResponse: the OpenAI-format answer of one /v1/completions or /v1/chat/completions
+// request, built from the router's GenerateResponse messages of each of its prompts.
+//
+// Streaming: AppendStart once, Append per message, AppendEnd; each appends server-sent events
+// ("data: {...}\n\n"; AppendEnd the usage chunk when asked, then "data: [DONE]\n\n").
+// Otherwise: Append per message (accumulated), then Body() once every prompt is done.
+// Choice i of prompt p has index p * n + i. Token strings (logprobs) are the tokenizer's pieces.
+//
+// Not thread-safe: one request's messages are given in order by one caller at a time.
+#ifndef PAGELLM_ROUTER_HTTP_OPENAI_RESPONSE_H_
+#define PAGELLM_ROUTER_HTTP_OPENAI_RESPONSE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/tokenizer/tokenizer.h"
+#include "pagellm/v1/generation.pb.h"
+#include "router/http/openai_request.h"
+
+namespace pagellm {
+
+class OpenAiResponse {
+ public:
+  struct Config {
+    OpenAiRequest::Kind kind = OpenAiRequest::Kind::kCompletion;
+    std::string id;       // "cmpl-..." / "chatcmpl-..."
+    int64_t created = 0;  // Unix seconds
+    std::string model;    // the served model name
+    int prompts = 1;
+    int n = 1;
+    std::optional<int> logprobs;  // as in OpenAiRequest
+    bool include_usage = false;
+    // echo: per prompt, the text that starts each of its choices (empty: no echo).
+    std::vector<std::string> echo;
+  };
+
+  // `tokenizer` is borrowed and must outlive the response.
+  OpenAiResponse(Config config, const Tokenizer* tokenizer);
+
+  void AppendStart(std::string* out);
+  void Append(int prompt, const v1::GenerateResponse& response, std::string* out);
+  void AppendEnd(std::string* out);
+  // The non-streamed answer.
+  [[nodiscard]] std::string Body() const;
+
+ private:
+  struct Choice {
+    std::string text;
+    std::string finish_reason;  // empty while running
+    // Non-streamed logprobs, accumulated.
+    std::vector<v1::TokenLogprob> logprobs;
+    int64_t text_offset = 0;  // completions: where the next token's text starts
+    bool echoed = false;
+  };
+
+  // One streamed chunk for `delta` of choice `index`.
+  void AppendChunk(int index, std::string_view text, const v1::SampleDelta* delta,
+                   std::string* out);
+  [[nodiscard]] std::string Prefix() const;
+
+  const Config config_;
+  const Tokenizer* const tokenizer_;
+  std::vector<Choice> choices_;
+  int64_t prompt_tokens_ = 0;
+  int64_t completion_tokens_ = 0;
+};
+
+// The OpenAI error object: {"error": {"message", "type", "param", "code"}}.
+std::string OpenAiErrorBody(int http_status, std::string_view message, std::string_view param,
+                            std::string_view code);
+// The HTTP status for a gRPC-style status code (400, 401, 404, 413, 429, 503, 504, ...).
+int HttpStatusFor(absl::StatusCode code);
+// The OpenAI error body for `status`; its param payload (OpenAiParam) when it has one.
+std::string OpenAiErrorBody(const absl::Status& status);
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_ROUTER_HTTP_OPENAI_RESPONSE_H_

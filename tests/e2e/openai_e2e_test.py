@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""The OpenAI-compatible HTTP API end to end, with the official `openai` Python SDK.
+
+A pagellm-router (HTTP port on) in front of two pagellm-workers serving the default model on the
+CPU. Checks, each against the gRPC API's answer to the same request where one exists:
+
+  - completions and chat completions, streamed and not: greedy text equals the gRPC API's;
+    n=2, logprobs, stop strings, seeds (same seed, same text), usage (also in the last chunk of
+    a stream with stream_options.include_usage); `curl -N` streams the events;
+  - bad requests get the HTTP status and an OpenAI error object naming the problem: the serving
+    suite's bad-input table, malformed JSON, wrong types, a 10 MB body, unknown endpoints;
+  - the logs of the whole run (router and workers at debug level) contain no prompt and no
+    completion text.
+
+Run from the repository root: .venv/bin/python tests/e2e/openai_e2e_test.py [-v]
+(CTest runs it; it skips when the binaries or the model are missing, and fails instead when
+PAGELLM_REQUIRE_MODELS=1.)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serving_e2e_test as e2e  # noqa: E402  (processes, ports, stubs)
+
+import openai  # noqa: E402
+
+# Distinctive texts, so that finding one in a log cannot be a coincidence.
+PROMPTS = ["Zebra migration patterns across the Serengeti are",
+           "The recipe for grandmother's quince marmalade calls for",
+           "Kepler's third law relates the orbital period of a planet to",
+           "An unusual fact about the axolotl is that"]
+CHAT = "Name three rivers that flow through Lyonnesse, please."
+GENERATED = []  # every completion text seen, for the log check
+
+
+class OpenAiApiTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        missing = e2e.Skip()
+        if missing:
+            raise unittest.SkipTest(f"missing: {missing}")
+        debug = ("--log-level", "debug")
+        cls.workers = [e2e.StartWorker(f"oa_worker{i}", extra=debug) for i in range(2)]
+        for w in cls.workers:
+            w.WaitServing(timeout=120)
+        cls.router = e2e.StartRouter("oa_router", cls.workers, extra=debug)
+        cls.router.WaitServing()
+        cls.base = f"http://127.0.0.1:{cls.router.http_port}"
+        cls.client = openai.OpenAI(base_url=cls.base + "/v1", api_key="unused", max_retries=0,
+                                   timeout=120)
+        cls.model = cls.client.models.list().data[0].id
+        cls.stub = e2e.GEN_GRPC.GenerationStub(e2e.grpc.insecure_channel(cls.router.target))
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in [getattr(cls, "router", None)] + getattr(cls, "workers", []):
+            if p is not None:
+                p.terminate()
+
+    def Grpc(self, **kwargs):
+        samples, usage = e2e.pagellm_client.Generate(self.stub, e2e.GEN_PB2, timeout=120, **kwargs)
+        return samples, usage
+
+    def Raw(self, method, path, body=None, headers=None):
+        """(status, parsed JSON or text) of one request with urllib."""
+        data = body if isinstance(body, bytes) else (
+            None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                status, text = r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read().decode()
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def test_models(self):
+        models = self.client.models.list().data
+        self.assertEqual(len(models), 1)
+        self.assertIn("SmolLM2", self.model)
+
+    def test_greedy_completions_equal_the_grpc_api(self):
+        for prompt in PROMPTS:
+            samples, usage = self.Grpc(prompt=prompt, max_tokens=24, temperature=0)
+            r = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=24,
+                                               temperature=0)
+            GENERATED.append(r.choices[0].text)
+            self.assertEqual(r.choices[0].text, samples[0][0], prompt)
+            self.assertEqual(r.usage.prompt_tokens, usage.prompt_tokens)
+            self.assertEqual(r.usage.completion_tokens, usage.completion_tokens)
+            self.assertEqual(r.usage.total_tokens, usage.prompt_tokens + usage.completion_tokens)
+            # Streamed, the pieces add up to the same text.
+            chunks = list(self.client.completions.create(
+                model=self.model, prompt=prompt, max_tokens=24, temperature=0, stream=True,
+                stream_options={"include_usage": True}))
+            text = "".join(c.choices[0].text for c in chunks if c.choices)
+            self.assertEqual(text, samples[0][0])
+            self.assertEqual([c.choices[0].finish_reason for c in chunks if c.choices][-1],
+                             "length")
+            self.assertEqual(chunks[-1].choices, [])
+            self.assertEqual(chunks[-1].usage.completion_tokens, usage.completion_tokens)
+
+    def test_batched_prompts_token_ids_and_echo(self):
+        r = self.client.completions.create(model=self.model, prompt=PROMPTS[:2], max_tokens=8,
+                                           temperature=0)
+        self.assertEqual(len(r.choices), 2)
+        for i, prompt in enumerate(PROMPTS[:2]):
+            samples, _ = self.Grpc(prompt=prompt, max_tokens=8, temperature=0)
+            self.assertEqual(r.choices[i].index, i)
+            self.assertEqual(r.choices[i].text, samples[0][0])
+        samples, _ = self.Grpc(prompt=PROMPTS[0], max_tokens=8, temperature=0)
+        ids = samples[0][1]
+        r = self.client.completions.create(model=self.model, prompt=ids, max_tokens=4,
+                                           temperature=0)
+        expected, _ = self.Grpc(token_ids=ids, max_tokens=4, temperature=0)
+        self.assertEqual(r.choices[0].text, expected[0][0])
+        r = self.client.completions.create(model=self.model, prompt=PROMPTS[0], max_tokens=8,
+                                           temperature=0, echo=True)
+        self.assertEqual(r.choices[0].text, PROMPTS[0] + samples[0][0])
+
+    def test_chat_equals_the_grpc_api(self):
+        samples, usage = self.Grpc(chat=[("user", CHAT)], max_tokens=32, temperature=0)
+        messages = [{"role": "user", "content": CHAT}]
+        r = self.client.chat.completions.create(model=self.model, messages=messages,
+                                                max_tokens=32, temperature=0)
+        GENERATED.append(r.choices[0].message.content)
+        self.assertEqual(r.choices[0].message.role, "assistant")
+        self.assertEqual(r.choices[0].message.content, samples[0][0])
+        self.assertEqual(r.usage.prompt_tokens, usage.prompt_tokens)
+        stream = self.client.chat.completions.create(model=self.model, messages=messages,
+                                                     max_completion_tokens=32, temperature=0,
+                                                     stream=True,
+                                                     stream_options={"include_usage": True})
+        chunks = list(stream)
+        self.assertEqual(chunks[0].choices[0].delta.role, "assistant")
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        self.assertEqual(text, samples[0][0])
+        self.assertEqual(chunks[-1].usage.prompt_tokens, usage.prompt_tokens)
+
+    def test_n_seed_stop_and_logprobs(self):
+        kwargs = dict(model=self.model, prompt=PROMPTS[1], max_tokens=16, temperature=1.0,
+                      n=2, seed=1234)
+        a = self.client.completions.create(**kwargs)
+        b = self.client.completions.create(**kwargs)
+        self.assertEqual(len(a.choices), 2)
+        self.assertEqual([c.text for c in a.choices], [c.text for c in b.choices],
+                         "same seed, same samples")
+        GENERATED.extend(c.text for c in a.choices)
+
+        full = self.client.completions.create(model=self.model, prompt=PROMPTS[2],
+                                              max_tokens=32, temperature=0).choices[0].text
+        words = full.split()
+        self.assertGreater(len(words), 3, full)
+        stop = " " + words[2]
+        cut = self.client.completions.create(model=self.model, prompt=PROMPTS[2], max_tokens=32,
+                                             temperature=0, stop=[stop])
+        self.assertEqual(cut.choices[0].finish_reason, "stop")
+        self.assertEqual(cut.choices[0].text, full[:full.index(stop)])
+
+        r = self.client.completions.create(model=self.model, prompt=PROMPTS[3], max_tokens=6,
+                                           temperature=0, logprobs=2)
+        lp = r.choices[0].logprobs
+        self.assertEqual(len(lp.tokens), 6)
+        self.assertEqual(len(lp.token_logprobs), 6)
+        self.assertEqual("".join(lp.tokens), r.choices[0].text)
+        for top, chosen, value in zip(lp.top_logprobs, lp.tokens, lp.token_logprobs):
+            self.assertLessEqual(value, 0.0)
+            self.assertIn(chosen, top)
+            self.assertEqual(max(top.values()), value, "greedy picks the most likely token")
+        self.assertEqual(lp.text_offset[0], 0)
+
+        r = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": CHAT}], max_tokens=5,
+            temperature=0, logprobs=True, top_logprobs=3)
+        content = r.choices[0].logprobs.content
+        self.assertEqual(len(content), 5)
+        for t in content:
+            self.assertEqual(len(t.top_logprobs), 3)
+            self.assertEqual(t.top_logprobs[0].logprob, t.logprob)
+            self.assertEqual(bytes(t.bytes).decode(errors="replace"), t.token)
+
+    def test_curl_streams(self):
+        curl = shutil.which("curl")
+        if curl is None:
+            self.skipTest("no curl")
+        body = json.dumps({"model": self.model, "prompt": PROMPTS[0], "max_tokens": 4,
+                           "stream": True})
+        out = subprocess.run([curl, "-sN", self.base + "/v1/completions",
+                              "-H", "Content-Type: application/json", "-d", body],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+        events = [e for e in out.split("\n\n") if e]
+        self.assertTrue(all(e.startswith("data: ") for e in events), out)
+        self.assertEqual(events[-1], "data: [DONE]")
+        self.assertGreaterEqual(len(events), 3)
+
+    def test_bad_requests_get_openai_errors(self):
+        chat = [{"role": "user", "content": "hi"}]
+        ctx = self.client.models.list().data[0].model_extra["max_model_len"]
+        vocab = self.stub.GetModelInfo(e2e.GEN_PB2.GetModelInfoRequest()).vocab_size
+        cases = [
+            # (name, path, body, status, substring of the message). First the serving suite's
+            # bad-input table, then what only HTTP clients can send.
+            ("empty prompt", "/v1/completions", {"prompt": ""}, 400, "prompt is empty"),
+            ("prompt longer than the context", "/v1/completions", {"prompt": [100] * (ctx + 1)},
+             400, "maximum model length"),
+            ("max_tokens 0", "/v1/completions", {"prompt": "hi", "max_tokens": 0}, 400,
+             "max_tokens"),
+            ("max_tokens negative", "/v1/completions", {"prompt": "hi", "max_tokens": -3}, 400,
+             "max_tokens"),
+            ("max_tokens beyond the context", "/v1/completions",
+             {"prompt": "hi", "max_tokens": ctx + 10}, 400, "exceeds the maximum model length"),
+            ("temperature < 0", "/v1/completions", {"prompt": "hi", "temperature": -0.5}, 400,
+             "temperature"),
+            ("top_p 0", "/v1/completions", {"prompt": "hi", "top_p": 0.0}, 400, "top_p"),
+            ("top_p above 1", "/v1/completions", {"prompt": "hi", "top_p": 1.5}, 400, "top_p"),
+            ("top_k < -1", "/v1/completions", {"prompt": "hi", "top_k": -2}, 400, "top_k"),
+            ("n 0", "/v1/completions", {"prompt": "hi", "n": 0}, 400, "n must be"),
+            ("n above the limit", "/v1/completions", {"prompt": "hi", "n": 100000}, 400,
+             "n must be"),
+            ("out-of-vocabulary id", "/v1/completions", {"prompt": [1, vocab]}, 400,
+             "outside the vocabulary"),
+            ("negative id", "/v1/completions", {"prompt": [-1]}, 400, "outside the vocabulary"),
+            ("unknown chat role", "/v1/chat/completions",
+             {"messages": [{"role": "wizard", "content": "hello"}]}, 400, "wizard"),
+            ("invalid UTF-8", "/v1/completions", b'{"prompt": "\xff\xfe"}', 400,
+             "not valid JSON"),
+            ("malformed JSON", "/v1/completions", b'{"prompt": "hi"', 400, "not valid JSON"),
+            ("not an object", "/v1/completions", [1, 2], 400, "JSON object"),
+            ("wrong type", "/v1/completions", {"prompt": "hi", "max_tokens": "8"}, 400,
+             "max_tokens must be an integer"),
+            ("no prompt", "/v1/completions", {"max_tokens": 8}, 400, "prompt is required"),
+            ("long text prompt", "/v1/completions", {"prompt": "hi " * (ctx + 1)}, 400,
+             "maximum model length"),
+            ("empty stop", "/v1/completions", {"prompt": "hi", "stop": [""]}, 400, "stop"),
+            ("unknown field", "/v1/completions", {"prompt": "hi", "temprature": 0}, 400,
+             "temprature"),
+            ("tools", "/v1/chat/completions",
+             {"messages": chat, "tools": [{"type": "function", "function": {"name": "f"}}]},
+             400, "tools"),
+            ("image", "/v1/chat/completions",
+             {"messages": [{"role": "user", "content": [
+                 {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}, 400,
+             "image_url"),
+            ("json mode", "/v1/chat/completions",
+             {"messages": chat, "response_format": {"type": "json_object"}}, 400,
+             "response_format"),
+            ("unknown model", "/v1/completions", {"model": "gpt-4o", "prompt": "hi"}, 404,
+             "does not exist"),
+            ("unknown endpoint", "/v1/embeddings", {"input": "hi"}, 404, "no route"),
+            ("10 MB body", "/v1/completions",
+             {"prompt": "a" * (10 << 20)}, 413, "larger than the limit"),
+        ]
+        for name, path, body, status, message in cases:
+            with self.subTest(name):
+                got, err = self.Raw("POST", path, body)
+                self.assertEqual(got, status, err)
+                self.assertIsInstance(err, dict, err)
+                self.assertEqual(set(err["error"]), {"message", "type", "param", "code"}, err)
+                self.assertIn(message, err["error"]["message"])
+        # The SDK raises the matching exception classes.
+        with self.assertRaises(openai.BadRequestError) as cm:
+            self.client.completions.create(model=self.model, prompt="hi", temperature=-1)
+        self.assertEqual(cm.exception.status_code, 400)
+        with self.assertRaises(openai.NotFoundError):
+            self.client.completions.create(model="nope", prompt="hi")
+        got, _ = self.Raw("GET", "/nothing/here")
+        self.assertEqual(got, 404)
+
+    def test_zz_logs_hold_no_prompt_or_completion_text(self):
+        # Runs last (unittest sorts by name): every other test has written its logs.
+        texts = PROMPTS + [CHAT] + [t.strip() for t in GENERATED if len(t.strip()) >= 12]
+        self.assertGreater(len(texts), len(PROMPTS) + 1)
+        procs = [self.router] + self.workers
+        for p in procs:
+            p.log.flush()
+        logs = {}
+        for p in procs:
+            with open(p.log.name, encoding="utf-8", errors="replace") as f:
+                logs[p.name] = f.read()
+        self.assertTrue(any(logs.values()), "debug logs were written")
+        for name, log in logs.items():
+            for text in texts:
+                self.assertNotIn(text, log, f"{name} logged a prompt or completion text")
+
+
+if __name__ == "__main__":
+    unittest.main()
