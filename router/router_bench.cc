@@ -9,6 +9,11 @@
 //     carries its send time, so the client measures per-token delivery latency, directly from
 //     the worker (baseline) and through the router. Added latency = router - baseline.
 //
+//   HTTP phase: --http-streams concurrent streaming /v1/completions requests on the router's
+//     OpenAI-compatible port (one connection each, tokens paced --http-interval-ms apart), the
+//     same per-token latency against the same streams straight to the worker, and the router's
+//     thread count while they run.
+//
 //   build-router/bin/router_bench [--router-binary PATH] [--router-cpu 0] [--seconds 5]
 #include <netinet/in.h>
 #include <sched.h>
@@ -22,15 +27,26 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "boost/asio/connect.hpp"
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/post.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
 #include "common/flags_util.h"
 #include "common/testing/grpc_probe.h"
 #include "grpcpp/grpcpp.h"
@@ -45,6 +61,10 @@ ABSL_FLAG(int, streams, 64, "Concurrent streams in the throughput phase");
 ABSL_FLAG(int, tokens, 256, "Tokens per request");
 ABSL_FLAG(int, latency_streams, 16, "Concurrent streams in the latency phase");
 ABSL_FLAG(int, latency_interval_us, 2000, "Time between a stream's tokens in the latency phase");
+ABSL_FLAG(int, http_streams, 1000,
+          "Concurrent streaming HTTP requests in the HTTP phase (0: skip)");
+ABSL_FLAG(int, http_tokens, 100, "Tokens per HTTP request");
+ABSL_FLAG(int, http_interval_ms, 50, "Time between a stream's tokens in the HTTP phase");
 
 namespace pagellm {
 namespace {
@@ -132,7 +152,7 @@ struct RunResult {
 
 template <typename Stub, typename Request>
 RunResult Run(Stub* stub, const Request& request, int streams, absl::Duration duration,
-              bool record_latency) {
+              bool record_latency, absl::Duration stagger = absl::ZeroDuration()) {
   Totals totals;
   const absl::Time start = absl::Now();
   std::vector<std::unique_ptr<Streamer<Stub, Request>>> all;
@@ -140,6 +160,7 @@ RunResult Run(Stub* stub, const Request& request, int streams, absl::Duration du
     all.push_back(std::make_unique<Streamer<Stub, Request>>(stub, request, start + duration,
                                                             &totals, record_latency));
     all.back()->Start();
+    if (stagger > absl::ZeroDuration()) absl::SleepFor(stagger / streams);
   }
   for (auto& s : all) s->Wait();
   const double secs = absl::ToDoubleSeconds(absl::Now() - start);
@@ -155,6 +176,100 @@ RunResult Run(Stub* stub, const Request& request, int streams, absl::Duration du
   }
   return r;
 }
+
+// One streaming /v1/completions request over its own connection; records each token's delivery
+// latency from the send time the fake worker puts in its text. Runs on the caller's io_context.
+class HttpStreamer : public std::enable_shared_from_this<HttpStreamer> {
+ public:
+  HttpStreamer(boost::asio::io_context& ioc, int port, std::string body, Totals* totals,
+               std::atomic<int>* completed)
+      : socket_(ioc), port_(port), totals_(totals), completed_(completed) {
+    request_ = {boost::beast::http::verb::post, "/v1/completions", 11};
+    request_.set(boost::beast::http::field::host, "127.0.0.1");
+    request_.set(boost::beast::http::field::content_type, "application/json");
+    request_.body() = std::move(body);
+    request_.prepare_payload();
+    parser_.body_limit(64 << 20);
+    on_chunk_ = [this](uint64_t, boost::beast::string_view data, boost::beast::error_code&) {
+      OnChunk(std::string_view(data.data(), data.size()));
+      return data.size();
+    };
+    parser_.on_chunk_body(on_chunk_);
+  }
+
+  void Start() {
+    auto self = shared_from_this();
+    socket_.async_connect({boost::asio::ip::address_v4::loopback(), static_cast<uint16_t>(port_)},
+                          [self](boost::beast::error_code ec) {
+                            if (ec) return self->Fail();
+                            boost::beast::http::async_write(
+                                self->socket_, self->request_,
+                                [self](boost::beast::error_code ec2, size_t) {
+                                  if (ec2) return self->Fail();
+                                  self->Read();
+                                });
+                          });
+  }
+
+ private:
+  void Read() {
+    auto self = shared_from_this();
+    boost::beast::http::async_read(
+        socket_, buffer_, parser_, [self](boost::beast::error_code ec, size_t) {
+          if (ec || self->parser_.get().result_int() != 200 || !self->done_) {
+            return self->Fail();
+          }
+          self->totals_->tokens.fetch_add(self->tokens_);
+          {
+            absl::MutexLock lock(&self->totals_->mu);
+            self->totals_->latencies_ns.insert(self->totals_->latencies_ns.end(),
+                                               self->local_.begin(), self->local_.end());
+          }
+          self->completed_->fetch_add(1);
+        });
+  }
+
+  // Chunk data may arrive in pieces: events are handled once whole ("data: ...\n\n").
+  void OnChunk(std::string_view piece) {
+    const int64_t now = NowNs();
+    pending_.append(piece);
+    size_t start = 0;
+    for (size_t end; (end = pending_.find("\n\n", start)) != std::string::npos; start = end + 2) {
+      const std::string_view event(pending_.data() + start, end - start);
+      if (event == "data: [DONE]") {
+        done_ = true;
+        continue;
+      }
+      const size_t at = event.find("\"text\":\"");
+      if (at == std::string_view::npos) continue;
+      const size_t begin = at + 8;
+      const size_t stop = event.find('"', begin);
+      int64_t sent = 0;
+      if (stop == std::string_view::npos ||
+          !absl::SimpleAtoi(absl::string_view(event.data() + begin, stop - begin), &sent)) {
+        continue;
+      }
+      ++tokens_;
+      local_.push_back(now - sent);
+    }
+    pending_.erase(0, start);
+  }
+
+  void Fail() { totals_->errors.fetch_add(1); }
+
+  boost::asio::ip::tcp::socket socket_;
+  const int port_;
+  Totals* const totals_;
+  std::atomic<int>* const completed_;
+  boost::beast::http::request<boost::beast::http::string_body> request_;
+  boost::beast::flat_buffer buffer_;
+  boost::beast::http::response_parser<boost::beast::http::string_body> parser_;
+  std::function<size_t(uint64_t, boost::beast::string_view, boost::beast::error_code&)> on_chunk_;
+  std::string pending_;  // the start of an event not yet whole
+  int64_t tokens_ = 0;
+  bool done_ = false;
+  std::vector<int64_t> local_;
+};
 
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -173,12 +288,15 @@ class RouterProcess {
  public:
   RouterProcess(const std::string& binary, const std::string& worker, int cpu) {
     port_ = FreePort();
+    http_port_ = FreePort();
     std::vector<std::string> args = {binary,
                                      absl::StrCat("--workers=", worker),
                                      "--host=127.0.0.1",
                                      absl::StrCat("--port=", port_),
                                      "--metrics-port=0",
-                                     "--http-port=0",
+                                     absl::StrCat("--http-port=", http_port_),
+                                     "--http-max-connections=8192",
+                                     "--max-queue=8192",
                                      "--log-level=warn"};
     pid_ = fork();
     if (pid_ == 0) {
@@ -202,6 +320,7 @@ class RouterProcess {
     waitpid(pid_, &status, 0);
   }
   int port() const { return port_; }
+  int http_port() const { return http_port_; }
   // user + system CPU seconds so far, and the thread count.
   double CpuSeconds() const {
     std::ifstream f(absl::StrCat("/proc/", pid_, "/stat"));
@@ -233,6 +352,7 @@ class RouterProcess {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  int http_port_ = 0;
 };
 
 std::string DefaultRouterBinary() {
@@ -333,6 +453,78 @@ int Main() {
         n, absl::GetFlag(FLAGS_latency_interval_us), via.tokens_per_s, base.p50_us, base.p99_us,
         via.p50_us, via.p99_us, via.p50_us - base.p50_us, via.p99_us - base.p99_us,
         static_cast<long long>(base.errors + via.errors));
+  }
+
+  // ---- HTTP: many concurrent streaming requests on the OpenAI-compatible API. ----
+  if (const int n = absl::GetFlag(FLAGS_http_streams); n > 0) {
+    const int http_tokens = absl::GetFlag(FLAGS_http_tokens);
+    FakeWorker::Options o;
+    o.tokens_per_request = http_tokens;
+    o.token_interval = absl::Milliseconds(absl::GetFlag(FLAGS_http_interval_ms));
+    o.stamp_text = true;
+    o.record_requests = false;
+    o.info = info;
+    o.load.set_kv_blocks_total(1 << 30);
+    o.load.set_kv_blocks_free(1 << 30);
+    auto worker = FakeWorker::Start(o);
+    RouterProcess router(binary, worker->address(), absl::GetFlag(FLAGS_router_cpu));
+    auto channel = connect(absl::StrCat("127.0.0.1:", router.port()));
+    if (!wait_serving(channel)) {
+      std::fprintf(stderr, "the router did not become ready\n");
+      return 1;
+    }
+    // Baseline: the same streams straight to the worker, one request each.
+    auto wstub = v1::Worker::NewStub(connect(worker->address()));
+    v1::WorkerGenerateRequest paced = direct;
+    paced.mutable_sampling()->set_max_tokens(http_tokens);
+    // Streams start spread over one token interval, as independent clients do (started together,
+    // every stream's tokens would arrive in the same millisecond).
+    const absl::Duration interval = absl::Milliseconds(absl::GetFlag(FLAGS_http_interval_ms));
+    RunResult base = Run(wstub.get(), paced, n, absl::ZeroDuration(), true, interval);
+
+    Totals totals;
+    std::atomic<int> completed{0};
+    boost::asio::io_context ioc;
+    const std::string body =
+        absl::StrCat(R"({"prompt": "hello", "stream": true, "max_tokens": )", http_tokens, "}");
+    auto guard = boost::asio::make_work_guard(ioc);
+    int max_threads = 0;
+    std::atomic<bool> running{true};
+    std::thread sampler([&] {
+      while (running.load()) {
+        max_threads = std::max(max_threads, router.Threads());
+        absl::SleepFor(absl::Milliseconds(50));
+      }
+    });
+    const absl::Time start = absl::Now();
+    const double cpu0 = router.CpuSeconds();
+    std::thread client([&ioc] { ioc.run(); });
+    for (int i = 0; i < n; ++i) {
+      auto streamer =
+          std::make_shared<HttpStreamer>(ioc, router.http_port(), body, &totals, &completed);
+      boost::asio::post(ioc, [streamer] { streamer->Start(); });
+      absl::SleepFor(interval / n);
+    }
+    guard.reset();
+    client.join();
+    const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+    const double cpu = router.CpuSeconds() - cpu0;
+    running.store(false);
+    sampler.join();
+    auto& l = totals.latencies_ns;
+    std::sort(l.begin(), l.end());
+    const double p50 = l.empty() ? 0 : l[l.size() / 2] / 1e3;
+    const double p99 = l.empty() ? 0 : l[std::min(l.size() - 1, l.size() * 99 / 100)] / 1e3;
+    std::printf(
+        "http: %d concurrent streaming /v1/completions of %d tokens, a token every %d ms each: "
+        "%d of %d completed (%lld errors) in %.1f s, %.0f tokens/s, router CPU %.2f s (%.1f us "
+        "per token); router threads at most %d; "
+        "per-token delivery p50 %.0f us / p99 %.0f us (direct to the worker p50 %.0f us / p99 "
+        "%.0f us): added p50 %.0f us, p99 %.0f us\n",
+        n, http_tokens, absl::GetFlag(FLAGS_http_interval_ms), completed.load(), n,
+        static_cast<long long>(totals.errors.load()), secs, totals.tokens.load() / secs, cpu,
+        totals.tokens.load() > 0 ? cpu * 1e6 / totals.tokens.load() : 0.0, max_threads, p50, p99,
+        base.p50_us, base.p99_us, p50 - base.p50_us, p99 - base.p99_us);
   }
   return 0;
 }

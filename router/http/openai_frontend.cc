@@ -1,7 +1,9 @@
 // Design of one generation request (class Generation, shared by its calls and its exchange):
 //   - one Call (a gRPC ClientReadReactor) per prompt, all started at once;
 //   - streamed: each message read is appended to `out_` as SSE events, and its call waits
-//     (`waiting_`) until a Send holding that text is written; then it reads again. At most one
+//     (`waiting_`) until a Send holding that text is written; then it reads again. That read
+//     starts outside a reaction (OnSent), so a waiting call holds its reactor (AddHold): without
+//     the hold gRPC may finish the call and free its reader meanwhile. At most one
 //     Send is outstanding; text that arrives meanwhile goes out with the next one. The HTTP
 //     status is sent with the first message, so a request refused before any output (bad
 //     request, full queue, no worker) gets its real status, not 200;
@@ -89,7 +91,7 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
   void OnSent(bool ok) override {
     absl::MutexLock lock(&mu_);
     sending_ = false;
-    if (!ok) return;
+    if (!ok) return CloseLocked();  // the client is gone
     for (int k : in_flight_) ResumeLocked(k);
     in_flight_.clear();
     FlushLocked();
@@ -97,10 +99,7 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
 
   void OnClosed() override {
     absl::MutexLock lock(&mu_);
-    closed_ = true;
-    for (auto& c : calls_) {
-      if (!c->done) c->context.TryCancel();
-    }
+    CloseLocked();
   }
 
  private:
@@ -121,6 +120,7 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     v1::GenerateResponse message;
     bool done = false;     // OnDone seen
     bool reading = false;  // a read is outstanding
+    bool held = false;     // AddHold'ed while its text waits to be sent
   };
 
   void OnReadDone(int k, bool ok) {
@@ -135,9 +135,16 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
       return;
     }
     StartStreamLocked();
+    const size_t before = out_.size();
     response_.Append(k, c.message, &out_);
     c.message.Clear();
-    waiting_.push_back(k);
+    if (out_.size() == before) {  // nothing of its own to send (the usage-only last message)
+      ResumeLocked(k);
+    } else {
+      c.AddHold();
+      c.held = true;
+      waiting_.push_back(k);
+    }
     FlushLocked();
   }
 
@@ -197,11 +204,31 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     exchange_->Send(&out_);
   }
 
+  // The client left: cancels the calls; nothing more is sent, so the waiting calls let go of
+  // their holds (ResumeLocked reads no more once closed_).
+  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    closed_ = true;
+    for (auto& c : calls_) {
+      if (!c->done) c->context.TryCancel();
+    }
+    for (int k : waiting_) ResumeLocked(k);
+    for (int k : in_flight_) ResumeLocked(k);
+    waiting_.clear();
+    in_flight_.clear();
+  }
+
+  // Reads the next message of call k unless the client left; then lets go of its hold. Under
+  // mu_: RemoveHold schedules OnDone rather than running it.
   void ResumeLocked(int k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Call& c = *calls_[k];
-    if (c.done || c.reading || closed_) return;
-    c.reading = true;
-    c.StartRead(&c.message);
+    if (!c.done && !c.reading && !closed_) {
+      c.reading = true;
+      c.StartRead(&c.message);
+    }
+    if (c.held) {
+      c.held = false;
+      c.RemoveHold();
+    }
   }
 
   OpenAiFrontend* const frontend_;

@@ -99,9 +99,10 @@ Json LogprobsJson(const Tokenizer& tokenizer, bool chat, const Tokens& tokens,
 OpenAiResponse::OpenAiResponse(Config config, const Tokenizer* tokenizer)
     : config_(std::move(config)),
       tokenizer_(tokenizer),
+      prefix_(MakePrefix()),
       choices_(static_cast<size_t>(config_.prompts) * config_.n) {}
 
-std::string OpenAiResponse::Prefix() const {
+std::string OpenAiResponse::MakePrefix() const {
   // The fields every chunk and body starts with, less the closing brace.
   const bool chat = config_.kind == OpenAiRequest::Kind::kChat;
   Json j;
@@ -116,40 +117,45 @@ std::string OpenAiResponse::Prefix() const {
 
 void OpenAiResponse::AppendStart(std::string* out) {
   if (config_.kind != OpenAiRequest::Kind::kChat) return;
-  const std::string prefix = Prefix();
   for (size_t i = 0; i < choices_.size(); ++i) {
     Json choice;
     choice["index"] = i;
     choice["delta"] = {{"role", "assistant"}, {"content", ""}};
     choice["logprobs"] = nullptr;
     choice["finish_reason"] = nullptr;
-    absl::StrAppend(out, "data: ", prefix, ",\"choices\":[", Dump(choice), "]}\n\n");
+    absl::StrAppend(out, "data: ", prefix_, ",\"choices\":[", Dump(choice), "]}\n\n");
   }
 }
 
 void OpenAiResponse::AppendChunk(int index, std::string_view text, const v1::SampleDelta* delta,
                                  std::string* out) {
+  // Per token on the streaming path: the chunk is assembled around the escaped text, with no
+  // JSON tree; only logprobs (asked for) go through one.
   const bool chat = config_.kind == OpenAiRequest::Kind::kChat;
   Choice& c = choices_[index];
-  Json choice;
-  choice["index"] = index;
+  absl::StrAppend(out, "data: ", prefix_, ",\"choices\":[{\"index\":", index);
   if (chat) {
-    choice["delta"] = Json::object();
-    if (!text.empty()) choice["delta"]["content"] = text;
+    if (text.empty()) {
+      out->append(",\"delta\":{}");
+    } else {
+      absl::StrAppend(out, ",\"delta\":{\"content\":", Dump(Json(text)), "}");
+    }
   } else {
-    choice["text"] = text;
+    absl::StrAppend(out, ",\"text\":", Dump(Json(text)));
   }
-  Json logprobs = nullptr;
+  out->append(",\"logprobs\":");
   if (config_.logprobs.has_value() && delta != nullptr && delta->logprobs_size() > 0) {
-    logprobs = LogprobsJson(*tokenizer_, chat, delta->logprobs(), &c.text_offset);
-  }
-  choice["logprobs"] = std::move(logprobs);
-  if (c.finish_reason.empty()) {
-    choice["finish_reason"] = nullptr;
+    out->append(Dump(LogprobsJson(*tokenizer_, chat, delta->logprobs(), &c.text_offset)));
   } else {
-    choice["finish_reason"] = c.finish_reason;
+    out->append("null");
   }
-  absl::StrAppend(out, "data: ", Prefix(), ",\"choices\":[", Dump(choice), "]}\n\n");
+  out->append(",\"finish_reason\":");
+  if (c.finish_reason.empty()) {
+    out->append("null");
+  } else {
+    absl::StrAppend(out, "\"", c.finish_reason, "\"");
+  }
+  out->append("}]}\n\n");
 }
 
 void OpenAiResponse::Append(int prompt, const v1::GenerateResponse& response, std::string* out) {
@@ -189,7 +195,7 @@ void OpenAiResponse::AppendEnd(std::string* out) {
     Json usage = {{"prompt_tokens", prompt_tokens_},
                   {"completion_tokens", completion_tokens_},
                   {"total_tokens", prompt_tokens_ + completion_tokens_}};
-    absl::StrAppend(out, "data: ", Prefix(), ",\"choices\":[],\"usage\":", Dump(usage), "}\n\n");
+    absl::StrAppend(out, "data: ", prefix_, ",\"choices\":[],\"usage\":", Dump(usage), "}\n\n");
   }
   out->append("data: [DONE]\n\n");
 }

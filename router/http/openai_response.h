@@ -60,10 +60,12 @@ class OpenAiResponse {
   // One streamed chunk for `delta` of choice `index`.
   void AppendChunk(int index, std::string_view text, const v1::SampleDelta* delta,
                    std::string* out);
-  [[nodiscard]] std::string Prefix() const;
+  [[nodiscard]] std::string MakePrefix() const;
 
   const Config config_;
   const Tokenizer* const tokenizer_;
+  // The fields every chunk starts with, less the closing brace; built once.
+  const std::string prefix_;
   std::vector<Choice> choices_;
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;
