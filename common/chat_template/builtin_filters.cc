@@ -5,6 +5,8 @@
 // by the first loop over them.
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -482,6 +484,220 @@ PAGELLM_FILTER(Reject) { return SelectOrReject(ctx, v, args, false, false); }
 PAGELLM_FILTER(SelectAttr) { return SelectOrReject(ctx, v, args, true, true); }
 PAGELLM_FILTER(RejectAttr) { return SelectOrReject(ctx, v, args, true, false); }
 
+// Jinja2's ignore_case postprocessing: strings lowered, anything else as it is.
+Value IgnoreCase(const Value& v) {
+  return v.is_string() ? Value::String(PyLower(v.AsString())) : v;
+}
+
+// Jinja2's make_attrgetter(attribute, postprocess=ignore_case unless case_sensitive).
+absl::StatusOr<Value> SortKey(RenderContext& ctx, const Value& item,
+                              const std::optional<Value>& attribute, bool case_sensitive) {
+  Value key = item;
+  if (attribute && !attribute->is_none()) {
+    ASSIGN_OR_RETURN(key, GetPath(ctx, item, *attribute, std::nullopt));
+  }
+  return case_sensitive ? key : IgnoreCase(key);
+}
+
+absl::StatusOr<Value> MinOrMax(RenderContext& ctx, const Value& v, const CallArgs& args, bool max) {
+  const std::string_view name = max ? "max" : "min";
+  ASSIGN_OR_RETURN(auto a, BindArgs(name, args, {"case_sensitive", "attribute"}, 0));
+  const bool case_sensitive = a[0] && a[0]->Truthy();
+  ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(ctx, v));
+  if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
+  size_t best = 0;
+  ASSIGN_OR_RETURN(Value best_key, SortKey(ctx, items[0], a[1], case_sensitive));
+  for (size_t i = 1; i < items.size(); ++i) {
+    ASSIGN_OR_RETURN(Value key, SortKey(ctx, items[i], a[1], case_sensitive));
+    // Python's min/max keep the first of equal items.
+    ASSIGN_OR_RETURN(bool better, max ? PyLess(best_key, key, ctx) : PyLess(key, best_key, ctx));
+    if (better) {
+      best = i;
+      best_key = key;
+    }
+  }
+  return items[best];
+}
+
+PAGELLM_FILTER(Min) { return MinOrMax(ctx, v, args, false); }
+PAGELLM_FILTER(Max) { return MinOrMax(ctx, v, args, true); }
+
+PAGELLM_FILTER(Unique) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("unique", args, {"case_sensitive", "attribute"}, 0));
+  const bool case_sensitive = a[0] && a[0]->Truthy();
+  ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(ctx, v));
+  std::vector<Value> seen, out;
+  for (const Value& item : items) {
+    ASSIGN_OR_RETURN(Value key, SortKey(ctx, item, a[1], case_sensitive));
+    RETURN_IF_ERROR(ValidateKey(key));  // Python keeps the keys in a set
+    RETURN_IF_ERROR(ctx.ChargeSteps(seen.size()));
+    bool found = false;
+    for (const Value& s : seen) {
+      ASSIGN_OR_RETURN(found, PyEquals(s, key, ctx));
+      if (found) break;
+    }
+    if (found) continue;
+    seen.push_back(key);
+    out.push_back(item);
+  }
+  return ctx.MakeList(std::move(out), SeqKind::kIterator);
+}
+
+PAGELLM_FILTER(Sum) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("sum", args, {"attribute", "start"}, 0));
+  Value total = a[1] ? *a[1] : Value::Int(0);
+  if (total.is_string()) {
+    return absl::InvalidArgumentError("sum() can't sum strings [use ''.join(seq) instead]");
+  }
+  ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(ctx, v));
+  for (const Value& item : items) {
+    Value x = item;
+    if (a[0] && !a[0]->is_none()) {
+      ASSIGN_OR_RETURN(x, GetPath(ctx, item, *a[0], std::nullopt));
+    }
+    ASSIGN_OR_RETURN(total, ApplyBinary(BinaryOp::kAdd, total, x, ctx));
+  }
+  return total;
+}
+
+PAGELLM_FILTER(Round) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("round", args, {"precision", "method"}, 0));
+  std::string method = "common";
+  if (a[1]) {
+    if (!a[1]->is_string())
+      return absl::InvalidArgumentError("method must be common, ceil or floor");
+    method = a[1]->AsString();
+  }
+  if (method != "common" && method != "ceil" && method != "floor") {
+    return absl::InvalidArgumentError("method must be common, ceil or floor");
+  }
+  if (a[0] && !a[0]->is_integral()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", a[0]->TypeName(), "' object cannot be interpreted as an integer"));
+  }
+  const int64_t precision = a[0] ? a[0]->AsInt() : 0;
+  if (!v.is_number()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("type ", v.TypeName(), " doesn't define __round__ method"));
+  }
+  if (method != "common") {
+    // func(value * 10**precision) / 10**precision: always a float.
+    const double scale = std::pow(10.0, static_cast<double>(precision));
+    const double scaled = v.AsDouble() * scale;
+    if (!std::isfinite(scaled)) {
+      return absl::InvalidArgumentError("cannot convert float infinity or NaN to integer");
+    }
+    return Value::Float((method == "ceil" ? std::ceil(scaled) : std::floor(scaled)) / scale);
+  }
+  if (v.is_integral()) {  // round(int, ndigits) is an int, ties to even
+    const int64_t i = v.AsInt();
+    if (precision >= 0) return Value::Int(i);
+    if (precision < -18) return Value::Int(0);
+    int64_t m = 1;
+    for (int64_t k = 0; k < -precision; ++k) m *= 10;
+    int64_t q = i / m, r = i % m;
+    if (r < 0) {
+      r += m;
+      --q;
+    }
+    if (2 * r > m || (2 * r == m && q % 2 != 0)) ++q;
+    return Value::Int(q * m);
+  }
+  const double d = v.AsDouble();
+  if (!std::isfinite(d) || precision > 330) return Value::Float(d);
+  if (precision < 0) {
+    const double m = std::pow(10.0, static_cast<double>(-precision));
+    return Value::Float(std::nearbyint(d / m) * m);
+  }
+  // printf rounds the exact binary value half to even, as Python's round does.
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(precision), d);
+  return Value::Float(std::strtod(buf, nullptr));
+}
+
+// The byte length of the first `n` code points of `s`.
+size_t CodepointPrefix(std::string_view s, size_t n) {
+  size_t pos = 0;
+  for (size_t i = 0; i < n && pos < s.size(); ++i) NextCodepoint(s, &pos);
+  return pos;
+}
+
+PAGELLM_FILTER(Truncate) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("truncate", args, {"length", "killwords", "end", "leeway"}, 0));
+  for (int i : {0, 3}) {
+    if (a[i] && !a[i]->is_integral()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", a[i]->TypeName(), "' object cannot be interpreted as an integer"));
+    }
+  }
+  const int64_t length = a[0] ? a[0]->AsInt() : 255;
+  const bool killwords = a[1] && a[1]->Truthy();
+  std::string end = "...";
+  if (a[2]) {
+    if (!a[2]->is_string()) return absl::InvalidArgumentError("end must be a string");
+    end = a[2]->AsString();
+  }
+  const int64_t leeway = a[3] ? a[3]->AsInt() : 5;  // Jinja2's truncate.leeway policy
+  const auto end_len = static_cast<int64_t>(CodepointCount(end));
+  if (length < end_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected length >= ", end_len, ", got ", length));
+  }
+  if (leeway < 0)
+    return absl::InvalidArgumentError(absl::StrCat("expected leeway >= 0, got ", leeway));
+  ASSIGN_OR_RETURN(std::string s, ToStr(ctx, v));
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  if (static_cast<int64_t>(CodepointCount(s)) <= length + leeway) return ctx.MakeString(s);
+  std::string kept = s.substr(0, CodepointPrefix(s, static_cast<size_t>(length - end_len)));
+  if (!killwords) {
+    const size_t space = kept.rfind(' ');
+    if (space != std::string::npos) kept.resize(space);
+  }
+  return ctx.MakeString(kept + end);
+}
+
+PAGELLM_FILTER(Indent) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("indent", args, {"width", "first", "blank"}, 0));
+  std::string indention = "    ";
+  if (a[0]) {
+    if (a[0]->is_string()) {
+      indention = a[0]->AsString();
+    } else if (a[0]->is_integral()) {
+      const int64_t w = a[0]->AsInt();
+      RETURN_IF_ERROR(ctx.CheckStringSize(w > 0 ? static_cast<uint64_t>(w) : 0));
+      indention.assign(w > 0 ? static_cast<size_t>(w) : 0, ' ');
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("can't multiply sequence by non-int of type '", a[0]->TypeName(), "'"));
+    }
+  }
+  const bool first = a[1] && a[1]->Truthy();
+  const bool blank = a[2] && a[2]->Truthy();
+  ASSIGN_OR_RETURN(std::string s, ToStr(ctx, v));
+  s += '\n';  // Jinja2's quirk for splitlines
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  const std::vector<std::string_view> lines = PySplitLines(s, false);
+  RETURN_IF_ERROR(ctx.CheckStringSize(s.size() + (lines.size() + 1) * indention.size()));
+  std::string out = first ? indention : "";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) {
+      out += '\n';
+      if (blank || !lines[i].empty()) out += indention;
+    }
+    out.append(lines[i]);
+  }
+  return ctx.MakeString(std::move(out));
+}
+
+PAGELLM_FILTER(Center) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("center", args, {"width"}, 0));
+  ASSIGN_OR_RETURN(std::string s, ToStr(ctx, v));
+  const Value str = v.is_string() ? v : Value::String(std::move(s));
+  CallArgs method_args;
+  method_args.positional.push_back(a[0] ? *a[0] : Value::Int(80));
+  return FindMethod(str, "center")(ctx, str, method_args);
+}
+
 #undef PAGELLM_FILTER
 
 struct NamedFilter {
@@ -493,6 +709,7 @@ constexpr NamedFilter kFilters[] = {
     {"abs", Abs},
     {"attr", Attr},
     {"capitalize", Capitalize},
+    {"center", Center},
     {"count", LengthFilter},
     {"d", Default},
     {"default", Default},
@@ -500,6 +717,7 @@ constexpr NamedFilter kFilters[] = {
     {"escape", Escape},
     {"first", First},
     {"float", Float},
+    {"indent", Indent},
     {"int", Int},
     {"items", Items},
     {"join", Join},
@@ -508,18 +726,24 @@ constexpr NamedFilter kFilters[] = {
     {"list", List},
     {"lower", Lower},
     {"map", Map},
+    {"max", Max},
+    {"min", Min},
     {"reject", Reject},
     {"rejectattr", RejectAttr},
     {"replace", Replace},
     {"reverse", Reverse},
+    {"round", Round},
     {"safe", Safe},
     {"select", Select},
     {"selectattr", SelectAttr},
     {"sort", Sort},
     {"string", StringFilter},
+    {"sum", Sum},
     {"title", Title},
     {"tojson", ToJson},
     {"trim", Trim},
+    {"truncate", Truncate},
+    {"unique", Unique},
     {"upper", Upper},
 };
 

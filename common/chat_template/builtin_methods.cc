@@ -1,6 +1,7 @@
-// Python methods of str and dict that chat templates call, and the loop's cycle(). Mutating
+// Python methods of str, list and dict that chat templates call, and the loop's cycle(). Mutating
 // methods (list.append, dict.update, ...) are absent, as transformers' immutable sandbox
 // forbids them.
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/chat_template/access.h"
 #include "common/chat_template/builtins.h"
+#include "common/chat_template/operators.h"
 #include "common/chat_template/py_string.h"
 #include "common/status_macros.h"
 
@@ -144,15 +146,21 @@ PAGELLM_METHOD(StrCount) {
   return Value::Int(n);
 }
 
-PAGELLM_METHOD(StrFind) {
-  ASSIGN_OR_RETURN(auto a, BindArgs("find", args, {"sub"}, 1));
-  ASSIGN_OR_RETURN(std::string sub, RequiredStr("find", *a[0]));
+// str.find(sub) / rfind(sub): the code-point index of the first (last) match, or -1.
+absl::StatusOr<Value> Find(RenderContext& ctx, const Value& self, const CallArgs& args,
+                           bool from_right) {
+  const std::string_view name = from_right ? "rfind" : "find";
+  ASSIGN_OR_RETURN(auto a, BindArgs(name, args, {"sub"}, 1));
+  ASSIGN_OR_RETURN(std::string sub, RequiredStr(name, *a[0]));
   const std::string& s = self.AsString();
   RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
-  const size_t pos = s.find(sub);
+  const size_t pos = from_right ? s.rfind(sub) : s.find(sub);
   if (pos == std::string::npos) return Value::Int(-1);
   return Value::Int(static_cast<int64_t>(CodepointCount(std::string_view(s).substr(0, pos))));
 }
+
+PAGELLM_METHOD(StrFind) { return Find(ctx, self, args, false); }
+PAGELLM_METHOD(StrRFind) { return Find(ctx, self, args, true); }
 
 absl::StatusOr<Value> Classify(RenderContext& ctx, const Value& self, const CallArgs& args,
                                std::string_view name, bool (*pred)(uint32_t)) {
@@ -180,6 +188,184 @@ PAGELLM_METHOD(StrIsUpper) {
   RETURN_IF_ERROR(ctx.ChargeBytes(self.AsString().size()));
   return Value::Bool(PyIsUpper(self.AsString()));
 }
+
+// str.ljust / rjust / center(width, fillchar=' ').
+absl::StatusOr<Value> Pad(RenderContext& ctx, const Value& self, const CallArgs& args,
+                          std::string_view name, PyAlign align) {
+  ASSIGN_OR_RETURN(auto a, BindArgs(name, args, {"width", "fillchar"}, 1));
+  if (!a[0]->is_integral()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", a[0]->TypeName(), "' object cannot be interpreted as an integer"));
+  }
+  std::string fill = " ";
+  if (a[1]) {
+    if (!a[1]->is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(name), "() argument 2 must be str, not ", a[1]->TypeName()));
+    }
+    fill = a[1]->AsString();
+    if (CodepointCount(fill) != 1) {
+      return absl::InvalidArgumentError("The fill character must be exactly one character long");
+    }
+  }
+  const std::string& s = self.AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  const int64_t width = a[0]->AsInt();
+  const auto len = static_cast<int64_t>(CodepointCount(s));
+  if (width <= len) return self;
+  const auto margin = static_cast<uint64_t>(width - len);
+  const uint64_t max = ctx.limits().max_string_bytes;
+  RETURN_IF_ERROR(ctx.CheckStringSize(margin > max ? max + 1 : s.size() + margin * fill.size()));
+  return ctx.MakeString(PyPad(s, static_cast<size_t>(width), fill, align));
+}
+
+PAGELLM_METHOD(StrLJust) { return Pad(ctx, self, args, "ljust", PyAlign::kLeft); }
+PAGELLM_METHOD(StrRJust) { return Pad(ctx, self, args, "rjust", PyAlign::kRight); }
+PAGELLM_METHOD(StrCenter) { return Pad(ctx, self, args, "center", PyAlign::kCenter); }
+
+PAGELLM_METHOD(StrZFill) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("zfill", args, {"width"}, 1));
+  if (!a[0]->is_integral()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", a[0]->TypeName(), "' object cannot be interpreted as an integer"));
+  }
+  const std::string& s = self.AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  const auto len = static_cast<int64_t>(CodepointCount(s));
+  if (a[0]->AsInt() <= len) return self;
+  const auto margin = static_cast<uint64_t>(a[0]->AsInt() - len);
+  const uint64_t max = ctx.limits().max_string_bytes;
+  RETURN_IF_ERROR(ctx.CheckStringSize(margin > max ? max + 1 : s.size() + margin));
+  std::string out(margin, '0');
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {  // the sign goes first
+    out[0] = s[0];
+    out.push_back('0');
+    out.append(s, 1);
+  } else {
+    out.append(s);
+  }
+  return ctx.MakeString(std::move(out));
+}
+
+absl::StatusOr<Value> RemoveAffix(RenderContext& ctx, const Value& self, const CallArgs& args,
+                                  bool prefix) {
+  const std::string_view name = prefix ? "removeprefix" : "removesuffix";
+  ASSIGN_OR_RETURN(auto a, BindArgs(name, args, {"affix"}, 1));
+  if (!a[0]->is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(name), "() argument must be str, not ", a[0]->TypeName()));
+  }
+  const std::string& s = self.AsString();
+  const std::string& affix = a[0]->AsString();
+  if (prefix ? !absl::StartsWith(s, affix) : !absl::EndsWith(s, affix)) return self;
+  return ctx.MakeString(prefix ? s.substr(affix.size()) : s.substr(0, s.size() - affix.size()));
+}
+
+PAGELLM_METHOD(StrRemovePrefix) { return RemoveAffix(ctx, self, args, true); }
+PAGELLM_METHOD(StrRemoveSuffix) { return RemoveAffix(ctx, self, args, false); }
+
+absl::StatusOr<Value> Partition(RenderContext& ctx, const Value& self, const CallArgs& args,
+                                bool from_right) {
+  const std::string_view name = from_right ? "rpartition" : "partition";
+  ASSIGN_OR_RETURN(auto a, BindArgs(name, args, {"sep"}, 1));
+  ASSIGN_OR_RETURN(std::string sep, RequiredStr(name, *a[0]));
+  if (sep.empty()) return absl::InvalidArgumentError("empty separator");
+  const std::string& s = self.AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  const size_t at = from_right ? s.rfind(sep) : s.find(sep);
+  std::vector<Value> parts;
+  if (at == std::string::npos) {
+    parts = {from_right ? Value::String("") : self, Value::String(""),
+             from_right ? self : Value::String("")};
+  } else {
+    ASSIGN_OR_RETURN(Value head, ctx.MakeString(s.substr(0, at)));
+    ASSIGN_OR_RETURN(Value tail, ctx.MakeString(s.substr(at + sep.size())));
+    parts = {head, *a[0], tail};
+  }
+  return ctx.MakeList(std::move(parts), SeqKind::kTuple);
+}
+
+PAGELLM_METHOD(StrPartition) { return Partition(ctx, self, args, false); }
+PAGELLM_METHOD(StrRPartition) { return Partition(ctx, self, args, true); }
+
+PAGELLM_METHOD(StrSplitLines) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("splitlines", args, {"keepends"}, 0));
+  const std::string& s = self.AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  std::vector<Value> lines;
+  for (std::string_view line : PySplitLines(s, a[0] && a[0]->Truthy())) {
+    ASSIGN_OR_RETURN(Value v, ctx.MakeString(std::string(line)));
+    lines.push_back(std::move(v));
+  }
+  return ctx.MakeList(std::move(lines));
+}
+
+PAGELLM_METHOD(StrSwapCase) {
+  RETURN_IF_ERROR(BindArgs("swapcase", args, {}, 0).status());
+  RETURN_IF_ERROR(ctx.ChargeBytes(self.AsString().size()));
+  RETURN_IF_ERROR(ctx.CheckStringSize(self.AsString().size() * 3));  // at most 3x (U+0390)
+  return ctx.MakeString(PySwapCase(self.AsString()));
+}
+
+PAGELLM_METHOD(StrExpandTabs) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("expandtabs", args, {"tabsize"}, 0));
+  if (a[0] && !a[0]->is_integral()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", a[0]->TypeName(), "' object cannot be interpreted as an integer"));
+  }
+  const int64_t tabsize = a[0] ? a[0]->AsInt() : 8;
+  const std::string& s = self.AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  const uint64_t tabs = std::count(s.begin(), s.end(), '\t');
+  const uint64_t max = ctx.limits().max_string_bytes;
+  if (tabsize > 0) {
+    RETURN_IF_ERROR(ctx.CheckStringSize(
+        static_cast<uint64_t>(tabsize) > max ? max + 1 : s.size() + tabs * tabsize));
+  }
+  std::string out;
+  int64_t column = 0;
+  for (size_t pos = 0; pos < s.size();) {
+    const size_t at = pos;
+    const uint32_t cp = NextCodepoint(s, &pos);
+    if (cp == '\t') {
+      if (tabsize > 0) {
+        const int64_t n = tabsize - column % tabsize;
+        out.append(static_cast<size_t>(n), ' ');
+        column += n;
+      }
+    } else {
+      out.append(s, at, pos - at);
+      column = cp == '\n' || cp == '\r' ? 0 : column + 1;
+    }
+  }
+  return ctx.MakeString(std::move(out));
+}
+
+// list.count(x) / list.index(x), and tuple's.
+absl::StatusOr<Value> ListSearch(RenderContext& ctx, const Value& self, const CallArgs& args,
+                                 bool index) {
+  const std::string_view name = index ? "index" : "count";
+  const ListObject& list = *self.AsList();
+  if (list.seq != SeqKind::kList && list.seq != SeqKind::kTuple) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", self.TypeName(), "' object has no attribute '", std::string(name), "'"));
+  }
+  ASSIGN_OR_RETURN(auto a, BindArgs(name, args, {"value"}, 1));
+  RETURN_IF_ERROR(ctx.ChargeSteps(list.items.size()));
+  int64_t n = 0;
+  for (size_t i = 0; i < list.items.size(); ++i) {
+    ASSIGN_OR_RETURN(bool equal, PyEquals(list.items[i], *a[0], ctx));
+    if (!equal) continue;
+    if (index) return Value::Int(static_cast<int64_t>(i));
+    ++n;
+  }
+  if (!index) return Value::Int(n);
+  return absl::InvalidArgumentError(list.seq == SeqKind::kTuple ? "tuple.index(x): x not in tuple"
+                                                                : "list.index(x): x not in list");
+}
+
+PAGELLM_METHOD(ListCount) { return ListSearch(ctx, self, args, false); }
+PAGELLM_METHOD(ListIndex) { return ListSearch(ctx, self, args, true); }
 
 // dict.items() / keys() / values(): views (sized, re-iterable, not indexable).
 absl::StatusOr<Value> DictView(RenderContext& ctx, const Value& self, const CallArgs& args,
@@ -251,6 +437,20 @@ constexpr NamedMethod kMethods[] = {
     {ValueKind::kString, "isspace", StrIsSpace},
     {ValueKind::kString, "islower", StrIsLower},
     {ValueKind::kString, "isupper", StrIsUpper},
+    {ValueKind::kString, "ljust", StrLJust},
+    {ValueKind::kString, "rjust", StrRJust},
+    {ValueKind::kString, "center", StrCenter},
+    {ValueKind::kString, "zfill", StrZFill},
+    {ValueKind::kString, "removeprefix", StrRemovePrefix},
+    {ValueKind::kString, "removesuffix", StrRemoveSuffix},
+    {ValueKind::kString, "partition", StrPartition},
+    {ValueKind::kString, "rpartition", StrRPartition},
+    {ValueKind::kString, "rfind", StrRFind},
+    {ValueKind::kString, "splitlines", StrSplitLines},
+    {ValueKind::kString, "swapcase", StrSwapCase},
+    {ValueKind::kString, "expandtabs", StrExpandTabs},
+    {ValueKind::kList, "count", ListCount},
+    {ValueKind::kList, "index", ListIndex},
     {ValueKind::kDict, "items", DictItems},
     {ValueKind::kDict, "keys", DictKeys},
     {ValueKind::kDict, "values", DictValues},

@@ -481,6 +481,16 @@ TEST_F(ChatTemplateTest, DeepOrCircularValuesFailToPrint) {
               StartsWith("unexpected success"));  // identity comparison: no recursion
 }
 
+TEST_F(ChatTemplateTest, PaddingAndIndentingCannotBuildHugeStrings) {
+  for (const char* source :
+       {"{{ 'a'.ljust(1000000000) }}", "{{ 'a'.rjust(9223372036854775807, 'x') }}",
+        "{{ 'a'.center(2000000) }}", "{{ 'a' | center(2000000) }}", "{{ '7'.zfill(5000000) }}",
+        "{{ ('\t' * 1000).expandtabs(100000) }}", "{{ 'a\nb' | indent(2000000) }}",
+        "{{ ('a\n' * 1000) | indent('x' * 2000) }}"}) {
+    EXPECT_THAT(Error(source), HasSubstr("limit")) << source;
+  }
+}
+
 TEST_F(ChatTemplateTest, ParseLimitsAreConfigurable) {
   chat_template::ParseOptions options;
   options.max_source_bytes = 10;

@@ -466,4 +466,56 @@ bool PyIsUpper(std::string_view s) {
   return cased;
 }
 
+std::vector<std::string_view> PySplitLines(std::string_view s, bool keepends) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  for (size_t pos = 0; pos < s.size();) {
+    const size_t at = pos;
+    const uint32_t cp = NextCodepoint(s, &pos);
+    const bool boundary = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c ||
+                          (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+    if (!boundary) continue;
+    if (cp == '\r' && pos < s.size() && s[pos] == '\n') ++pos;
+    out.push_back(s.substr(start, (keepends ? pos : at) - start));
+    start = pos;
+  }
+  if (start < s.size()) out.push_back(s.substr(start));
+  return out;
+}
+
+std::string PyPad(std::string_view s, size_t width, std::string_view fill, PyAlign align) {
+  const size_t len = CodepointCount(s);
+  if (len >= width) return std::string(s);
+  const size_t margin = width - len;
+  size_t left = 0;
+  if (align == PyAlign::kRight) {
+    left = margin;
+  } else if (align == PyAlign::kCenter) {
+    left = margin / 2 + (margin & width & 1);  // as CPython's str.center
+  }
+  std::string out;
+  out.reserve(s.size() + margin * fill.size());
+  for (size_t i = 0; i < left; ++i) out.append(fill);
+  out.append(s);
+  for (size_t i = left; i < margin; ++i) out.append(fill);
+  return out;
+}
+
+std::string PySwapCase(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t pos = 0; pos < s.size();) {
+    const size_t at = pos;
+    const uint32_t cp = NextCodepoint(s, &pos);
+    if (IsUpperCase(cp)) {
+      AppendLower(cp, &out);
+    } else if (IsLowerCase(cp)) {
+      AppendUpper(cp, &out);
+    } else {
+      out.append(s.substr(at, pos - at));
+    }
+  }
+  return out;
+}
+
 }  // namespace pagellm::chat_template

@@ -61,6 +61,19 @@ std::string JinjaTitle(std::string_view s);
 bool PyIsLower(std::string_view s);
 bool PyIsUpper(std::string_view s);
 
+// s.splitlines(keepends): lines end at \n, \r, \r\n, \v, \f, \x1c-\x1e, \x85, U+2028, U+2029.
+std::vector<std::string_view> PySplitLines(std::string_view s, bool keepends);
+
+// Where padding goes: s.ljust (kLeft), s.rjust (kRight), s.center (kCenter).
+enum class PyAlign { kLeft, kRight, kCenter };
+// `s` padded with `fill` (one character) to `width` code points, as str.ljust/rjust/center
+// pad; `s` itself when it is that long already. The result has at most
+// s.size() + width * fill.size() bytes: check that before calling.
+std::string PyPad(std::string_view s, size_t width, std::string_view fill, PyAlign align);
+
+// s.swapcase(), with the case mappings above.
+std::string PySwapCase(std::string_view s);
+
 }  // namespace pagellm::chat_template
 
 #endif  // PAGELLM_COMMON_CHAT_TEMPLATE_PY_STRING_H_
