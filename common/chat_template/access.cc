@@ -99,6 +99,13 @@ absl::StatusOr<Value> GetAttr(RenderContext& ctx, const Value& obj, std::string_
   }
 }
 
+absl::StatusOr<Value> GetAttrOnly(RenderContext& ctx, const Value& obj, std::string_view name) {
+  if (obj.kind() == ValueKind::kDict && FindMethod(obj, name) == nullptr) {
+    return MissingAttribute(obj, name);
+  }
+  return GetAttr(ctx, obj, name);
+}
+
 absl::StatusOr<Value> GetItem(RenderContext& ctx, const Value& obj, const Value& key) {
   if (obj.is_undefined()) return UndefinedError(obj);
   switch (obj.kind()) {

@@ -20,6 +20,9 @@ namespace pagellm::chat_template {
 
 // x.name. Methods come back as bound callables; `loop` attributes are computed.
 absl::StatusOr<Value> GetAttr(RenderContext& ctx, const Value& obj, std::string_view name);
+// Python's getattr(x, name) alone, as the `attr` filter reads: a dict's items are not its
+// attributes (x.name falls back to x['name'], attr does not). Undefined when missing.
+absl::StatusOr<Value> GetAttrOnly(RenderContext& ctx, const Value& obj, std::string_view name);
 
 // x[key]. Negative indexes count from the end; out of range is undefined.
 absl::StatusOr<Value> GetItem(RenderContext& ctx, const Value& obj, const Value& key);

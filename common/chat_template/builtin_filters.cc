@@ -88,7 +88,7 @@ PAGELLM_FILTER(Abs) {
 PAGELLM_FILTER(Attr) {
   ASSIGN_OR_RETURN(auto a, BindArgs("attr", args, {"name"}, 1));
   if (!a[0]->is_string()) return absl::InvalidArgumentError("attr name must be a string");
-  return GetAttr(ctx, v, a[0]->AsString());
+  return GetAttrOnly(ctx, v, a[0]->AsString());
 }
 
 PAGELLM_FILTER(Capitalize) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/chat_template/operators.h"
 #include "common/chat_template/py_format.h"
 #include "common/status_macros.h"
@@ -95,6 +96,20 @@ absl::StatusOr<Value> RaiseException(RenderContext& ctx, const CallArgs& args) {
   return status;
 }
 
+// transformers' strftime_now(format): datetime.now().strftime(format).
+absl::StatusOr<Value> StrftimeNow(RenderContext& ctx, const CallArgs& args) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("strftime_now", args, {"format"}, 1));
+  if (!a[0]->is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("strftime() argument 1 must be str, not ", a[0]->TypeName()));
+  }
+  const std::string& format = a[0]->AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(format.size()));
+  // No conversion writes more than 64 bytes per byte of format (%c, %x, ... are short).
+  RETURN_IF_ERROR(ctx.CheckStringSize(format.size() * 64));
+  return ctx.MakeString(absl::FormatTime(format, ctx.now(), ctx.time_zone()));
+}
+
 struct NamedGlobal {
   std::string_view name;
   GlobalFn fn;
@@ -105,6 +120,7 @@ constexpr NamedGlobal kGlobals[] = {
     {"namespace", Namespace},
     {"dict", Dict},
     {"raise_exception", RaiseException},
+    {"strftime_now", StrftimeNow},
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/chat_template/ast.h"
 #include "common/chat_template/builtins.h"
 #include "common/chat_template/interpreter.h"
@@ -40,7 +41,8 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::Parse(
 
 absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages,
                                                  const RenderOptions& options) const {
-  chat_template::RenderContext ctx(options.limits);
+  chat_template::RenderContext ctx(options.limits, options.now.value_or(absl::Now()),
+                                   options.time_zone);
   std::vector<Value> list;
   list.reserve(messages.size());
   for (const ChatMessage& message : messages) {

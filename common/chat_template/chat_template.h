@@ -16,8 +16,8 @@
 // Checked byte for byte against Python jinja2 on real templates and on random ones
 // (chat_template_fixture_test). Known gaps, which fail with InvalidArgument rather than render
 // differently: macros, call and filter blocks, include/extends, recursive loops,
-// *args/**kwargs, printf-style `str % x`, str.format, strftime_now, the rarer filters (indent,
-// wordcount, unique, dictsort, min/max/sum, round, ...), ints past 64 bits. Known differences:
+// *args/**kwargs, printf-style `str % x`, str.format, joiner, the rarer filters (wordcount,
+// dictsort, batch, slice, groupby, format, ...), ints past 64 bits. Known differences:
 // an unknown filter or test fails when it is evaluated (Jinja2 rejects the template when
 // compiling it); range() is a list (its repr differs); case mapping covers Latin, Greek,
 // Cyrillic and Armenian letters only (py_string.h); repr() escapes the common non-printable
@@ -26,11 +26,13 @@
 #define PAGELLM_COMMON_CHAT_TEMPLATE_CHAT_TEMPLATE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/chat_template/options.h"
 
 namespace pagellm {
@@ -48,6 +50,10 @@ struct RenderOptions {
   std::string bos_token;
   std::string eos_token;
   chat_template::RenderLimits limits;
+  // What strftime_now(format) formats (transformers' datetime.now()): unset, the clock at
+  // render, in `time_zone`.
+  std::optional<absl::Time> now;
+  absl::TimeZone time_zone = absl::LocalTimeZone();
 };
 
 // A parsed chat template. Thread-safe: immutable after Parse; Render may run on many threads at
@@ -65,7 +71,8 @@ class ChatTemplate {
 
   // Renders `messages`. The template sees the variables `messages` (a list of dicts with "role"
   // and "content"), `add_generation_prompt`, `bos_token`, `eos_token`, and `tools` and
-  // `documents` set to none (as transformers passes them when a request has no tools).
+  // `documents` set to none (as transformers passes them when a request has no tools), and
+  // transformers' global strftime_now(format) (options.now in options.time_zone).
   // Invalid UTF-8 in messages or tokens is replaced by U+FFFD first.
   // Errors are InvalidArgument: for the template's own raise_exception(msg) (it rejects the
   // conversation: an unknown role, roles that do not alternate, ...) the message is exactly

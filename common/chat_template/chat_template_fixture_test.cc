@@ -20,6 +20,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
 #include "common/chat_template/chat_template.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -72,6 +74,9 @@ TEST_F(ChatTemplateFixtureTest, MatchesJinja2) {
     options.add_generation_prompt = c["add_generation_prompt"];
     options.bos_token = c["bos_token"];
     options.eos_token = c["eos_token"];
+    // The fixture script's FIXED_NOW, as strftime_now sees it.
+    options.now = absl::FromCivil(absl::CivilSecond(2024, 9, 18, 7, 5, 3), absl::UTCTimeZone());
+    options.time_zone = absl::UTCTimeZone();
     const auto& tmpl = parsed.at(name);
     absl::StatusOr<std::string> got =
         tmpl.ok() ? (*tmpl)->Render(messages, options) : absl::StatusOr<std::string>(tmpl.status());

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -142,8 +144,7 @@ TEST_F(ChatTemplateTest, UndefinedValuesRenderEmptyAndAreFalsy) {
 }
 
 TEST_F(ChatTemplateTest, CallingAnUnknownNameFails) {
-  EXPECT_EQ(Error("{{ strftime_now('%Y') }}"),
-            "chat template error, line 1: 'strftime_now' is undefined");
+  EXPECT_EQ(Error("{{ strftime('%Y') }}"), "chat template error, line 1: 'strftime' is undefined");
   EXPECT_EQ(Error("{{ 'a'() }}"), "chat template error, line 1: 'str' object is not callable");
   EXPECT_EQ(Error("{{ 'a'.nomethod() }}"),
             "chat template error, line 1: 'str object' has no attribute 'nomethod'");
@@ -479,6 +480,16 @@ TEST_F(ChatTemplateTest, DeepOrCircularValuesFailToPrint) {
               HasSubstr("nested too deeply"));
   EXPECT_THAT(Error("{% set ns = namespace(x=1) %}{% set ns.self = ns %}{{ ns == ns.self }}"),
               StartsWith("unexpected success"));  // identity comparison: no recursion
+}
+
+TEST_F(ChatTemplateTest, StrftimeNowFormatsTheInjectedTimeInItsZone) {
+  RenderOptions options;
+  options.now = absl::FromCivil(absl::CivilSecond(2025, 12, 31, 23, 30, 0), absl::UTCTimeZone());
+  options.time_zone = absl::FixedTimeZone(3600);  // already 2026 there
+  EXPECT_EQ(*Render("{{ strftime_now('%d %b %Y %H:%M') }}", Conversation(), options),
+            "01 Jan 2026 00:30");
+  EXPECT_THAT(Error("{{ strftime_now(1) }}"), HasSubstr("must be str"));
+  EXPECT_THAT(Error("{{ strftime_now('%c' * 100000) }}"), HasSubstr("limit"));
 }
 
 TEST_F(ChatTemplateTest, PaddingAndIndentingCannotBuildHugeStrings) {

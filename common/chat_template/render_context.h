@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/chat_template/options.h"
 #include "common/chat_template/value.h"
 
@@ -19,11 +20,16 @@ namespace pagellm::chat_template {
 
 class RenderContext {
  public:
-  explicit RenderContext(const RenderLimits& limits) : limits_(limits) {}
+  // `now` in `time_zone` is what strftime_now formats.
+  explicit RenderContext(const RenderLimits& limits, absl::Time now = absl::UnixEpoch(),
+                         absl::TimeZone time_zone = absl::UTCTimeZone())
+      : limits_(limits), now_(now), time_zone_(time_zone) {}
   RenderContext(const RenderContext&) = delete;
   RenderContext& operator=(const RenderContext&) = delete;
 
   const RenderLimits& limits() const { return limits_; }
+  absl::Time now() const { return now_; }
+  absl::TimeZone time_zone() const { return time_zone_; }
   Heap& heap() { return heap_; }
 
   // Counts `n` steps; InvalidArgument once max_steps is exceeded.
@@ -51,6 +57,8 @@ class RenderContext {
 
  private:
   const RenderLimits limits_;
+  const absl::Time now_;
+  const absl::TimeZone time_zone_;
   Heap heap_;
   uint64_t steps_ = 0;
   uint64_t allocated_bytes_ = 0;
