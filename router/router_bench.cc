@@ -426,8 +426,8 @@ int Main() {
         "router CPU %.2f s = %.0f tokens per router CPU-second; router threads %d\n",
         absl::GetFlag(FLAGS_streams), r.tokens_per_s, static_cast<long long>(r.tokens),
         static_cast<long long>(r.errors), cpu, cpu > 0 ? r.tokens / cpu : 0.0, router.Threads());
-    auto wstub = v1::Worker::NewStub(connect(worker->address()));
-    RunResult d = Run(wstub.get(), direct, absl::GetFlag(FLAGS_streams), duration, false);
+    auto worker_stub = v1::Worker::NewStub(connect(worker->address()));
+    RunResult d = Run(worker_stub.get(), direct, absl::GetFlag(FLAGS_streams), duration, false);
     std::printf("throughput: same streams straight to the worker: %.0f tokens/s\n", d.tokens_per_s);
   }
 
@@ -441,10 +441,10 @@ int Main() {
       return 1;
     }
     auto stub = v1::Generation::NewStub(channel);
-    auto wstub = v1::Worker::NewStub(connect(worker->address()));
+    auto worker_stub = v1::Worker::NewStub(connect(worker->address()));
     const int n = absl::GetFlag(FLAGS_latency_streams);
     Run(stub.get(), request, n, absl::Milliseconds(500), false);  // warm-up
-    RunResult base = Run(wstub.get(), direct, n, duration, true);
+    RunResult base = Run(worker_stub.get(), direct, n, duration, true);
     RunResult via = Run(stub.get(), request, n, duration, true);
     std::printf(
         "latency: %d streams, a token every %d us each (%.0f tokens/s): per-token delivery "
@@ -474,13 +474,13 @@ int Main() {
       return 1;
     }
     // Baseline: the same streams straight to the worker, one request each.
-    auto wstub = v1::Worker::NewStub(connect(worker->address()));
+    auto worker_stub = v1::Worker::NewStub(connect(worker->address()));
     v1::WorkerGenerateRequest paced = direct;
     paced.mutable_sampling()->set_max_tokens(http_tokens);
     // Streams start spread over one token interval, as independent clients do (started together,
     // every stream's tokens would arrive in the same millisecond).
     const absl::Duration interval = absl::Milliseconds(absl::GetFlag(FLAGS_http_interval_ms));
-    RunResult base = Run(wstub.get(), paced, n, absl::ZeroDuration(), true, interval);
+    RunResult base = Run(worker_stub.get(), paced, n, absl::ZeroDuration(), true, interval);
 
     Totals totals;
     std::atomic<int> completed{0};
