@@ -15,6 +15,8 @@ std::vector<std::string> NormalizeArgs(int argc, char** argv,
                                        std::vector<std::vector<std::string>>* collected);
 
 // NormalizeArgs, then absl::ParseCommandLine (which exits with a message on a bad flag).
+// Every program calls it first, so it also sets what programs (not tests) run with: absl Mutex
+// deadlock detection off (see flags_util.cc).
 // Returns the values of each repeatable flag in `repeated`, in order.
 std::vector<std::vector<std::string>> ParseFlags(int argc, char** argv,
                                                  const std::vector<std::string>& repeated = {});

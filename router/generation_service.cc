@@ -161,6 +161,26 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
   return new GenerateReactor(deps_, *m, context, *request);
 }
 
+absl::StatusOr<std::unique_ptr<RoutedStream>> GenerationService::Open(
+    const v1::GenerateRequest& request, absl::Time client_deadline, RoutedStream::Client* client) {
+  const std::shared_ptr<const ModelContext> m = model();
+  absl::Status refused;
+  if (m == nullptr) {
+    refused = FromGrpcStatus(NotReady());
+  } else if (draining_.load(std::memory_order_acquire)) {
+    refused = absl::UnavailableError("the router is shutting down");
+  }
+  if (!refused.ok()) {
+    metrics_->CountRequest(static_cast<grpc::StatusCode>(refused.code()));
+    return refused;
+  }
+  {
+    absl::MutexLock lock(&streams_mu_);
+    ++open_streams_;
+  }
+  return std::make_unique<RoutedStream>(deps_, *m, request, client_deadline, client);
+}
+
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* wire,
                                                       grpc::ByteBuffer* out) {

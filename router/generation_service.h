@@ -1,6 +1,8 @@
 // GenerationService: the public pagellm.v1.Generation service as served by the router.
-// Generate runs through a GenerateReactor (queue, worker, stream); Tokenize, Detokenize and
-// GetModelInfo are answered locally from the model description fetched from a worker.
+// Generate runs through a GenerateReactor around a RoutedStream (queue, worker, stream);
+// in-process clients (the OpenAI HTTP API) open RoutedStreams directly (Open). Tokenize,
+// Detokenize and GetModelInfo are answered locally from the model description fetched from a
+// worker.
 //
 // Until SetModel() every call fails with UNAVAILABLE; after StartDraining() Generate does. With
 // API keys configured, every call needs "authorization: Bearer <key>" metadata (UNAUTHENTICATED
@@ -14,6 +16,7 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/auth/secret_set.h"
@@ -22,6 +25,7 @@
 #include "router/admission_queue.h"
 #include "router/generate_reactor.h"
 #include "router/model_context.h"
+#include "router/routed_stream.h"
 #include "router/router_metrics.h"
 #include "router/worker_pool.h"
 
@@ -53,6 +57,14 @@ class GenerationService final
   bool WaitForStreams(absl::Time deadline);
   [[nodiscard]] int open_streams() const;
 
+  // Opens a Generate stream for an in-process client that has authenticated its caller itself:
+  // the same checks (model known, not draining), validation, admission and routing as the gRPC
+  // method. The stream counts as open until it is destroyed. UNAVAILABLE when the router has no
+  // model yet or is draining; otherwise the stream, not started: the caller calls Start.
+  absl::StatusOr<std::unique_ptr<RoutedStream>> Open(const v1::GenerateRequest& request,
+                                                     absl::Time client_deadline,
+                                                     RoutedStream::Client* client);
+
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
@@ -70,7 +82,7 @@ class GenerationService final
   // Whether the call carries an accepted API key (always, with none configured).
   [[nodiscard]] bool Authorized(const grpc::CallbackServerContext* context) const;
 
-  GenerateReactor::Deps deps_;
+  RoutedStream::Deps deps_;
   RouterMetrics* const metrics_;
   const ReloadableSecrets* const api_keys_;
   mutable absl::Mutex model_mu_;

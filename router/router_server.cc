@@ -50,10 +50,13 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options option
     r->health_ready_ = true;
   }
   if (o.http.port >= 0) {
-    // HTTP requests take the gRPC path in-process: one pipeline for both APIs.
+    // HTTP requests open the gRPC method's streams in-process: one pipeline for both APIs.
     OpenAiFrontend::Deps deps;
-    deps.channel = r->server_->InProcessChannel(grpc::ChannelArguments());
     GenerationService* service = r->service_.get();
+    deps.open = [service](const v1::GenerateRequest& request, absl::Time deadline,
+                          RoutedStream::Client* client) {
+      return service->Open(request, deadline, client);
+    };
     deps.model = [service] { return std::shared_ptr<const ModelContext>(service->model()); };
     deps.serving = [self] { return self->serving(); };
     ReloadableSecrets* keys = o.api_keys.get();

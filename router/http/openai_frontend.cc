@@ -1,21 +1,20 @@
 // Design of one generation request (class Generation, shared by its calls and its exchange):
-//   - one Call (a gRPC ClientReadReactor) per prompt, all started at once;
-//   - streamed: each message read is appended to `out_` as SSE events, and its call waits
-//     (`waiting_`) until a Send holding that text is written; then it reads again. That read
-//     starts outside a reaction (OnSent), so a waiting call holds its reactor (AddHold): without
-//     the hold gRPC may finish the call and free its reader meanwhile. At most one
-//     Send is outstanding; text that arrives meanwhile goes out with the next one. The HTTP
-//     status is sent with the first message, so a request refused before any output (bad
-//     request, full queue, no worker) gets its real status, not 200;
+//   - one Call (the client side of a RoutedStream) per prompt, all started at once;
+//   - streamed: each message is appended to `out_` as SSE events, and its stream's write stays
+//     outstanding (`waiting_`) until a Send holding that text is written; then the stream
+//     delivers its next message. At most one Send is outstanding; text that arrives meanwhile
+//     goes out with the next one. The HTTP status is sent with the first message, so a request
+//     refused before any output (bad request, full queue, no worker) gets its real status;
 //   - not streamed: messages are accumulated and the body is sent when every call is over;
 //   - the first failed call cancels the others; the client leaving cancels every call.
-// All state is under mu_. gRPC operations are started under mu_ (gRPC does not run reactions
-// inline from them); the exchange only posts to the HTTP server's threads.
+// All state is under mu_. The streams are called with mu_ released (they may call back at
+// once); the exchange only posts to the HTTP server's threads, so it is called under mu_.
 #include "router/http/openai_frontend.h"
 
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -60,109 +59,146 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
 
   ~Generation() override = default;
 
-  // Starts every call. REQUIRES: the shared_ptr owning this exists.
-  void Start(v1::Generation::Stub* stub, const std::string& authorization) {
+  // Opens and starts every stream. REQUIRES: the shared_ptr owning this exists.
+  void Start(const OpenStream& open) {
     const int n = static_cast<int>(request_.prompts.size());
-    // The client leaving (OnClosed) cancels the calls, streamed or not.
+    // The client leaving (OnClosed) cancels the streams, streamed or not.
     exchange_->SetListener(shared_from_this());
-    absl::ReleasableMutexLock lock(&mu_);
-    if (closed_) {  // the client left already
-      lock.Release();
-      frontend_->RequestDone();
-      return;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) {  // the client left already
+        frontend_->RequestDone();
+        return;
+      }
+      remaining_ = n;
+      waiting_.reserve(n);
+      in_flight_.reserve(n);
+      calls_.reserve(n);
+      for (int i = 0; i < n; ++i) {
+        calls_.push_back(std::make_unique<Call>(this, i));
+        calls_.back()->self = shared_from_this();
+      }
     }
-    remaining_ = n;
-    waiting_.reserve(n);
-    in_flight_.reserve(n);
-    calls_.reserve(n);
-    for (int i = 0; i < n; ++i) calls_.push_back(std::make_unique<Call>(this, i));
     for (int i = 0; i < n; ++i) {
-      Call& c = *calls_[i];
-      c.self = shared_from_this();
-      if (!authorization.empty()) c.context.AddMetadata("authorization", authorization);
-      stub->async()->Generate(&c.context, &request_.prompts[i], &c);
-      c.reading = true;
-      c.StartRead(&c.message);
-      c.StartCall();
+      Call* c = CallAt(i);
+      absl::StatusOr<std::unique_ptr<RoutedStream>> stream =
+          open(request_.prompts[i], absl::InfiniteFuture(), c);
+      if (!stream.ok()) {
+        c->Finish(stream.status());
+        continue;
+      }
+      RoutedStream* s = stream->get();
+      {
+        absl::MutexLock lock(&mu_);
+        c->stream = *std::move(stream);
+      }
+      s->Start();
+      bool cancel = false;
+      {
+        absl::MutexLock lock(&mu_);
+        cancel = closed_ || !error_.ok();  // CloseLocked or a failure may have missed it
+      }
+      if (cancel) s->Cancel();
     }
   }
 
   // HttpExchange::Listener.
   void OnSent(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    sending_ = false;
-    if (!ok) return CloseLocked();  // the client is gone
-    for (int k : in_flight_) ResumeLocked(k);
-    in_flight_.clear();
-    FlushLocked();
+    if (!ok) return OnClosed();  // the client is gone
+    Streams sent;
+    {
+      absl::MutexLock lock(&mu_);
+      sending_ = false;
+      for (int k : in_flight_) sent.push_back(calls_[k]->stream.get());
+      in_flight_.clear();
+      FlushLocked();
+    }
+    for (RoutedStream* s : sent) s->OnWriteDone(true);
   }
 
   void OnClosed() override {
-    absl::MutexLock lock(&mu_);
-    CloseLocked();
+    Streams cancel, unsent;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return;
+      closed_ = true;
+      CollectLocked(&cancel);
+      for (int k : waiting_) unsent.push_back(calls_[k]->stream.get());
+      for (int k : in_flight_) unsent.push_back(calls_[k]->stream.get());
+      waiting_.clear();
+      in_flight_.clear();
+    }
+    for (RoutedStream* s : cancel) s->Cancel();
+    for (RoutedStream* s : unsent) s->OnWriteDone(false);
   }
 
  private:
-  struct Call final : public grpc::ClientReadReactor<v1::GenerateResponse> {
+  // Streams to act on once mu_ is released (n is small: no allocation in the common case).
+  using Streams = absl::InlinedVector<RoutedStream*, 4>;
+
+  // One prompt's stream: its client side.
+  struct Call final : public RoutedStream::Client {
     Call(Generation* g, int i) : generation(g), index(i) {}
-    void OnReadDone(bool ok) override { generation->OnReadDone(index, ok); }
-    void OnDone(const grpc::Status& status) override {
-      // The last call's OnDone may drop the last reference to the generation, and with it
-      // this call: nothing may touch `this` after.
+    bool StartWrite(const v1::GenerateResponse& m) override {
+      return generation->OnMessage(index, m);
+    }
+    void Finish(const absl::Status& status) override {
+      // The last call's Finish may drop the last reference to the generation, and with it this
+      // call and its stream: nothing may touch them after.
       std::shared_ptr<Generation> keep = std::move(self);
       keep->OnCallDone(index, status);
     }
 
     Generation* const generation;
     const int index;
-    std::shared_ptr<Generation> self;  // until OnDone
-    grpc::ClientContext context;
-    v1::GenerateResponse message;
-    bool done = false;     // OnDone seen
-    bool reading = false;  // a read is outstanding
-    bool held = false;     // AddHold'ed while its text waits to be sent
+    std::shared_ptr<Generation> self;      // until Finish
+    std::unique_ptr<RoutedStream> stream;  // set under mu_ once opened
+    bool done = false;                     // Finish seen (under mu_)
   };
 
-  void OnReadDone(int k, bool ok) {
+  Call* CallAt(int k) {
     absl::MutexLock lock(&mu_);
-    Call& c = *calls_[k];
-    c.reading = false;
-    if (!ok || closed_) return;  // OnDone follows
+    return calls_[k].get();
+  }
+
+  // The streams opened and not finished.
+  void CollectLocked(Streams* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto& c : calls_) {
+      if (!c->done && c->stream != nullptr) out->push_back(c->stream.get());
+    }
+  }
+
+  // A message of stream k (RoutedStream::Client::StartWrite). True when it needs no wait.
+  bool OnMessage(int k, const v1::GenerateResponse& m) {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return true;  // its Cancel is coming
     if (!request_.stream) {
-      response_.Append(k, c.message, nullptr);
-      c.message.Clear();
-      ResumeLocked(k);
-      return;
+      response_.Append(k, m, nullptr);
+      return true;
     }
     StartStreamLocked();
     const size_t before = out_.size();
-    response_.Append(k, c.message, &out_);
-    c.message.Clear();
-    if (out_.size() == before) {  // nothing of its own to send (the usage-only last message)
-      ResumeLocked(k);
-    } else {
-      c.AddHold();
-      c.held = true;
-      waiting_.push_back(k);
-    }
+    response_.Append(k, m, &out_);
+    if (out_.size() == before) return true;  // nothing of its own (the usage-only message)
+    waiting_.push_back(k);
     FlushLocked();
+    return false;
   }
 
-  void OnCallDone(int k, const grpc::Status& grpc_status) {
+  void OnCallDone(int k, const absl::Status& status) {
+    Streams cancel;
     bool last = false;
     {
       absl::MutexLock lock(&mu_);
       calls_[k]->done = true;
-      const absl::Status status = FromGrpcStatus(grpc_status);
       if (!status.ok() && error_.ok() && !closed_) {
         error_ = status;
-        for (auto& c : calls_) {
-          if (!c->done) c->context.TryCancel();
-        }
+        CollectLocked(&cancel);  // the first failure cancels the others
       }
       last = --remaining_ == 0;
       if (last) FinishLocked();
     }
+    for (RoutedStream* s : cancel) s->Cancel();
     if (last) frontend_->RequestDone();
   }
 
@@ -204,37 +240,10 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     exchange_->Send(&out_);
   }
 
-  // The client left: cancels the calls; nothing more is sent, so the waiting calls let go of
-  // their holds (ResumeLocked reads no more once closed_).
-  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    closed_ = true;
-    for (auto& c : calls_) {
-      if (!c->done) c->context.TryCancel();
-    }
-    for (int k : waiting_) ResumeLocked(k);
-    for (int k : in_flight_) ResumeLocked(k);
-    waiting_.clear();
-    in_flight_.clear();
-  }
-
-  // Reads the next message of call k unless the client left; then lets go of its hold. Under
-  // mu_: RemoveHold schedules OnDone rather than running it.
-  void ResumeLocked(int k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Call& c = *calls_[k];
-    if (!c.done && !c.reading && !closed_) {
-      c.reading = true;
-      c.StartRead(&c.message);
-    }
-    if (c.held) {
-      c.held = false;
-      c.RemoveHold();
-    }
-  }
-
   OpenAiFrontend* const frontend_;
   const std::shared_ptr<const ModelContext> model_;  // keeps the tokenizer of response_
   const std::shared_ptr<HttpExchange> exchange_;
-  OpenAiRequest request_;  // prompts are read by their calls: not changed after Start
+  OpenAiRequest request_;  // prompts are read by their streams: not changed after Start
 
   absl::Mutex mu_;
   OpenAiResponse response_ ABSL_GUARDED_BY(mu_);
@@ -251,9 +260,7 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
 };
 
 OpenAiFrontend::OpenAiFrontend(Options options, Deps deps)
-    : options_(std::move(options)),
-      deps_(std::move(deps)),
-      stub_(v1::Generation::NewStub(deps_.channel)) {}
+    : options_(std::move(options)), deps_(std::move(deps)) {}
 
 int OpenAiFrontend::open_requests() const {
   absl::MutexLock lock(&mu_);
@@ -374,7 +381,7 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   }
   auto generation = std::make_shared<Generation>(this, std::move(model), std::move(exchange),
                                                  *std::move(request), std::move(config));
-  generation->Start(stub_.get(), http.authorization);
+  generation->Start(deps_.open);
 }
 
 }  // namespace pagellm

@@ -6,14 +6,14 @@
 // /v1/* needs an accepted API key when keys are configured (401 before the body is looked at);
 // /health and /version stay open for probes. The header is passed on to the gRPC calls.
 //
-// A generation request becomes one pagellm.v1.Generation/Generate call per prompt on `channel`,
-// the router's own gRPC service reached in-process: the same validation, admission queue,
-// worker choice and streaming as gRPC clients get, and the same status codes, which map to HTTP
-// ones (HttpStatusFor) in an OpenAI error object. Streams are flow-controlled end to end: a
-// call reads its next message only once the client has taken the last chunk. A client that
-// disconnects cancels its calls (the worker frees their blocks at its next step).
+// A generation request becomes one RoutedStream per prompt, opened in-process on the router's
+// Generation service (no second gRPC hop): the same validation, admission queue, worker choice
+// and streaming as gRPC clients get, and the same status codes, which map to HTTP ones
+// (HttpStatusFor) in an OpenAI error object. Streams are flow-controlled end to end: a stream
+// delivers its next message only once the client has taken the last chunk. A client that
+// disconnects cancels its streams (the worker frees their blocks at its next step).
 //
-// Thread-safe; Handle never blocks. Calls run on gRPC's and the HTTP server's threads.
+// Thread-safe; Handle never blocks. Streams run on gRPC's and the HTTP server's threads.
 #ifndef PAGELLM_ROUTER_HTTP_OPENAI_FRONTEND_H_
 #define PAGELLM_ROUTER_HTTP_OPENAI_FRONTEND_H_
 
@@ -23,12 +23,13 @@
 #include <string_view>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "grpcpp/grpcpp.h"
-#include "pagellm/v1/generation.grpc.pb.h"
+#include "pagellm/v1/generation.pb.h"
 #include "router/http/http_server.h"
 #include "router/model_context.h"
+#include "router/routed_stream.h"
 
 namespace pagellm {
 
@@ -38,8 +39,12 @@ class OpenAiFrontend final : public HttpHandler {
     std::string served_model_name;  // the `model` clients name; empty: the workers' model name
     std::string version;            // GET /version
   };
+  // Opens a stream on the router's Generation service (GenerationService::Open), not started.
+  using OpenStream = std::function<absl::StatusOr<std::unique_ptr<RoutedStream>>(
+      const v1::GenerateRequest& request, absl::Time client_deadline,
+      RoutedStream::Client* client)>;
   struct Deps {
-    std::shared_ptr<grpc::Channel> channel;  // the router's Generation service
+    OpenStream open;
     // The served model; null until the router has reached a worker.
     std::function<std::shared_ptr<const ModelContext>()> model;
     std::function<bool()> serving;  // GET /health: 200 when true, 503 otherwise
@@ -65,7 +70,6 @@ class OpenAiFrontend final : public HttpHandler {
 
   const Options options_;
   const Deps deps_;
-  std::unique_ptr<v1::Generation::Stub> stub_;
   mutable absl::Mutex mu_;
   int open_requests_ ABSL_GUARDED_BY(mu_) = 0;
 };
