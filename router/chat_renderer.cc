@@ -12,27 +12,21 @@ namespace {
 
 class TemplateRenderer final : public ChatRenderer {
  public:
-  TemplateRenderer(std::unique_ptr<ChatTemplate> tmpl, std::string bos, std::string eos)
-      : template_(std::move(tmpl)), bos_(std::move(bos)), eos_(std::move(eos)) {}
+  TemplateRenderer(std::unique_ptr<ChatTemplate> tmpl, v1::SpecialTokens tokens)
+      : template_(std::move(tmpl)), tokens_(std::move(tokens)) {}
 
   absl::StatusOr<std::string> Render(const v1::ChatPrompt& chat) const override {
     std::vector<ChatMessage> messages;
     messages.reserve(chat.messages_size());
     for (const v1::ChatMessage& m : chat.messages()) {
-      // The roles of the OpenAI chat schema. Templates often print any role verbatim, so an
-      // unknown one would silently become part of the prompt.
-      if (m.role() != "system" && m.role() != "user" && m.role() != "assistant" &&
-          m.role() != "tool") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown chat role '", m.role(), "' (system, user, assistant or tool)"));
-      }
+      // Any role: the template decides (developer, ipython, function, ...), as in transformers.
       messages.push_back(ChatMessage{m.role(), m.content()});
     }
     RenderOptions options;
     options.add_generation_prompt =
         chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true;
-    options.bos_token = bos_;
-    options.eos_token = eos_;
+    options.bos_token = tokens_.bos_token();
+    options.eos_token = tokens_.eos_token();
     // Errors are InvalidArgument already: exactly the template's raise_exception message for a
     // conversation it rejects, "chat template error, line N: ..." otherwise.
     return template_->Render(messages, options);
@@ -40,19 +34,16 @@ class TemplateRenderer final : public ChatRenderer {
 
  private:
   std::unique_ptr<ChatTemplate> template_;
-  std::string bos_;
-  std::string eos_;
+  const v1::SpecialTokens tokens_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChatRenderer>> ChatRenderer::Create(std::string_view source,
-                                                                   std::string bos_token,
-                                                                   std::string eos_token) {
+                                                                   v1::SpecialTokens tokens) {
   auto tmpl = ChatTemplate::Parse(source);
   if (!tmpl.ok()) return tmpl.status();
-  return std::unique_ptr<ChatRenderer>(
-      new TemplateRenderer(*std::move(tmpl), std::move(bos_token), std::move(eos_token)));
+  return std::unique_ptr<ChatRenderer>(new TemplateRenderer(*std::move(tmpl), std::move(tokens)));
 }
 
 }  // namespace pagellm

@@ -19,16 +19,16 @@ class ChatRenderer {
  public:
   virtual ~ChatRenderer() = default;
 
-  // Returns the rendered prompt. InvalidArgument carrying the template's own message when it
-  // rejects the conversation (an unknown role, roles out of order, ...), or naming the line of
-  // the template that failed.
+  // Returns the rendered prompt. Any role is passed to the template, which decides (as
+  // transformers does): InvalidArgument carrying the template's own message when it rejects the
+  // conversation (an unknown role, roles out of order, ...), or naming the line of the template
+  // that failed.
   [[nodiscard]] virtual absl::StatusOr<std::string> Render(const v1::ChatPrompt& chat) const = 0;
 
-  // Parses the Jinja2 `source` of a model's template; `bos_token` / `eos_token` are the texts the
-  // template may reference. InvalidArgument when the template does not parse.
+  // Parses the Jinja2 `source` of a model's template; `tokens` are the special tokens the
+  // template may reference (bos_token, ...). InvalidArgument when the template does not parse.
   static absl::StatusOr<std::unique_ptr<ChatRenderer>> Create(std::string_view source,
-                                                              std::string bos_token,
-                                                              std::string eos_token);
+                                                              v1::SpecialTokens tokens);
 };
 
 }  // namespace pagellm

@@ -73,7 +73,7 @@ absl::Status DoDetokenize(const ModelContext& m, const v1::DetokenizeRequest& re
           "token_ids[", i, "] = ", ids[i], " is outside the vocabulary [0, ", m.vocab_size(), ")"));
     }
   }
-  const bool skip = request.has_skip_special_tokens() ? request.skip_special_tokens() : true;
+  const bool skip = request.has_skip_special_tokens() && request.skip_special_tokens();
   response->set_text(m.tokenizer().Decode(absl::MakeConstSpan(ids.data(), ids.size()), skip));
   return absl::OkStatus();
 }

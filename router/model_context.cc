@@ -36,9 +36,12 @@ absl::StatusOr<std::unique_ptr<ModelContext>> ModelContext::Create(const v1::Mod
     chat_status = absl::FailedPreconditionError(absl::StrCat(
         "model ", info.model_name(), " has no chat template: send a text or token_ids prompt"));
   } else {
-    auto renderer =
-        ChatRenderer::Create(info.chat_template(), TokenTextOrEmpty(**tok, (*tok)->bos_id()),
-                             TokenTextOrEmpty(**tok, (*tok)->eos_id()));
+    v1::SpecialTokens tokens = info.special_tokens();
+    if (!info.has_special_tokens()) {  // an older worker: the tokenizer's own BOS and EOS
+      tokens.set_bos_token(TokenTextOrEmpty(**tok, (*tok)->bos_id()));
+      tokens.set_eos_token(TokenTextOrEmpty(**tok, (*tok)->eos_id()));
+    }
+    auto renderer = ChatRenderer::Create(info.chat_template(), std::move(tokens));
     if (renderer.ok()) {
       chat = *std::move(renderer);
     } else {

@@ -332,9 +332,27 @@ TEST(ModelContextTest, RendersChatWithTheModelsTemplate) {
   EXPECT_EQ(p->ids.front(), 258);
   EXPECT_EQ(p->ids.back(), '\n');
 
+  // The template decides which roles exist: its own message comes back.
   auto bad = ValidateGenerateRequest(Chat({{"robot", "hi"}}), **model);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("unknown chat role 'robot'"));
+  EXPECT_EQ(bad.status().message(), "Unknown role: robot");
+}
+
+TEST(ModelContextTest, PassesAnyRoleAndTheWorkersSpecialTokensToTheTemplate) {
+  v1::TokenizerSpec spec;
+  VocabSpecToProto(FakeWorker::TinyVocab(), &spec);
+  v1::ModelInfo info = FakeWorker::DefaultInfo();
+  info.set_chat_template(
+      "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+      "{{ eos_token }}");
+  info.mutable_special_tokens()->set_bos_token("<BOS>");
+  info.mutable_special_tokens()->set_eos_token("<EOS>");
+  auto model = ModelContext::Create(info, spec);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NE((*model)->chat(), nullptr) << (*model)->chat_status();
+  auto p = EncodeChat(**model, Chat({{"developer", "be brief"}, {"ipython", "42"}}).chat(), "chat");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->rendered, "<BOS>[developer]be brief[ipython]42<EOS>");
 }
 
 TEST(ModelContextTest, RefusesAnUnusableInfo) {

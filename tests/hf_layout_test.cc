@@ -2,6 +2,8 @@
 // safetensors, Q/K rows un-permuted to rotate-half RoPE, tokenizer.json) loads and gives the
 // same logits as the GGUF (within 1e-4 relative to the largest logit), single-file and sharded.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -75,6 +77,71 @@ TEST_P(HfLayoutTest, GgufAndHfCheckpointsHoldTheSameTensors) {
   }
   EXPECT_FALSE(gguf->checkpoint->rope_neox);  // llama.cpp's interleaved Q/K rows
   EXPECT_TRUE(hf->checkpoint->rope_neox);
+}
+
+// The chat template and the special tokens it sees: the converter (written with the `gguf`
+// package) copies them from the GGUF's metadata into tokenizer_config.json; the loader reads
+// the GGUF's token ids' texts on one side and the JSON on the other.
+TEST_P(HfLayoutTest, ChatTemplateAndSpecialTokensMatchTheGguf) {
+  const char* dir = GetParam();
+  for (const char* p : {kGguf, dir}) {
+    PAGELLM_SKIP_WITHOUT_MODEL(p);
+  }
+  LoadModelOptions lo;
+  lo.path = kGguf;
+  auto gguf = LoadModel(lo);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  lo.path = dir;
+  auto hf = LoadModel(lo);
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  EXPECT_FALSE(hf->chat_template.empty());
+  EXPECT_EQ(hf->chat_template, gguf->chat_template);
+  EXPECT_FALSE(hf->chat_tokens.bos.empty());
+  EXPECT_EQ(hf->chat_tokens.bos, gguf->chat_tokens.bos);
+  EXPECT_EQ(hf->chat_tokens.eos, gguf->chat_tokens.eos);
+  EXPECT_EQ(hf->chat_tokens.unk, gguf->chat_tokens.unk);
+}
+
+// As transformers loads an HF tokenizer: chat_template.jinja before tokenizer_config.json's
+// chat_template; a special token as a string or an AddedToken object; special_tokens_map.json
+// overriding the config only in the legacy layout (no added_tokens_decoder in the config).
+TEST(HfSideFilesTest, TemplateFileAndSpecialTokenFallbacks) {
+  const std::string model = "models/SmolLM2-135M-Instruct-hf";
+  PAGELLM_SKIP_WITHOUT_MODEL(model);
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "hf_side_files";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
+    std::filesystem::create_symlink(std::filesystem::absolute(model) / f, dir / f);
+  }
+  auto write = [&](const char* name, const std::string& text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+  };
+  write("tokenizer_config.json",
+        R"({"bos_token": {"content": "<|im_start|>", "lstrip": false}, "unk_token": null,
+            "chat_template": "from the config"})");
+  write("special_tokens_map.json",
+        R"({"eos_token": "<|im_end|>", "pad_token": {"content": "<pad>"}})");
+  LoadModelOptions lo;
+  lo.path = dir.string();
+  auto m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->chat_template, "from the config");
+  EXPECT_EQ(m->chat_tokens.bos, "<|im_start|>");
+  EXPECT_EQ(m->chat_tokens.eos, "<|im_end|>");
+  EXPECT_EQ(m->chat_tokens.unk, "");
+  EXPECT_EQ(m->chat_tokens.pad, "<pad>");
+
+  write("tokenizer_config.json", R"({"bos_token": "<s>", "added_tokens_decoder": {}})");
+  m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->chat_tokens.bos, "<s>");
+  EXPECT_EQ(m->chat_tokens.eos, "") << "special_tokens_map.json is legacy";
+
+  write("chat_template.jinja", "{{ messages[0].content }} from the file");
+  m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->chat_template, "{{ messages[0].content }} from the file");
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, HfLayoutTest,

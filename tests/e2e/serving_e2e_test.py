@@ -269,7 +269,6 @@ class ServingTest(unittest.TestCase):
             "n above the limit": dict(prompt="hi", n=100000),
             "out-of-vocabulary id": dict(token_ids=[1, info.vocab_size]),
             "negative id": dict(token_ids=[-1]),
-            "unknown chat role": dict(chat=[("wizard", "hello")]),
         }
         for name, kwargs in cases.items():
             with self.subTest(name):

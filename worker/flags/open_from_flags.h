@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/tokenizer/special_tokens.h"
 #include "common/tokenizer/tokenizer.h"
 #include "worker/backend/backend.h"
 
@@ -16,8 +17,9 @@ namespace pagellm::cli {
 struct OpenedModel {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Backend> backend;
-  std::string chat_template;  // "" when the model has none
-  std::string model_name;     // the model file or directory's name ("mock", "dummy")
+  std::string chat_template;      // "" when the model has none
+  SpecialTokenTexts chat_tokens;  // the special tokens the template sees
+  std::string model_name;         // the model file or directory's name ("mock", "dummy")
 };
 
 // InvalidArgument without --model (unless dummy or mock); the loader's and the backend's errors

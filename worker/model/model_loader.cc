@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -19,9 +20,13 @@ bool IsDirectory(const std::string& path) {
   return std::filesystem::is_directory(path, ec);
 }
 
+bool IsJsonPath(const std::string& path) {
+  return path.size() >= 5 && path.substr(path.size() - 5) == ".json";
+}
+
 // A tokenizer from a GGUF file or a tokenizer.json.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
-  if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") {
+  if (IsJsonPath(path)) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
     std::stringstream ss;
@@ -39,12 +44,35 @@ std::string GgufChatTemplate(const GgufFile& f) {
   return t.ok() ? std::string(*t) : std::string();
 }
 
-// chat_template from the tokenizer_config.json in `dir` ("" when absent). HF stores a string,
-// or a list of {name, template} of which "default" is the chat template.
+// Model files are hostile input: the most of a side file (template, JSON) that is read.
+constexpr uintmax_t kMaxSideFileBytes = 64 << 20;
+
+// The file `name` in `dir`; nullopt when absent, unreadable or past kMaxSideFileBytes.
+std::optional<std::string> ReadSideFile(const std::string& dir, const char* name) {
+  const std::filesystem::path path = std::filesystem::path(dir) / name;
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size > kMaxSideFileBytes) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string out(static_cast<size_t>(size), '\0');
+  in.read(out.data(), static_cast<std::streamsize>(size));
+  out.resize(static_cast<size_t>(in.gcount()));
+  return out;
+}
+
+nlohmann::json ReadJsonSideFile(const std::string& dir, const char* name) {
+  std::optional<std::string> text = ReadSideFile(dir, name);
+  if (!text.has_value()) return nlohmann::json();
+  return nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+}
+
+// The chat template next to an HF tokenizer ("" when none): chat_template.jinja, else
+// tokenizer_config.json's chat_template, a string or a list of {name, template} of which
+// "default" is the chat template.
 std::string HfChatTemplate(const std::string& dir) {
-  std::ifstream in(std::filesystem::path(dir) / "tokenizer_config.json", std::ios::binary);
-  if (!in) return "";
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (std::optional<std::string> jinja = ReadSideFile(dir, "chat_template.jinja")) return *jinja;
+  nlohmann::json j = ReadJsonSideFile(dir, "tokenizer_config.json");
   if (!j.is_object() || !j.contains("chat_template")) return "";
   const nlohmann::json& t = j["chat_template"];
   if (t.is_string()) return t.get<std::string>();
@@ -59,13 +87,53 @@ std::string HfChatTemplate(const std::string& dir) {
   return "";
 }
 
-// The chat template that goes with a tokenizer file (GGUF, or tokenizer.json's directory).
-std::string ChatTemplateFor(const std::string& tokenizer_path) {
-  if (tokenizer_path.size() >= 5 && tokenizer_path.substr(tokenizer_path.size() - 5) == ".json") {
-    return HfChatTemplate(std::filesystem::path(tokenizer_path).parent_path().string());
+// A special token in tokenizer_config.json / special_tokens_map.json: a string, or an
+// AddedToken object {"content": ...}; nullopt when absent or neither.
+std::optional<std::string> HfTokenText(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key)) return std::nullopt;
+  const nlohmann::json& t = j[key];
+  if (t.is_string()) return t.get<std::string>();
+  if (t.is_object() && t.contains("content") && t["content"].is_string()) {
+    return t["content"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// The special tokens of an HF tokenizer as transformers loads them: tokenizer_config.json's;
+// a config without "added_tokens_decoder" is the legacy layout, where special_tokens_map.json's
+// entries override the config's.
+SpecialTokenTexts HfSpecialTokens(const std::string& dir) {
+  const nlohmann::json config = ReadJsonSideFile(dir, "tokenizer_config.json");
+  const bool legacy = !(config.is_object() && config.contains("added_tokens_decoder"));
+  const nlohmann::json map =
+      legacy ? ReadJsonSideFile(dir, "special_tokens_map.json") : nlohmann::json();
+  auto text = [&](const char* key) {
+    return HfTokenText(map, key).value_or(HfTokenText(config, key).value_or(""));
+  };
+  return {text("bos_token"), text("eos_token"), text("unk_token"), text("pad_token")};
+}
+
+// The texts of a tokenizer's own special token ids (a GGUF file's).
+SpecialTokenTexts TokenizerSpecialTokens(const Tokenizer& t) {
+  auto text = [&](int32_t id) {
+    return id >= 0 && id < t.vocab_size() ? std::string(t.TokenText(id)) : std::string();
+  };
+  const VocabSpec& spec = t.spec();
+  return {text(spec.bos_id), text(spec.eos_id), text(spec.unk_id), text(spec.pad_id)};
+}
+
+// The chat template and its special tokens that go with a tokenizer file (GGUF, or
+// tokenizer.json's directory) and the tokenizer read from it.
+void SetChatFor(const std::string& tokenizer_path, LoadedModel* m) {
+  if (IsJsonPath(tokenizer_path)) {
+    const std::string dir = std::filesystem::path(tokenizer_path).parent_path().string();
+    m->chat_template = HfChatTemplate(dir);
+    m->chat_tokens = HfSpecialTokens(dir);
+    return;
   }
   absl::StatusOr<std::unique_ptr<GgufFile>> f = GgufFile::Open(tokenizer_path);
-  return f.ok() ? GgufChatTemplate(**f) : std::string();
+  m->chat_template = f.ok() ? GgufChatTemplate(**f) : std::string();
+  m->chat_tokens = TokenizerSpecialTokens(*m->tokenizer);
 }
 
 absl::StatusOr<GgmlType> ParseDummyType(const std::string& t) {
@@ -91,6 +159,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
       ASSIGN_OR_RETURN(VocabSpec spec, VocabFromGguf(*gguf));
       ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::Create(std::move(spec)));
       m.chat_template = GgufChatTemplate(*gguf);
+      m.chat_tokens = TokenizerSpecialTokens(*m.tokenizer);
     }
     ASSIGN_OR_RETURN(m.checkpoint, ReadGgufCheckpoint(gguf));
     gguf->ReleaseMetadataArrays();  // everything read from them is in the tokenizer and config
@@ -101,6 +170,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
       ASSIGN_OR_RETURN(std::string json, shared->ReadTokenizerJson());
       ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::FromHfTokenizerJson(json));
       m.chat_template = HfChatTemplate(o.path);
+      m.chat_tokens = HfSpecialTokens(o.path);
     }
     ASSIGN_OR_RETURN(m.checkpoint, ReadHfCheckpoint(shared));
   } else if (format == "dummy") {
@@ -116,7 +186,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
       return absl::InvalidArgumentError(
           "--load-format dummy needs --tokenizer (or --model) for text");
     ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(tok));
-    m.chat_template = ChatTemplateFor(tok);
+    SetChatFor(tok, &m);
     return m;
   } else {
     return absl::InvalidArgumentError(
@@ -124,7 +194,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
   }
   if (!o.tokenizer_path.empty()) {
     ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(o.tokenizer_path));
-    m.chat_template = ChatTemplateFor(o.tokenizer_path);
+    SetChatFor(o.tokenizer_path, &m);
   }
   return m;
 }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/tokenizer/special_tokens.h"
 #include "common/tokenizer/tokenizer.h"
 #include "worker/model/model_checkpoint.h"
 
@@ -36,9 +37,13 @@ struct LoadModelOptions {
 struct LoadedModel {
   std::shared_ptr<const ModelCheckpoint> checkpoint;
   std::unique_ptr<Tokenizer> tokenizer;
-  // Jinja2 chat template: GGUF tokenizer.chat_template, or tokenizer_config.json's chat_template
-  // next to an HF checkpoint or tokenizer.json. Empty when the model has none.
+  // Jinja2 chat template: GGUF tokenizer.chat_template, or next to an HF checkpoint or
+  // tokenizer.json chat_template.jinja, else tokenizer_config.json's chat_template (as
+  // transformers loads it). Empty when the model has none.
   std::string chat_template;
+  // The special tokens the template sees: tokenizer_config.json's (else
+  // special_tokens_map.json's) next to a tokenizer.json; a GGUF file's special token ids' texts.
+  SpecialTokenTexts chat_tokens;
 };
 
 absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& options);

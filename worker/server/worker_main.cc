@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<pagellm::WorkerServer>> StartFromFlags() {
   so.engine = eo;
   so.model_name = model.model_name;
   so.chat_template = model.chat_template;
+  so.chat_tokens = model.chat_tokens;
   so.listen_address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   if (absl::GetFlag(FLAGS_metrics_port) > 0) {
     so.metrics_address =

@@ -14,6 +14,7 @@
 #include "common/metrics_exposer.h"
 #include "common/sampling/sampling_params.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "worker/server/worker_service.h"
@@ -47,7 +48,15 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   info.set_max_model_len(static_cast<int32_t>(w->max_model_len_));
   info.set_block_size(static_cast<int32_t>(w->backend_->block_size()));
   for (int32_t id : w->tokenizer_->end_of_generation_ids()) info.add_eos_token_ids(id);
-  info.set_chat_template(options.chat_template);
+  info.set_chat_template(SanitizeUtf8(options.chat_template));
+  {
+    // Token texts from a model file may be any bytes; proto strings must be UTF-8.
+    v1::SpecialTokens* tokens = info.mutable_special_tokens();
+    tokens->set_bos_token(SanitizeUtf8(options.chat_tokens.bos));
+    tokens->set_eos_token(SanitizeUtf8(options.chat_tokens.eos));
+    tokens->set_unk_token(SanitizeUtf8(options.chat_tokens.unk));
+    tokens->set_pad_token(SanitizeUtf8(options.chat_tokens.pad));
+  }
   info.set_max_parallel_samples(
       static_cast<int32_t>(std::min<int64_t>(kMaxParallelSamples, options.engine.max_num_seqs)));
   v1::TokenizerSpec spec;

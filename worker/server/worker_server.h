@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "common/api/request_limits.h"
 #include "common/auth/grpc_tls.h"
+#include "common/tokenizer/special_tokens.h"
 #include "common/tokenizer/tokenizer.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/backend/backend.h"
@@ -40,6 +41,7 @@ class WorkerServer {
     std::string metrics_address;                     // empty: no /metrics endpoint
     std::string model_name;                          // reported in ModelInfo
     std::string chat_template;                       // reported in ModelInfo ("" when none)
+    SpecialTokenTexts chat_tokens;                   // reported in ModelInfo
     EngineOptions engine;
     int max_receive_message_bytes = kMaxRequestBytes;
     // TLS of the listener (optionally requiring client certificates: mutual TLS with the router).
