@@ -398,7 +398,7 @@ TEST_F(RouterTest, TheRouterTakesUpANewModelWhenNoWorkerServesTheOldOne) {
   EXPECT_TRUE(Generate(Request("on-b", 2)).status.ok());
 }
 
-TEST_F(RouterTest, PromptThatFitsNoWorkerIsResourceExhausted) {
+TEST_F(RouterTest, PromptThatFitsNoWorkerIsOutOfRange) {
   FakeWorker::Options o;
   o.load = Load(2, 2);  // 2 blocks of 4 tokens; "hi" + BOS needs 2, 20 ids need 6
   AddWorker(o);
@@ -406,7 +406,7 @@ TEST_F(RouterTest, PromptThatFitsNoWorkerIsResourceExhausted) {
   v1::GenerateRequest req;
   for (int i = 0; i < 20; ++i) req.mutable_token_ids()->add_ids('a');
   StreamResult r = Generate(req);
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::OUT_OF_RANGE);  // no retry can help
   EXPECT_TRUE(Generate(Request("fits", 2)).status.ok());
 }
 

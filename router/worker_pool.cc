@@ -253,7 +253,8 @@ Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* pla
     return Decision::kReject;
   }
   if (!fits_somewhere) {
-    *error = absl::ResourceExhaustedError(
+    // OUT_OF_RANGE, not RESOURCE_EXHAUSTED: retrying cannot help (HTTP 400, not 429).
+    *error = absl::OutOfRangeError(
         absl::StrCat("the prompt (", ticket.prompt_tokens, " tokens) needs ", min_need,
                      " KV blocks, more than any worker has (", largest_total, ")"));
     return Decision::kReject;

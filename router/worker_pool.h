@@ -140,7 +140,7 @@ class WorkerPool final : public Placer {
   void ResolveNow();
 
   // Placer: see the file comment. Rejects with Unavailable when no ready worker (other than
-  // ticket.avoid) exists, and with ResourceExhausted when the request needs more blocks than
+  // ticket.avoid) exists, and with OutOfRange when the request needs more blocks than
   // any ready worker has in total.
   Decision Place(const AdmissionTicket& ticket, Placement* placement, absl::Status* error) override;
   // The request placed with `placement` produced its first response or ended: its blocks now

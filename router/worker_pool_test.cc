@@ -127,13 +127,13 @@ TEST_F(WorkerPoolTest, AWorkerWithItsOwnQueueHasNoRoom) {
   EXPECT_EQ(p.worker->address(), b_->address());  // fewer free blocks, but nothing waiting
 }
 
-TEST_F(WorkerPoolTest, RequestLargerThanEveryWorkerIsResourceExhausted) {
+TEST_F(WorkerPoolTest, RequestLargerThanEveryWorkerIsOutOfRange) {
   auto pool = MakePool();
   ASSERT_TRUE(PollUntilReady(*pool, 2));
   Placement p;
   absl::Status error;
   EXPECT_EQ(Place(*pool, 4000, &p, &error), Placer::Decision::kReject);  // 1001 > 1000 blocks
-  EXPECT_EQ(error.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(error.code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(Place(*pool, 3996, &p, &error), Placer::Decision::kPlace);  // exactly 1000
 }
 

@@ -295,6 +295,18 @@ TEST_F(OpenAiFrontendTest, FullQueueIs429AndNoReadyWorkerIs503) {
   EXPECT_EQ(Call(port(), http::verb::get, "/health").status, 503);
 }
 
+TEST_F(OpenAiFrontendTest, PromptLargerThanEveryWorkersCacheIs400NotRetryable429) {
+  FakeWorker::Options o;
+  o.load = testing::Load(/*free=*/2, /*total=*/2);  // 2 blocks of 4 tokens
+  AddWorker(o);
+  StartRouter();
+  HttpResult r = Post(port(), "/v1/completions",
+                      {{"prompt", Json::array({97, 97, 97, 97, 97, 97, 97, 97, 97, 97})},
+                       {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("more than any worker has"));
+}
+
 TEST_F(OpenAiFrontendTest, ModelsHealthAndVersion) {
   AddWorker();
   StartRouter();

@@ -93,7 +93,7 @@ class Engine {
   // Validates and queues a request. InvalidArgument for an empty prompt, ids outside the
   // vocabulary, bad sampling parameters, more parallel sequences than --max-num-seqs, or
   // prompt + max_tokens beyond max_model_len (the message names both numbers); AlreadyExists for
-  // a duplicate id; ResourceExhausted when the request could never fit in the KV pool.
+  // a duplicate id; OutOfRange when the request could never fit in the KV pool.
   absl::Status AddRequest(const std::string& request_id, std::vector<int32_t> prompt_ids,
                           const SamplingParams& params);
   // Removes the request wherever it is and frees its blocks. NotFound if unknown or finished.

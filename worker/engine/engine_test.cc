@@ -321,8 +321,7 @@ TEST_F(EngineTest, RejectsWhatCannotRun) {
   EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(too_long.message()), HasSubstr("64"));
   // 40 tokens need 10 blocks of 4; the pool has 8.
-  EXPECT_EQ(e->AddRequest("x", Prompt(1, 10), Greedy(30)).code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(e->AddRequest("x", Prompt(1, 10), Greedy(30)).code(), absl::StatusCode::kOutOfRange);
   EXPECT_FALSE(e->HasUnfinished());
 }
 
