@@ -12,7 +12,7 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config git unzip ca-certificates
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus-cpp-dev libssl-dev
   libcpp-httplib-dev libgloo-dev libboost-dev
-  prometheus)
+  prometheus debootstrap buildah podman)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do

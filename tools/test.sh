@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test from a fresh clone: installs what is missing, checks the layering and the
 # formatting, builds, fetches and converts the default model, then runs CTest (which also
-# regenerates the reference fixtures from the independent Python implementations), then builds the
-# libFuzzer targets with clang (when present) and runs each for 30 s.
+# regenerates the reference fixtures from the independent Python implementations), builds the CPU
+# container image and serves from it, then builds the libFuzzer targets with clang (when present) and runs each for 30 s.
 # Model-dependent tests fail, rather than skip, here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +16,6 @@ export PAGELLM_REQUIRE_MODELS=1
 # Backends check every batch against forward_batch.h's contract (ValidateForwardBatch).
 export PAGELLM_VALIDATE_BATCHES=1
 ctest --test-dir build --output-on-failure --timeout 1200
+# The CPU container image, built offline; its worker serves inside it.
+tools/test_image.sh
 FUZZ_SECONDS="${FUZZ_SECONDS:-30}" tools/fuzz/run_ci.sh
