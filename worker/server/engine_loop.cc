@@ -145,6 +145,7 @@ void EngineLoop::ApplyCancels(std::vector<std::string>* cancels) {
 
 void EngineLoop::StepOnce() {
   outputs_.clear();
+  const double step_start = clock_();  // when this step's scheduling happens
   const absl::Status step = engine_->Step(&outputs_);
   const double now = clock_();
   if (!step.ok()) PLOG_ERROR("engine step failed: {}", step.ToString());
@@ -196,14 +197,15 @@ void EngineLoop::StepOnce() {
     }
     i = j;
   }
-  // Queue time: the first step in which a request is no longer waiting.
+  // Queue time: from arrival to the start of the first step that scheduled the request (as vLLM
+  // measures it), not to the end of that step (which is time to first token).
   if (metrics_ != nullptr) {
     for (auto& [id, a] : active_) {
       if (!a.queued) continue;
       const std::optional<GroupState> state = engine_->RequestState(id);
       if (state.has_value() && *state != GroupState::kWaiting) {
         a.queued = false;
-        metrics_->queue_time->Observe(now - a.submit_time);
+        metrics_->queue_time->Observe(step_start - a.submit_time);
       }
     }
   }
