@@ -6,7 +6,8 @@
 # so and exits 0.
 #
 # Environment: FUZZ_SECONDS per target (30), FUZZ_BUILD_DIR (build-fuzz, git-ignored),
-# FUZZ_JOBS for ninja (all cores), FUZZ_TARGETS (space-separated subset; default all).
+# FUZZ_JOBS for ninja and for the targets run at once (all cores), FUZZ_TARGETS
+# (space-separated subset; default all).
 # Usage: tools/fuzz/run_ci.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,29 +49,50 @@ ninja -C "$build_dir" -j "$jobs" $targets >"$probe_dir/build.log" 2>&1 ||
 
 artifacts="$build_dir/fuzz-artifacts"
 mkdir -p "$artifacts"
-failed=0
-for target in $targets; do
-  corpus="$probe_dir/corpus-$target"
+# Runs one target; its verdict goes to $probe_dir/result-TARGET (first word ok or FAILED).
+run_one() {
+  local target=$1
+  local corpus="$probe_dir/corpus-$target"
   mkdir -p "$corpus"
   if [[ -d "tools/fuzz/seeds/$target" ]]; then
     cp tools/fuzz/seeds/"$target"/* "$corpus"/
   elif [[ "$target" == gguf_file_fuzz && -x .venv/bin/python ]]; then
     .venv/bin/python tools/fuzz/make_gguf_seeds.py "$corpus" >/dev/null 2>&1 || true
   fi
-  dict_args=()
+  local dict_args=()
   if [[ -n "${dict[$target]:-}" ]]; then dict_args=(-dict="tools/fuzz/${dict[$target]}.dict"); fi
-  log="$artifacts/$target.log"
-  rc=0
+  local log="$artifacts/$target.log"
+  local rc=0
   "$build_dir/bin/$target" "${dict_args[@]}" -max_total_time="$seconds" -timeout=25 \
     -print_final_stats=1 -artifact_prefix="$artifacts/$target-" "$corpus" >"$log" 2>&1 || rc=$?
+  local execs rate
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
   rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)"
   if [[ $rc -eq 0 ]]; then
-    echo "fuzz: $target: ok, ${execs:-?} executions in ${seconds}s (${rate:-?}/s)"
+    echo "ok, ${execs:-?} executions in ${seconds}s (${rate:-?}/s)" >"$probe_dir/result-$target"
   else
-    failed=1
-    echo "fuzz: $target: FAILED (exit $rc) after ${execs:-?} executions; log $log"
-    grep -E '^==[0-9]+==ERROR|SUMMARY|Test unit written to|runtime error' "$log" | head -n 5 || true
+    {
+      echo "FAILED (exit $rc) after ${execs:-?} executions; log $log"
+      grep -E '^==[0-9]+==ERROR|SUMMARY|Test unit written to|runtime error' "$log" | head -n 5 || true
+    } >"$probe_dir/result-$target"
   fi
+}
+
+# One target per core at a time (each is single-threaded).
+running=0
+for target in $targets; do
+  run_one "$target" &
+  running=$((running + 1))
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+failed=0
+for target in $targets; do
+  result="$(cat "$probe_dir/result-$target" 2>/dev/null || echo "FAILED (no result)")"
+  echo "fuzz: $target: $result"
+  [[ "$result" == ok* ]] || failed=1
 done
 exit "$failed"
