@@ -27,6 +27,9 @@ class TemplateRenderer final : public ChatRenderer {
         chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true;
     options.bos_token = tokens_.bos_token();
     options.eos_token = tokens_.eos_token();
+    options.unk_token = tokens_.unk_token();
+    options.pad_token = tokens_.pad_token();
+    options.template_kwargs_json = chat.chat_template_kwargs();
     // Errors are InvalidArgument already: exactly the template's raise_exception message for a
     // conversation it rejects, "chat template error, line N: ..." otherwise.
     return template_->Render(messages, options);

@@ -632,6 +632,37 @@ TEST_F(RouterTest, ChatPromptsAreRenderedWithTheWorkersTemplate) {
   EXPECT_EQ(w.generate_calls(), 1);
 }
 
+TEST_F(RouterTest, ChatTemplateKwargsReachTheTemplate) {
+  FakeWorker::Options o;
+  o.info.set_chat_template(
+      "{% if enable_thinking is defined and not enable_thinking %}/no_think {% endif %}"
+      "{{ messages[0]['content'] }}");
+  AddWorker(o);
+  StartRouter();
+  auto render = [&](const std::string& kwargs, std::string* out) {
+    v1::TokenizeRequest req;
+    v1::ChatMessage* m = req.mutable_chat()->add_messages();
+    m->set_role("user");
+    m->set_content("hi");
+    req.mutable_chat()->set_chat_template_kwargs(kwargs);
+    v1::TokenizeResponse resp;
+    grpc::ClientContext c;
+    grpc::Status s = stub_->Tokenize(&c, req, &resp);
+    *out = s.ok() ? resp.rendered_prompt() : s.error_message();
+    return s.error_code();
+  };
+  std::string text;
+  ASSERT_EQ(render("", &text), grpc::StatusCode::OK) << text;
+  EXPECT_EQ(text, "hi");
+  ASSERT_EQ(render(R"({"enable_thinking": false})", &text), grpc::StatusCode::OK) << text;
+  EXPECT_EQ(text, "/no_think hi");
+  ASSERT_EQ(render(R"({"enable_thinking": true})", &text), grpc::StatusCode::OK) << text;
+  EXPECT_EQ(text, "hi");
+  EXPECT_EQ(render(R"({"messages": []})", &text), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(text, HasSubstr("messages"));
+  EXPECT_EQ(render("[1]", &text), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(RouterTest, DrainingFinishesOpenStreamsAndRefusesNewOnes) {
   FakeWorker::Options o;
   o.token_interval = absl::Milliseconds(10);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/chat_template/ast.h"
 #include "common/chat_template/builtins.h"
 #include "common/chat_template/operators.h"
 #include "common/chat_template/py_format.h"
@@ -79,6 +80,38 @@ int64_t SliceBound(const std::optional<Value>& v, int64_t n, int64_t step, bool 
   return x;
 }
 
+// Attributes of macros (jinja2.runtime.Macro), joiners and cyclers.
+absl::StatusOr<Value> CallableAttr(RenderContext& ctx, const Value& obj, std::string_view name) {
+  const CallableObject& fn = *obj.AsCallable();
+  switch (fn.kind) {
+    case CallableKind::kMacro: {
+      const Stmt& macro = *fn.macro;
+      if (name == "name") return Value::String(macro.name);
+      if (name == "arguments") {
+        std::vector<Value> params;
+        for (const std::string& p : macro.params) params.push_back(Value::String(p));
+        return ctx.MakeList(std::move(params), SeqKind::kTuple);
+      }
+      if (name == "catch_kwargs") return Value::Bool(macro.accesses_kwargs);
+      if (name == "catch_varargs") return Value::Bool(macro.accesses_varargs);
+      if (name == "caller") return Value::Bool(macro.accesses_caller);
+      break;
+    }
+    case CallableKind::kJoiner:
+      if (name == "sep") return fn.self;
+      if (name == "used") return Value::Bool(fn.used);
+      break;
+    case CallableKind::kCycler:
+      if (name == "current") return fn.items[fn.position];
+      if (name == "pos") return Value::Int(static_cast<int64_t>(fn.position));
+      if (name == "items") return ctx.MakeList(fn.items, SeqKind::kTuple);
+      break;
+    case CallableKind::kBuiltin:
+      break;
+  }
+  return MissingAttribute(obj, name);
+}
+
 }  // namespace
 
 absl::StatusOr<Value> GetAttr(RenderContext& ctx, const Value& obj, std::string_view name) {
@@ -87,6 +120,15 @@ absl::StatusOr<Value> GetAttr(RenderContext& ctx, const Value& obj, std::string_
     return Value::Callable(ctx.heap().NewCallable(std::string(name), obj));
   }
   switch (obj.kind()) {
+    case ValueKind::kCallable:
+      return CallableAttr(ctx, obj, name);
+    case ValueKind::kList:
+      // groupby's items: (grouper, list) tuples with those names as attributes.
+      if (obj.AsList()->type_name == std::string_view(kGroupTupleType)) {
+        if (name == "grouper") return obj.AsList()->items[0];
+        if (name == "list") return obj.AsList()->items[1];
+      }
+      return MissingAttribute(obj, name);
     case ValueKind::kDict:
     case ValueKind::kNamespace: {
       const Value* v = obj.AsDict()->Find(name);
@@ -139,7 +181,10 @@ absl::StatusOr<Value> GetItem(RenderContext& ctx, const Value& obj, const Value&
   // Jinja2 falls back to the attribute for string keys.
   if (key.is_string()) {
     if (FindMethod(obj, key.AsString()) != nullptr) return GetAttr(ctx, obj, key.AsString());
-    if (obj.kind() == ValueKind::kNamespace || obj.kind() == ValueKind::kLoop) {
+    if (obj.kind() == ValueKind::kNamespace || obj.kind() == ValueKind::kLoop ||
+        obj.kind() == ValueKind::kCallable ||
+        (obj.kind() == ValueKind::kList &&
+         obj.AsList()->type_name == std::string_view(kGroupTupleType))) {
       return GetAttr(ctx, obj, key.AsString());
     }
     return MissingAttribute(obj, key.AsString());

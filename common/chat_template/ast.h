@@ -1,6 +1,6 @@
 // Syntax tree of a parsed chat template: statements (text, {{ output }}, if, for, set, break,
-// continue) holding expressions. Built once by the parser, then only read: a tree may be
-// rendered by any number of threads at once. Its depth is bounded by
+// continue, macro, call, filter, with) holding expressions. Built once by the parser, then only
+// read: a tree may be rendered by any number of threads at once. Its depth is bounded by
 // ParseOptions::max_nesting_depth, so recursive walks (evaluation, destruction) are bounded.
 #ifndef PAGELLM_COMMON_CHAT_TEMPLATE_AST_H_
 #define PAGELLM_COMMON_CHAT_TEMPLATE_AST_H_
@@ -69,7 +69,11 @@ enum class StmtKind {
   kSetBlock,  // {% set targets[0] %}body{% endset %} / with `.attribute`
   kBreak,
   kContinue,
-  kGeneration,  // {% generation %}body{% endgeneration %} (transformers' AssistantTracker)
+  kGeneration,   // {% generation %}body{% endgeneration %} (transformers' AssistantTracker)
+  kMacro,        // {% macro name(params) %}body{% endmacro %}
+  kCallBlock,    // {% call(params) expr %}body{% endcall %}: expr (a call) gets caller=body
+  kFilterBlock,  // {% filter expr %}body{% endfilter %}: expr filters a null operand
+  kWith,         // {% with targets = values, ... %}body{% endwith %}
 };
 
 struct Stmt;
@@ -91,6 +95,21 @@ struct Stmt {
   std::vector<std::string> targets;  // kFor: loop variables; kSet, kSetBlock: names assigned
   std::string attribute;             // kSet, kSetBlock: set targets[0].attribute when not empty
   std::unique_ptr<Expr> condition;   // kFor: the `if` filter, or null
+  bool recursive = false;            // kFor: `recursive` (the body may call loop(items))
+
+  // kMacro, kCallBlock: the macro's name ("caller" for a call block), its parameters, and the
+  // defaults of the last defaults.size() of them; whether its body reads the special names
+  // caller, varargs and kwargs (then it accepts them, as Jinja2's Macro does).
+  std::string name;
+  std::vector<std::string> params;
+  std::vector<std::unique_ptr<Expr>> defaults;
+  bool accesses_caller = false;
+  bool accesses_varargs = false;
+  bool accesses_kwargs = false;
+
+  // kWith: with_targets[i] (one or more names) is bound to with_values[i].
+  std::vector<std::vector<std::string>> with_targets;
+  std::vector<std::unique_ptr<Expr>> with_values;
 };
 
 }  // namespace pagellm::chat_template

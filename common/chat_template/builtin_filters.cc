@@ -15,19 +15,14 @@
 #include "absl/strings/str_cat.h"
 #include "common/chat_template/access.h"
 #include "common/chat_template/builtins.h"
+#include "common/chat_template/filter_helpers.h"
 #include "common/chat_template/operators.h"
 #include "common/chat_template/py_format.h"
 #include "common/chat_template/py_string.h"
 #include "common/status_macros.h"
 
 namespace pagellm::chat_template {
-namespace {
 
-#define PAGELLM_FILTER(fn_name)                                                      \
-  absl::StatusOr<Value> fn_name([[maybe_unused]] RenderContext& ctx, const Value& v, \
-                                [[maybe_unused]] const CallArgs& args)
-
-// Jinja2's soft_str: str(v), "" for undefined.
 absl::StatusOr<std::string> ToStr(RenderContext& ctx, const Value& v) {
   if (v.is_string()) return v.AsString();
   std::string s;
@@ -39,18 +34,6 @@ absl::Status NoArgs(std::string_view name, const CallArgs& args) {
   return BindArgs(name, args, {}, 0).status();
 }
 
-// A string argument, or unset.
-absl::StatusOr<std::optional<std::string>> OptionalString(std::string_view function,
-                                                          const std::optional<Value>& arg) {
-  if (!arg || arg->is_none()) return std::nullopt;
-  if (!arg->is_string()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        std::string(function), "() argument must be str or None, not ", arg->TypeName()));
-  }
-  return arg->AsString();
-}
-
-// Jinja2's make_attrgetter: follows "a.b.0" with getitem; `fallback` replaces an undefined result.
 absl::StatusOr<Value> GetPath(RenderContext& ctx, const Value& item, const Value& attribute,
                               const std::optional<Value>& fallback) {
   Value v = item;
@@ -70,6 +53,64 @@ absl::StatusOr<Value> GetPath(RenderContext& ctx, const Value& item, const Value
   }
   if (v.is_undefined() && fallback) return *fallback;
   return v;
+}
+
+std::optional<double> ParseFloat(const std::string& text) {
+  std::string s = PyStrip(text, std::nullopt, true, true);
+  s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
+  if (s.empty() || s.find_first_of("xXpP") != std::string::npos) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const double d = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size()) return std::nullopt;
+  return d;
+}
+
+Value IgnoreCase(const Value& v) {
+  return v.is_string() ? Value::String(PyLower(v.AsString())) : v;
+}
+
+std::string HtmlEscape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+#define PAGELLM_FILTER(fn_name)                                                      \
+  absl::StatusOr<Value> fn_name([[maybe_unused]] RenderContext& ctx, const Value& v, \
+                                [[maybe_unused]] const CallArgs& args)
+
+// A string argument, or unset.
+absl::StatusOr<std::optional<std::string>> OptionalString(std::string_view function,
+                                                          const std::optional<Value>& arg) {
+  if (!arg || arg->is_none()) return std::nullopt;
+  if (!arg->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(function), "() argument must be str or None, not ", arg->TypeName()));
+  }
+  return arg->AsString();
 }
 
 PAGELLM_FILTER(Abs) {
@@ -110,29 +151,7 @@ PAGELLM_FILTER(Escape) {
   RETURN_IF_ERROR(NoArgs("escape", args));
   if (v.is_none()) return Value::String("None");
   ASSIGN_OR_RETURN(std::string s, ToStr(ctx, v));
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return ctx.MakeString(std::move(out));
+  return ctx.MakeString(HtmlEscape(s));
 }
 
 PAGELLM_FILTER(First) {
@@ -156,18 +175,6 @@ PAGELLM_FILTER(Last) {
   ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(ctx, v));
   if (items.empty()) return Value::Undefined("No last item, sequence was empty.");
   return items.back();
-}
-
-// Python float(str) for the forms templates meet; nullopt when Python would raise ValueError.
-std::optional<double> ParseFloat(const std::string& text) {
-  std::string s = PyStrip(text, std::nullopt, true, true);
-  s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
-  if (s.empty() || s.find_first_of("xXpP") != std::string::npos) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const double d = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size()) return std::nullopt;
-  return d;
 }
 
 PAGELLM_FILTER(Float) {
@@ -484,11 +491,6 @@ PAGELLM_FILTER(Reject) { return SelectOrReject(ctx, v, args, false, false); }
 PAGELLM_FILTER(SelectAttr) { return SelectOrReject(ctx, v, args, true, true); }
 PAGELLM_FILTER(RejectAttr) { return SelectOrReject(ctx, v, args, true, false); }
 
-// Jinja2's ignore_case postprocessing: strings lowered, anything else as it is.
-Value IgnoreCase(const Value& v) {
-  return v.is_string() ? Value::String(PyLower(v.AsString())) : v;
-}
-
 // Jinja2's make_attrgetter(attribute, postprocess=ignore_case unless case_sensitive).
 absl::StatusOr<Value> SortKey(RenderContext& ctx, const Value& item,
                               const std::optional<Value>& attribute, bool case_sensitive) {
@@ -753,7 +755,8 @@ FilterFn FindFilter(std::string_view name) {
   for (const NamedFilter& f : kFilters) {
     if (f.name == name) return f.fn;
   }
-  return nullptr;
+  if (FilterFn fn = FindGroupingFilter(name); fn != nullptr) return fn;
+  return FindTextFilter(name);
 }
 
 }  // namespace pagellm::chat_template

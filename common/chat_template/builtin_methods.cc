@@ -11,6 +11,8 @@
 #include "common/chat_template/access.h"
 #include "common/chat_template/builtins.h"
 #include "common/chat_template/operators.h"
+#include "common/chat_template/py_chartype.h"
+#include "common/chat_template/py_format_string.h"
 #include "common/chat_template/py_string.h"
 #include "common/status_macros.h"
 
@@ -174,10 +176,90 @@ absl::StatusOr<Value> Classify(RenderContext& ctx, const Value& self, const Call
   return Value::Bool(true);
 }
 
-PAGELLM_METHOD(StrIsDigit) {
-  return Classify(ctx, self, args, "isdigit", [](uint32_t c) { return c >= '0' && c <= '9'; });
-}
 PAGELLM_METHOD(StrIsSpace) { return Classify(ctx, self, args, "isspace", IsPySpace); }
+
+// str.isalpha(), isdigit(), ...: every character in class `c` (and at least one character,
+// except for isprintable and isascii).
+absl::StatusOr<Value> ClassifyChars(RenderContext& ctx, const Value& self, const CallArgs& args,
+                                    std::string_view name, CharClass c) {
+  RETURN_IF_ERROR(BindArgs(name, args, {}, 0).status());
+  const std::string& s = self.AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  if (s.empty()) return Value::Bool(c == CharClass::kPrintable);
+  for (size_t pos = 0; pos < s.size();) {
+    ASSIGN_OR_RETURN(bool in_class, PyCharIs(c, NextCodepoint(s, &pos)));
+    if (!in_class) return Value::Bool(false);
+  }
+  return Value::Bool(true);
+}
+
+PAGELLM_METHOD(StrIsAlpha) { return ClassifyChars(ctx, self, args, "isalpha", CharClass::kAlpha); }
+PAGELLM_METHOD(StrIsDigit) { return ClassifyChars(ctx, self, args, "isdigit", CharClass::kDigit); }
+PAGELLM_METHOD(StrIsDecimal) {
+  return ClassifyChars(ctx, self, args, "isdecimal", CharClass::kDecimal);
+}
+PAGELLM_METHOD(StrIsNumeric) {
+  return ClassifyChars(ctx, self, args, "isnumeric", CharClass::kNumeric);
+}
+PAGELLM_METHOD(StrIsAlnum) { return ClassifyChars(ctx, self, args, "isalnum", CharClass::kAlnum); }
+PAGELLM_METHOD(StrIsPrintable) {
+  return ClassifyChars(ctx, self, args, "isprintable", CharClass::kPrintable);
+}
+PAGELLM_METHOD(StrIsAscii) {
+  RETURN_IF_ERROR(BindArgs("isascii", args, {}, 0).status());
+  for (char c : self.AsString()) {
+    if (static_cast<unsigned char>(c) >= 0x80) return Value::Bool(false);
+  }
+  return Value::Bool(true);
+}
+
+// str.isidentifier(): a letter or _, then letters, digits and _ (ASCII only here: Python's
+// XID classes are not known for other characters).
+PAGELLM_METHOD(StrIsIdentifier) {
+  RETURN_IF_ERROR(BindArgs("isidentifier", args, {}, 0).status());
+  const std::string& s = self.AsString();
+  if (s.empty()) return Value::Bool(false);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = s[i];
+    if (c >= 0x80) {
+      return absl::InvalidArgumentError("isidentifier() of non-ASCII text is not supported");
+    }
+    if (!(std::isalpha(c) || c == '_' || (i > 0 && std::isdigit(c)))) return Value::Bool(false);
+  }
+  return Value::Bool(true);
+}
+
+// str.istitle(): upper case characters only after uncased ones, lower case only after cased
+// ones, and at least one cased character.
+PAGELLM_METHOD(StrIsTitle) {
+  RETURN_IF_ERROR(BindArgs("istitle", args, {}, 0).status());
+  const std::string& s = self.AsString();
+  RETURN_IF_ERROR(ctx.ChargeBytes(s.size()));
+  bool cased = false;
+  bool previous_cased = false;
+  for (size_t pos = 0; pos < s.size();) {
+    const size_t at = pos;
+    NextCodepoint(s, &pos);
+    const std::string_view c = std::string_view(s).substr(at, pos - at);
+    if (PyIsUpper(c)) {
+      if (previous_cased) return Value::Bool(false);
+      previous_cased = cased = true;
+    } else if (PyIsLower(c)) {
+      if (!previous_cased) return Value::Bool(false);
+      previous_cased = cased = true;
+    } else {
+      previous_cased = false;
+    }
+  }
+  return Value::Bool(cased);
+}
+
+PAGELLM_METHOD(StrFormat) {
+  RETURN_IF_ERROR(ctx.ChargeBytes(self.AsString().size()));
+  ASSIGN_OR_RETURN(std::string out, PyStrFormat(self.AsString(), args.positional, args.keywords,
+                                                ctx.limits().max_string_bytes));
+  return ctx.MakeString(std::move(out));
+}
 PAGELLM_METHOD(StrIsLower) {
   RETURN_IF_ERROR(BindArgs("islower", args, {}, 0).status());
   RETURN_IF_ERROR(ctx.ChargeBytes(self.AsString().size()));
@@ -409,6 +491,33 @@ PAGELLM_METHOD(LoopCycle) {
   return args.positional[self.AsLoop()->index0 % n];
 }
 
+// loop.changed(*values): true unless called last with equal values.
+PAGELLM_METHOD(LoopChanged) {
+  if (!args.keywords.empty()) return absl::InvalidArgumentError("changed() takes no keywords");
+  ASSIGN_OR_RETURN(Value values, ctx.MakeList(args.positional, SeqKind::kTuple));
+  LoopObject& loop = *self.AsLoop();
+  if (loop.last_changed) {
+    ASSIGN_OR_RETURN(bool same, PyEquals(*loop.last_changed, values, ctx));
+    if (same) return Value::Bool(false);
+  }
+  loop.last_changed = values;
+  return Value::Bool(true);
+}
+
+PAGELLM_METHOD(CyclerNext) {
+  RETURN_IF_ERROR(BindArgs("next", args, {}, 0).status());
+  CallableObject& cycler = *self.AsCallable();
+  Value current = cycler.items[cycler.position];
+  cycler.position = (cycler.position + 1) % cycler.items.size();
+  return current;
+}
+
+PAGELLM_METHOD(CyclerReset) {
+  RETURN_IF_ERROR(BindArgs("reset", args, {}, 0).status());
+  self.AsCallable()->position = 0;
+  return Value::None();
+}
+
 #undef PAGELLM_METHOD
 
 struct NamedMethod {
@@ -434,6 +543,15 @@ constexpr NamedMethod kMethods[] = {
     {ValueKind::kString, "count", StrCount},
     {ValueKind::kString, "find", StrFind},
     {ValueKind::kString, "isdigit", StrIsDigit},
+    {ValueKind::kString, "isalpha", StrIsAlpha},
+    {ValueKind::kString, "isdecimal", StrIsDecimal},
+    {ValueKind::kString, "isnumeric", StrIsNumeric},
+    {ValueKind::kString, "isalnum", StrIsAlnum},
+    {ValueKind::kString, "isprintable", StrIsPrintable},
+    {ValueKind::kString, "isascii", StrIsAscii},
+    {ValueKind::kString, "isidentifier", StrIsIdentifier},
+    {ValueKind::kString, "istitle", StrIsTitle},
+    {ValueKind::kString, "format", StrFormat},
     {ValueKind::kString, "isspace", StrIsSpace},
     {ValueKind::kString, "islower", StrIsLower},
     {ValueKind::kString, "isupper", StrIsUpper},
@@ -456,11 +574,17 @@ constexpr NamedMethod kMethods[] = {
     {ValueKind::kDict, "values", DictValues},
     {ValueKind::kDict, "get", DictGet},
     {ValueKind::kLoop, "cycle", LoopCycle},
+    {ValueKind::kLoop, "changed", LoopChanged},
+    {ValueKind::kCallable, "next", CyclerNext},
+    {ValueKind::kCallable, "reset", CyclerReset},
 };
 
 }  // namespace
 
 MethodFn FindMethod(const Value& self, std::string_view name) {
+  if (self.kind() == ValueKind::kCallable && self.AsCallable()->kind != CallableKind::kCycler) {
+    return nullptr;  // only cyclers have methods
+  }
   for (const NamedMethod& m : kMethods) {
     if (m.kind == self.kind() && m.name == name) return m.fn;
   }

@@ -59,9 +59,10 @@ PAGELLM_TEST(Sequence) {  // len() and [] both work
   return k == ValueKind::kUndefined || k == ValueKind::kString || v.is_sequence() ||
          k == ValueKind::kDict;
 }
-PAGELLM_TEST(Callable) {
+PAGELLM_TEST(Callable) {  // a cycler has methods but no __call__
   const ValueKind k = v.kind();
-  return k == ValueKind::kCallable || k == ValueKind::kUndefined || k == ValueKind::kLoop;
+  if (k == ValueKind::kCallable) return v.AsCallable()->kind != CallableKind::kCycler;
+  return k == ValueKind::kUndefined || k == ValueKind::kLoop;
 }
 PAGELLM_TEST(Odd) { return Parity(v, 1); }
 PAGELLM_TEST(Even) { return Parity(v, 0); }

@@ -110,6 +110,30 @@ absl::StatusOr<Value> StrftimeNow(RenderContext& ctx, const CallArgs& args) {
   return ctx.MakeString(absl::FormatTime(format, ctx.now(), ctx.time_zone()));
 }
 
+// Jinja2's joiner(sep=", "): a callable that returns "" the first time, then `sep`.
+absl::StatusOr<Value> Joiner(RenderContext& ctx, const CallArgs& args) {
+  ASSIGN_OR_RETURN(auto a, BindArgs("joiner", args, {"sep"}, 0));
+  CallableObject* fn = ctx.heap().NewCallable("joiner", a[0] ? *a[0] : Value::String(", "));
+  fn->kind = CallableKind::kJoiner;
+  return Value::Callable(fn);
+}
+
+// Jinja2's cycler(*items): next() returns the items in turn, `current` the next one.
+absl::StatusOr<Value> Cycler(RenderContext& ctx, const CallArgs& args) {
+  if (!args.keywords.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Cycler.__init__() got an unexpected keyword argument '", args.keywords[0].first, "'"));
+  }
+  if (args.positional.empty()) {
+    return absl::InvalidArgumentError("at least one item has to be provided");
+  }
+  RETURN_IF_ERROR(ctx.ChargeSteps(args.positional.size()));
+  CallableObject* fn = ctx.heap().NewCallable("cycler", Value());
+  fn->kind = CallableKind::kCycler;
+  fn->items = args.positional;
+  return Value::Callable(fn);
+}
+
 struct NamedGlobal {
   std::string_view name;
   GlobalFn fn;
@@ -121,6 +145,8 @@ constexpr NamedGlobal kGlobals[] = {
     {"dict", Dict},
     {"raise_exception", RaiseException},
     {"strftime_now", StrftimeNow},
+    {"joiner", Joiner},
+    {"cycler", Cycler},
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The builtin functions a chat template can call: filters (`x | trim`), tests (`x is defined`),
-// methods (`s.strip()`, `d.items()`, `loop.cycle(..)`) and global functions (`range`,
-// `namespace`, `dict`, `raise_exception`). Each is looked up by name at render time, so a
+// methods (`s.strip()`, `d.items()`, `'{}'.format(x)`, `loop.cycle(..)`, `cycler.next()`) and
+// global functions (`range`, `namespace`, `dict`, `joiner`, `cycler`, `raise_exception`,
+// `strftime_now`). Each is looked up by name at render time, so a
 // template that names an unknown filter in a branch it never takes still renders (Jinja2 would
 // reject it when compiling).
 //

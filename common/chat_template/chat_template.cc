@@ -10,6 +10,7 @@
 #include "common/chat_template/lexer.h"
 #include "common/chat_template/parser.h"
 #include "common/chat_template/render_context.h"
+#include "common/chat_template/template_kwargs.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 
@@ -52,7 +53,7 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
     list.push_back(dict);
   }
   ASSIGN_OR_RETURN(Value messages_value, ctx.MakeList(std::move(list)));
-  const std::vector<std::pair<std::string, Value>> globals = {
+  std::vector<std::pair<std::string, Value>> globals = {
       {"messages", messages_value},
       {"add_generation_prompt", Value::Bool(options.add_generation_prompt)},
       {"bos_token", Value::String(SanitizeUtf8(options.bos_token))},
@@ -60,6 +61,16 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
       {"tools", Value::None()},
       {"documents", Value::None()},
   };
+  // transformers passes the tokenizer's special_tokens_map: only the tokens it has.
+  if (!options.unk_token.empty()) {
+    globals.emplace_back("unk_token", Value::String(SanitizeUtf8(options.unk_token)));
+  }
+  if (!options.pad_token.empty()) {
+    globals.emplace_back("pad_token", Value::String(SanitizeUtf8(options.pad_token)));
+  }
+  if (!options.template_kwargs_json.empty()) {
+    RETURN_IF_ERROR(chat_template::AddTemplateKwargs(options.template_kwargs_json, ctx, &globals));
+  }
   std::string out;
   RETURN_IF_ERROR(chat_template::RenderBody(impl_->body, globals, ctx, &out));
   return out;

@@ -14,14 +14,23 @@
 //   ASSIGN_OR_RETURN(std::string prompt, tmpl->Render(messages, {.bos_token = "<s>"}));
 //
 // Checked byte for byte against Python jinja2 on real templates and on random ones
-// (chat_template_fixture_test). Known gaps, which fail with InvalidArgument rather than render
-// differently: macros, call and filter blocks, include/extends, recursive loops,
-// *args/**kwargs, printf-style `str % x`, str.format, joiner, the rarer filters (wordcount,
-// dictsort, batch, slice, groupby, format, ...), ints past 64 bits. Known differences:
+// (chat_template_fixture_test). Implemented beyond plain expressions and loops: macros (with
+// defaults, keyword arguments, varargs/kwargs and caller()), call, filter and with blocks,
+// recursive loops, the globals joiner, cycler and namespace, printf-style `str % x`,
+// str.format, and every builtin test and filter of Jinja2 3.1 but random, urlize and wordwrap
+// (tojson is transformers' own, as transformers installs it).
+// Known gaps, which fail with InvalidArgument rather than render differently:
+// include/import/extends/block, *args/**kwargs in calls, those three filters, ints past 64
+// bits, Unicode character classes (isalpha, wordcount's \w, ...) outside the ranges of
+// py_chartype.h, HTML entities other than a few in striptags, pprint of values wider than
+// 80 columns, the rarer corners of string formatting (py_format_string.h). Known differences:
 // an unknown filter or test fails when it is evaluated (Jinja2 rejects the template when
 // compiling it); range() is a list (its repr differs); case mapping covers Latin, Greek,
 // Cyrillic and Armenian letters only (py_string.h); repr() escapes the common non-printable
-// characters only (py_format.h).
+// characters only (py_format.h); a macro kept past the loop iteration that defined it (in a
+// namespace) sees that iteration's variables where Jinja2 sees its own internal state;
+// recursion (macros, recursive loops) stops at RenderLimits::max_depth, not at Python's
+// recursion limit.
 #ifndef PAGELLM_COMMON_CHAT_TEMPLATE_CHAT_TEMPLATE_H_
 #define PAGELLM_COMMON_CHAT_TEMPLATE_CHAT_TEMPLATE_H_
 
@@ -46,9 +55,20 @@ struct ChatMessage {
 struct RenderOptions {
   // Whether the template should end with the header of the assistant's reply.
   bool add_generation_prompt = true;
-  // The tokenizer's special tokens, as transformers passes them to the template.
+  // The tokenizer's special tokens, as transformers passes them to the template (its
+  // special_tokens_map). bos_token and eos_token are always defined (empty if unset);
+  // unk_token and pad_token only when not empty, as transformers leaves out the tokens a
+  // tokenizer does not have.
   std::string bos_token;
   std::string eos_token;
+  std::string unk_token;
+  std::string pad_token;
+  // Empty, or a JSON object (vLLM's chat_template_kwargs, e.g. {"enable_thinking": false})
+  // whose members become extra template variables (see chat_template/template_kwargs.h),
+  // replacing the special tokens of the same name. Render fails with InvalidArgument for
+  // invalid JSON, a non-object, or a member named messages, tools, documents or
+  // add_generation_prompt.
+  std::string template_kwargs_json;
   chat_template::RenderLimits limits;
   // What strftime_now(format) formats (transformers' datetime.now()): unset, the clock at
   // render, in `time_zone`.
@@ -70,8 +90,9 @@ class ChatTemplate {
   ChatTemplate& operator=(const ChatTemplate&) = delete;
 
   // Renders `messages`. The template sees the variables `messages` (a list of dicts with "role"
-  // and "content"), `add_generation_prompt`, `bos_token`, `eos_token`, and `tools` and
-  // `documents` set to none (as transformers passes them when a request has no tools), and
+  // and "content"), `add_generation_prompt`, `bos_token`, `eos_token` (and `unk_token`,
+  // `pad_token` when set), and `tools` and `documents` set to none (as transformers passes them
+  // when a request has no tools), the members of options.template_kwargs_json, and
   // transformers' global strftime_now(format) (options.now in options.time_zone).
   // Invalid UTF-8 in messages or tokens is replaced by U+FFFD first.
   // Errors are InvalidArgument: for the template's own raise_exception(msg) (it rejects the

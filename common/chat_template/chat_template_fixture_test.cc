@@ -29,7 +29,7 @@
 namespace pagellm {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;  // keeps template_kwargs in order, as Python does
 
 std::string FixturePath() {
   const char* env = std::getenv("PAGELLM_CHAT_TEMPLATE_FIXTURES");
@@ -65,15 +65,23 @@ TEST_F(ChatTemplateFixtureTest, MatchesJinja2) {
   std::map<std::string, std::pair<int, int>> per_template;  // {matched, total}
   for (const Json& c : fixture_["cases"]) {
     const std::string name = c["template"];
-    const std::string context =
-        absl::StrCat(name, " x ", c["conversation"].get<std::string>(),
-                     " (add_generation_prompt=", c["add_generation_prompt"].get<bool>(), ")");
+    const std::string context = absl::StrCat(
+        name, " x ", c["conversation"].get<std::string>(),
+        " (add_generation_prompt=", c["add_generation_prompt"].get<bool>(),
+        c.contains("template_kwargs") ? absl::StrCat(", kwargs ", c["template_kwargs"].dump()) : "",
+        ")");
     std::vector<ChatMessage> messages;
     for (const Json& m : c["messages"]) messages.push_back({m["role"], m["content"]});
     RenderOptions options;
     options.add_generation_prompt = c["add_generation_prompt"];
     options.bos_token = c["bos_token"];
     options.eos_token = c["eos_token"];
+    // Cases of the script's FEATURE_VARIANTS: extra variables.
+    if (c.contains("unk_token") && !c["unk_token"].is_null()) options.unk_token = c["unk_token"];
+    if (c.contains("pad_token") && !c["pad_token"].is_null()) options.pad_token = c["pad_token"];
+    if (c.contains("template_kwargs") && !c["template_kwargs"].is_null()) {
+      options.template_kwargs_json = c["template_kwargs"].dump();
+    }
     // The fixture script's FIXED_NOW, as strftime_now sees it.
     options.now = absl::FromCivil(absl::CivilSecond(2024, 9, 18, 7, 5, 3), absl::UTCTimeZone());
     options.time_zone = absl::UTCTimeZone();

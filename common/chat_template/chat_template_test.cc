@@ -301,7 +301,12 @@ TEST_F(ChatTemplateTest, SyntaxErrorsNameTheLine) {
       {"x\n\n{{ x ", "line 3: unexpected end of template, unclosed '{{'"},
       {"{% break %}", "line 1: 'break' outside loop"},
       {"{{ (1 }}", "line 1: unexpected '}', expected ')'"},
-      {"{% macro m() %}{% endmacro %}", "line 1: the 'macro' tag is not supported"},
+      {"{% include 'x' %}", "line 1: the 'include' tag is not supported"},
+      {"{% macro m(a=1, b) %}{% endmacro %}",
+       "line 1: non-default argument follows default argument"},
+      {"{% for x in y %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}",
+       "line 1: 'break' outside loop"},
+      {"{% call m %}{% endcall %}", "line 1: expected call"},
       {"{{ f(*args) }}", "line 1: *args and **kwargs in calls are not supported"},
       {"{{ 99999999999999999999 }}", "line 1: integer literal does not fit in 64 bits"},
       {"{{ a ? b }}", "line 1: unexpected character U+003F"},
@@ -436,8 +441,33 @@ TEST_F(ChatTemplateTest, DeepNestingIsRejectedAtParse) {
   EXPECT_TRUE(ChatTemplate::Parse(std::string(100000, 'x')).ok());
 }
 
-// The deepest template the default limits accept renders on a thread with a 1 MiB stack (gRPC
-// and worker threads have at least that): recursion is bounded by max_nesting_depth.
+// Renders `tmpl` on a thread with a 1 MiB stack (gRPC and worker threads have at least that).
+absl::StatusOr<std::string> RenderOnSmallStack(const ChatTemplate& tmpl) {
+  struct Job {
+    const ChatTemplate* tmpl;
+    absl::StatusOr<std::string> out = std::string();
+  } job{&tmpl};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, size_t{1} << 20);
+  pthread_t thread;
+  if (pthread_create(
+          &thread, &attr,
+          [](void* arg) -> void* {
+            auto* j = static_cast<Job*>(arg);
+            j->out = j->tmpl->Render({{"user", "Hi"}}, {});
+            return nullptr;
+          },
+          &job) != 0) {
+    return absl::InternalError("pthread_create failed");
+  }
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  return job.out;
+}
+
+// The deepest template the default limits accept renders on a small stack: recursion is
+// bounded by max_nesting_depth.
 TEST_F(ChatTemplateTest, MaximalNestingFitsASmallStack) {
   std::string source;
   for (int i = 0; i < 60; ++i) source += "{% if true %}";
@@ -449,27 +479,117 @@ TEST_F(ChatTemplateTest, MaximalNestingFitsASmallStack) {
   for (int i = 0; i < 60; ++i) source += "{% endif %}";
   absl::StatusOr<std::unique_ptr<ChatTemplate>> tmpl = ChatTemplate::Parse(source);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
-  struct Job {
-    const ChatTemplate* tmpl;
-    absl::StatusOr<std::string> out = std::string();
-  } job{tmpl->get()};
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, size_t{1} << 20);
-  pthread_t thread;
-  ASSERT_EQ(pthread_create(
-                &thread, &attr,
-                [](void* arg) -> void* {
-                  auto* j = static_cast<Job*>(arg);
-                  j->out = j->tmpl->Render(Conversation(), {});
-                  return nullptr;
-                },
-                &job),
-            0);
-  pthread_join(thread, nullptr);
-  pthread_attr_destroy(&attr);
-  ASSERT_TRUE(job.out.ok()) << job.out.status();
-  EXPECT_EQ(*job.out, "Be brief." + std::string(60, 'x'));
+  absl::StatusOr<std::string> out = RenderOnSmallStack(**tmpl);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "Hi" + std::string(60, 'x'));
+}
+
+// Macro calls and recursive loops nest without bound in the tree; RenderLimits::max_depth
+// bounds them, within a small stack, however the recursion goes.
+TEST_F(ChatTemplateTest, UnboundedRecursionFailsWithinASmallStack) {
+  std::string deep_body;  // a macro whose every call nests 60 statements and 60 expressions
+  for (int i = 0; i < 60; ++i) deep_body += "{% if true %}";
+  deep_body += "{{ ";
+  for (int i = 0; i < 60; ++i) deep_body += "(";
+  deep_body += "m(n + 1)";
+  for (int i = 0; i < 60; ++i) deep_body += " ~ 'x') | trim";
+  deep_body += " }}";
+  for (int i = 0; i < 60; ++i) deep_body += "{% endif %}";
+  const std::string sources[] = {
+      "{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}",
+      "{% macro m(n) %}" + deep_body + "{% endmacro %}{{ m(0) }}",
+      "{% macro m(n=m()) %}{% endmacro %}{{ m() }}",
+      "{% macro m() %}{% call m() %}{% endcall %}{{ caller() }}{% endmacro %}{{ m() }}",
+      "{% macro m() %}{{ caller() }}{% endmacro %}"
+      "{% macro r() %}{% call m() %}{{ r() }}{% endcall %}{% endmacro %}{{ r() }}",
+      "{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}",
+      "{% for x in [1] recursive %}{% filter upper %}{% with y = loop([x]) %}{{ y }}"
+      "{% endwith %}{% endfilter %}{% endfor %}",
+      "{% macro m() %}{% for x in [1] recursive %}{{ m() }}{% endfor %}{% endmacro %}{{ m() }}",
+  };
+  for (const std::string& source : sources) {
+    absl::StatusOr<std::unique_ptr<ChatTemplate>> tmpl = ChatTemplate::Parse(source);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    absl::StatusOr<std::string> out = RenderOnSmallStack(**tmpl);
+    ASSERT_FALSE(out.ok()) << source.substr(0, 60);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("nested too deeply"))
+        << source.substr(0, 60);
+  }
+  // Reasonable recursion is fine: a macro recursing 40 levels.
+  EXPECT_EQ(R("{% macro m(n) %}{% if n > 0 %}{{ m(n - 1) }}{{ n % 10 }}{% endif %}{% endmacro %}"
+              "{{ m(40) }}"),
+            "1234567890123456789012345678901234567890");
+}
+
+TEST_F(ChatTemplateTest, MacrosCallBlocksAndScopes) {
+  EXPECT_EQ(
+      R("{% macro m(a, b=a ~ '!') %}{{ a }}{{ b }}{% endmacro %}{{ m(1) }}|{{ m(b=2, a=3) }}"),
+      "11!|32");
+  EXPECT_EQ(
+      R("{% macro m() %}[{{ caller('x') }}]{% endmacro %}{% call(v) m() %}{{ v }}{% endcall %}"),
+      "[x]");
+  EXPECT_EQ(R("{% set x = 1 %}{% with x = 2, y = x %}{{ x }}{{ y }}{% endwith %}{{ x }}"), "211");
+  EXPECT_EQ(R("{% filter upper | replace('B', '-') %}ab{% endfilter %}"), "A-");
+  EXPECT_EQ(R("{% for x in [[1, [2]], 3] recursive %}{% if x is iterable %}({{ loop(x) }})"
+              "{% else %}{{ x }}@{{ loop.depth }}{% endif %}{% endfor %}"),
+            "(1@2(2@3))3@1");
+  EXPECT_EQ(R("{% set j = joiner('+') %}{% for i in range(3) %}{{ j() }}{{ i }}{% endfor %}"),
+            "0+1+2");
+  // An error inside a macro names the macro's line once.
+  EXPECT_EQ(Error("{% macro m() %}\n{{ 1 / 0 }}{% endmacro %}\n{{ m() }}"),
+            "chat template error, line 2: division by zero");
+}
+
+TEST_F(ChatTemplateTest, MacroAndBlockOutputIsBounded) {
+  RenderOptions options;
+  options.limits.max_string_bytes = 1000;
+  EXPECT_THAT(
+      Error("{% macro m() %}{{ 'x' * 600 }}{{ 'x' * 600 }}{% endmacro %}{{ m() }}", options),
+      HasSubstr("limit"));
+  EXPECT_THAT(Error("{% filter upper %}{{ 'x' * 600 }}{{ 'x' * 600 }}{% endfilter %}", options),
+              HasSubstr("limit"));
+  EXPECT_THAT(Error("{% for x in [[1]] recursive %}{% if x is iterable %}{{ loop(x) }}"
+                    "{% else %}{{ 'x' * 600 }}{{ 'x' * 600 }}{% endif %}{% endfor %}",
+                    options),
+              HasSubstr("limit"));
+  for (const char* source :
+       {"{{ '{:>999999999}'.format(1) }}", "{{ '%999999999s' % 'a' }}",
+        "{{ '{:.999999999f}'.format(1.5) }}", "{{ '%.999999999d' % 1 }}",
+        "{{ [1] | batch(999999999, 0) | list }}", "{{ [1] | slice(999999999) | list }}"}) {
+    EXPECT_THAT(Error(source, options), HasSubstr("limit")) << source;
+  }
+}
+
+TEST_F(ChatTemplateTest, TemplateKwargsAndSpecialTokens) {
+  RenderOptions options;
+  options.unk_token = "<unk>";
+  options.template_kwargs_json =
+      R"({"enable_thinking": false, "n": 3, "x": 1.5, "l": [null, "a"], "bos_token": "<B>"})";
+  EXPECT_EQ(*Render("{{ enable_thinking }}|{{ n + 1 }}|{{ x }}|{{ l }}|{{ bos_token }}|"
+                    "{{ unk_token }}|{{ pad_token is defined }}",
+                    Conversation(), options),
+            "False|4|1.5|[None, 'a']|<B>|<unk>|False");
+  const std::pair<const char*, const char*> kBad[] = {
+      {"{", "not valid JSON"},
+      {"[1]", "must be a JSON object"},
+      {R"({"messages": []})", "may not set 'messages'"},
+      {R"({"tools": null})", "may not set 'tools'"},
+      {R"({"documents": null})", "may not set 'documents'"},
+      {R"({"add_generation_prompt": true})", "may not set 'add_generation_prompt'"},
+      {R"({"big": 18446744073709551615})", "64 bits"},
+  };
+  for (const auto& [json, want] : kBad) {
+    options.template_kwargs_json = json;
+    EXPECT_THAT(Error("x", options), HasSubstr(want)) << json;
+  }
+  options.template_kwargs_json = "{\"a\": " + std::string(40, '[') + std::string(40, ']') + "}";
+  EXPECT_THAT(Error("x", options), HasSubstr("deeper"));
+  options.template_kwargs_json = "{\"a\": " + std::string(100000, '[') + "}";
+  EXPECT_THAT(Error("x", options), HasSubstr("deeper"));
+  options.template_kwargs_json = "{\"a\": \"" + std::string(100, 'x') + "\"}";
+  options.limits.max_string_bytes = 50;
+  EXPECT_THAT(Error("x", options), HasSubstr("limit"));
 }
 
 TEST_F(ChatTemplateTest, DeepOrCircularValuesFailToPrint) {

@@ -7,11 +7,18 @@
 //     `{% for x in xs if cond %}` (loop.length counts the kept items), {% break %} and
 //     {% continue %}, and `{% else %}`, which (as in Jinja2) runs unless an iteration reached the
 //     end of the loop body: iterations left by break or continue do not count;
-//   * globals range, namespace, dict, raise_exception (see builtins.h).
+//   * {% macro %}: a callable bound where it is defined, which sees the variables of the scopes
+//     around its definition (as they are when it is called) and never its caller's; arguments
+//     bind as Jinja2's Macro does (macro_args.h); defaults are evaluated at each call;
+//     {% call %} passes its body as `caller`; {% with %} and {% filter %} open a scope;
+//     `recursive` loops render loop(items) one level deeper (loop.depth);
+//   * globals range, namespace, dict, joiner, cycler, raise_exception (see builtins.h).
 // Runtime errors are InvalidArgument "chat template error, line N: <Python/Jinja2 message>",
 // except raise_exception's, which keep the template's message verbatim (and the payload
 // kRaisedByTemplatePayload). Every statement, iteration and expression counts against
-// RenderLimits::max_steps; the output against max_output_bytes.
+// RenderLimits::max_steps; the output against max_output_bytes; the text a macro, call block,
+// filter block or recursive loop call builds against max_string_bytes; the nesting of
+// statements, expressions and calls against max_depth.
 //
 // Thread-safety: RenderBody only reads `body`; concurrent renders of one template are safe, each
 // with its own RenderContext.

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/chat_template/py_format.h"
+#include "common/chat_template/py_format_string.h"
 #include "common/status_macros.h"
 
 namespace pagellm::chat_template {
@@ -291,6 +292,12 @@ absl::StatusOr<Value> ApplyBinary(BinaryOp op, const Value& a, const Value& b, R
     const size_t max = ctx.limits().max_string_bytes;
     RETURN_IF_ERROR(AppendPyStr(a, max, &s));
     RETURN_IF_ERROR(AppendPyStr(b, max, &s));
+    return ctx.MakeString(std::move(s));
+  }
+  if (op == BinaryOp::kMod && a.is_string()) {  // printf-style; str(undefined) is ""
+    RETURN_IF_ERROR(ctx.ChargeBytes(a.AsString().size()));
+    ASSIGN_OR_RETURN(std::string s,
+                     PyPercentFormat(a.AsString(), b, ctx.limits().max_string_bytes));
     return ctx.MakeString(std::move(s));
   }
   if (a.is_undefined()) return UndefinedError(a);

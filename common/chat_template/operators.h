@@ -4,8 +4,8 @@
 // Errors are InvalidArgument with Python's message: TypeError ("unsupported operand type(s) for
 // +: 'int' and 'str'"), ZeroDivisionError ("division by zero"), and Jinja2's UndefinedError
 // ("'foo' is undefined") for an undefined operand of anything but ==, !=, `in` and ~.
-// Known differences: ints are 64-bit (overflow is an error, Python's ints grow), and `str % x`
-// (printf-style formatting) is not supported.
+// `str % x` is printf-style formatting (py_format_string.h). Known difference: ints are
+// 64-bit (overflow is an error, Python's ints grow).
 //
 // Thread-safety: as the values (see value.h).
 #ifndef PAGELLM_COMMON_CHAT_TEMPLATE_OPERATORS_H_

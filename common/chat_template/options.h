@@ -37,6 +37,13 @@ struct RenderLimits {
   // compared + one per 64 bytes of text scanned: bounds the time of one render and the memory
   // held by lists it builds.
   uint64_t max_steps = 1'000'000;
+  // Most statements and expressions being evaluated at once, nested in one another, counting
+  // through macro calls, call blocks and recursive loops (a recursive macro adds the nesting of
+  // its body, and 5 for the call, at each call). Bounds the interpreter's stack: the default
+  // fits a thread with a 1 MiB stack (chat_template_test checks), leaves any template within
+  // ParseOptions::max_nesting_depth (at most 2 x 128 levels) room, and lets a simple recursive
+  // macro nest about 50 calls deep.
+  int max_depth = 400;
 };
 
 }  // namespace pagellm::chat_template

@@ -3,6 +3,7 @@
 // the caller consumes it, and the enclosing ParseBody consumes the tag's closing %}.
 #include "common/chat_template/parser.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,9 +21,94 @@ using EndNames = std::vector<std::string_view>;
 
 // Tags of Jinja2 that this interpreter does not implement, for a clearer error.
 constexpr std::string_view kUnsupportedTags[] = {
-    "macro",     "call",     "filter",  "with",       "include", "import",
-    "from",      "extends",  "block",   "autoescape", "do",      "trans",
-    "pluralize", "endmacro", "endcall", "endfilter",  "endwith"};
+    "include", "import", "from", "extends", "block", "autoescape", "do", "trans", "pluralize"};
+
+// Jinja2's find_undeclared(body, names): which of `names` the statements read before (in
+// visiting order) anything assigns or declares them. Walks Jinja2's node fields in order.
+class UndeclaredNames {
+ public:
+  explicit UndeclaredNames(std::vector<std::string> names) : names_(std::move(names)) {}
+
+  bool Has(std::string_view name) const {
+    for (const std::string& n : undeclared_) {
+      if (n == name) return true;
+    }
+    return false;
+  }
+
+  void Visit(const Body& body) {
+    for (const auto& stmt : body) Visit(*stmt);
+  }
+
+ private:
+  void Store(const std::string& name) {
+    names_.erase(std::remove(names_.begin(), names_.end(), name), names_.end());
+  }
+  void Load(const std::string& name) {
+    if (std::find(names_.begin(), names_.end(), name) != names_.end() && !Has(name)) {
+      undeclared_.push_back(name);
+    }
+  }
+  void Visit(const Expr* e) {
+    if (e == nullptr) return;
+    if (e->kind == ExprKind::kName) Load(e->name);
+    for (const auto& child : e->children) Visit(child.get());
+  }
+  void Visit(const Stmt& stmt) {
+    switch (stmt.kind) {
+      case StmtKind::kFor:
+        for (const std::string& t : stmt.targets) Store(t);
+        Visit(stmt.expr.get());
+        Visit(stmt.body);
+        Visit(stmt.else_body);
+        Visit(stmt.condition.get());
+        return;
+      case StmtKind::kSet:
+      case StmtKind::kSetBlock:
+        if (stmt.attribute.empty()) {
+          for (const std::string& t : stmt.targets) Store(t);
+        } else {
+          Load(stmt.targets[0]);  // ns.attr: a NSRef, which loads ns
+        }
+        Visit(stmt.expr.get());
+        Visit(stmt.body);
+        return;
+      case StmtKind::kMacro:
+      case StmtKind::kCallBlock:
+        if (stmt.kind == StmtKind::kMacro) Store(stmt.name);
+        if (stmt.kind == StmtKind::kCallBlock) Visit(stmt.expr.get());
+        for (const std::string& p : stmt.params) Store(p);
+        for (const auto& d : stmt.defaults) Visit(d.get());
+        Visit(stmt.body);
+        return;
+      case StmtKind::kWith:
+        for (const auto& targets : stmt.with_targets) {
+          for (const std::string& t : targets) Store(t);
+        }
+        for (const auto& v : stmt.with_values) Visit(v.get());
+        Visit(stmt.body);
+        return;
+      case StmtKind::kIf:
+        for (const IfBranch& branch : stmt.branches) {
+          Visit(branch.condition.get());
+          Visit(branch.body);
+        }
+        Visit(stmt.else_body);
+        return;
+      case StmtKind::kFilterBlock:
+        Visit(stmt.body);
+        Visit(stmt.expr.get());
+        return;
+      default:
+        Visit(stmt.expr.get());
+        Visit(stmt.body);
+        return;
+    }
+  }
+
+  std::vector<std::string> names_;
+  std::vector<std::string> undeclared_;
+};
 
 class StatementParser {
  public:
@@ -113,6 +199,10 @@ class StatementParser {
       s_.Next();
       return stmt;
     }
+    if (name == "macro") return ParseMacro();
+    if (name == "call") return ParseCallBlock();
+    if (name == "filter") return ParseFilterBlock();
+    if (name == "with") return ParseWith();
     if (name == "generation") {
       auto stmt = NewStmt(StmtKind::kGeneration);
       s_.Next();
@@ -179,7 +269,7 @@ class StatementParser {
     if (s_.SkipName("if")) {
       ASSIGN_OR_RETURN(stmt->condition, exprs_.ParseExpression());
     }
-    if (s_.IsName("recursive")) return s_.Error("recursive loops are not supported");
+    stmt->recursive = s_.SkipName("recursive");
     ++loop_depth_;
     absl::StatusOr<Body> body = ParseStatements({"endfor", "else"});
     --loop_depth_;
@@ -208,6 +298,112 @@ class StatementParser {
     }
     ASSIGN_OR_RETURN(stmt->body, ParseStatements({"endset"}));
     s_.Next();  // "endset"
+    return stmt;
+  }
+
+  // Jinja2's parse_signature: "(" name [= default], ... ")" into stmt->params and defaults.
+  absl::Status ParseSignature(Stmt* stmt) {
+    RETURN_IF_ERROR(s_.ExpectOp("("));
+    while (!s_.IsOp(")")) {
+      if (!stmt->params.empty()) RETURN_IF_ERROR(s_.ExpectOp(","));
+      ASSIGN_OR_RETURN(std::string param, ExpectAssignableName());
+      if (s_.SkipOp("=")) {
+        ASSIGN_OR_RETURN(ExprPtr value, exprs_.ParseExpression());
+        stmt->defaults.push_back(std::move(value));
+      } else if (!stmt->defaults.empty()) {
+        return s_.Error("non-default argument follows default argument");
+      }
+      stmt->params.push_back(std::move(param));
+    }
+    return s_.ExpectOp(")");
+  }
+
+  absl::StatusOr<std::string> ExpectAssignableName() {
+    if (!s_.Is(TokenKind::kName))
+      return s_.Error(absl::StrCat("expected name, got ", s_.Describe()));
+    const std::string name = s_.current().text;
+    for (std::string_view constant : {"true", "false", "none", "True", "False", "None"}) {
+      if (name == constant) return s_.Error(absl::StrCat("can't assign to '", name, "'"));
+    }
+    s_.Next();
+    return name;
+  }
+
+  // The body of a macro or call block: its own function in Jinja2, so no loop encloses it
+  // (break and continue there are errors), and what it reads of caller/varargs/kwargs.
+  absl::Status ParseMacroBody(std::string_view end, Stmt* stmt) {
+    const int loop_depth = loop_depth_;
+    loop_depth_ = 0;
+    absl::StatusOr<Body> body = ParseStatements({end});
+    loop_depth_ = loop_depth;
+    if (!body.ok()) return body.status();
+    s_.Next();  // the end name
+    stmt->body = std::move(*body);
+    UndeclaredNames undeclared({"caller", "kwargs", "varargs"});
+    undeclared.Visit(stmt->body);
+    auto is_param = [&](std::string_view name) {
+      return std::find(stmt->params.begin(), stmt->params.end(), name) != stmt->params.end();
+    };
+    stmt->accesses_caller = undeclared.Has("caller");
+    if (stmt->accesses_caller && is_param("caller")) {
+      const size_t at =
+          std::find(stmt->params.begin(), stmt->params.end(), "caller") - stmt->params.begin();
+      if (at + stmt->defaults.size() < stmt->params.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "chat template syntax error, line ", stmt->line,
+            ": When defining macros or call blocks the special \"caller\" argument must be "
+            "omitted or be given a default."));
+      }
+      stmt->accesses_caller = false;  // an ordinary parameter
+    }
+    stmt->accesses_kwargs = undeclared.Has("kwargs") && !is_param("kwargs");
+    stmt->accesses_varargs = undeclared.Has("varargs") && !is_param("varargs");
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<Stmt>> ParseMacro() {
+    auto stmt = NewStmt(StmtKind::kMacro);
+    s_.Next();  // "macro"
+    ASSIGN_OR_RETURN(stmt->name, ExpectAssignableName());
+    RETURN_IF_ERROR(ParseSignature(stmt.get()));
+    RETURN_IF_ERROR(ParseMacroBody("endmacro", stmt.get()));
+    return stmt;
+  }
+
+  absl::StatusOr<std::unique_ptr<Stmt>> ParseCallBlock() {
+    auto stmt = NewStmt(StmtKind::kCallBlock);
+    s_.Next();  // "call"
+    stmt->name = "caller";
+    if (s_.IsOp("(")) RETURN_IF_ERROR(ParseSignature(stmt.get()));
+    ASSIGN_OR_RETURN(stmt->expr, exprs_.ParseExpression());
+    if (stmt->expr->kind != ExprKind::kCall) return s_.Error("expected call");
+    RETURN_IF_ERROR(ParseMacroBody("endcall", stmt.get()));
+    return stmt;
+  }
+
+  absl::StatusOr<std::unique_ptr<Stmt>> ParseFilterBlock() {
+    auto stmt = NewStmt(StmtKind::kFilterBlock);
+    s_.Next();  // "filter"
+    ASSIGN_OR_RETURN(stmt->expr, exprs_.ParseFilter(nullptr, /*start_inline=*/true));
+    ASSIGN_OR_RETURN(stmt->body, ParseStatements({"endfilter"}));
+    s_.Next();  // "endfilter"
+    return stmt;
+  }
+
+  absl::StatusOr<std::unique_ptr<Stmt>> ParseWith() {
+    auto stmt = NewStmt(StmtKind::kWith);
+    s_.Next();  // "with"
+    while (!s_.Is(TokenKind::kBlockEnd)) {
+      if (!stmt->with_targets.empty()) RETURN_IF_ERROR(s_.ExpectOp(","));
+      Stmt target;
+      RETURN_IF_ERROR(ParseTargets({}, /*with_namespace=*/false, &target));
+      RETURN_IF_ERROR(s_.ExpectOp("="));
+      ASSIGN_OR_RETURN(ExprPtr value, exprs_.ParseExpression());
+      stmt->with_targets.push_back(std::move(target.targets));
+      stmt->with_values.push_back(std::move(value));
+    }
+    ASSIGN_OR_RETURN(stmt->body, ParseStatements({"endwith"}));
+    s_.Next();  // "endwith"
     return stmt;
   }
 

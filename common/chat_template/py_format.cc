@@ -150,8 +150,20 @@ class Formatter {
         return Append(
             absl::StrCat("<LoopContext ", loop.index0 + 1, "/", loop.items->items.size(), ">"));
       }
-      case ValueKind::kCallable:
-        return Append(absl::StrCat("<built-in method ", v.AsCallable()->name, ">"));
+      case ValueKind::kCallable: {
+        const CallableObject& fn = *v.AsCallable();
+        switch (fn.kind) {
+          case CallableKind::kMacro:  // Jinja2's Macro.__repr__
+            return Append(absl::StrCat("<Macro ", PyStringRepr(fn.name), ">"));
+          case CallableKind::kJoiner:  // CPython adds an address
+            return Append("<jinja2.utils.Joiner object>");
+          case CallableKind::kCycler:
+            return Append("<jinja2.utils.Cycler object>");
+          case CallableKind::kBuiltin:
+            break;
+        }
+        return Append(absl::StrCat("<built-in method ", fn.name, ">"));
+      }
     }
     return absl::OkStatus();
   }

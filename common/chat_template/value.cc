@@ -189,6 +189,16 @@ const char* Value::TypeName() const {
     case ValueKind::kLoop:
       return "LoopContext";
     case ValueKind::kCallable:
+      switch (u_.fn->kind) {
+        case CallableKind::kMacro:
+          return "Macro";
+        case CallableKind::kJoiner:
+          return "Joiner";
+        case CallableKind::kCycler:
+          return "Cycler";
+        case CallableKind::kBuiltin:
+          break;
+      }
       return "builtin_function_or_method";
   }
   return "object";

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,6 +46,7 @@ struct ListObject;
 struct DictObject;
 struct LoopObject;
 struct CallableObject;
+struct Stmt;  // ast.h
 
 class Value {
  public:
@@ -112,6 +114,9 @@ class Value {
 // (dict.items(), keys(), values()): sized and re-iterable, but not indexable.
 enum class SeqKind { kList, kTuple, kIterator, kView };
 
+// ListObject::type_name of groupby's (grouper, list) tuples, which have those attributes.
+inline constexpr char kGroupTupleType[] = "_GroupTuple";
+
 struct ListObject {
   std::vector<Value> items;
   SeqKind seq = SeqKind::kList;
@@ -133,18 +138,38 @@ struct DictObject {
   void Set(Value key, Value value);
 };
 
+// The variables of one scope of the interpreter. Scopes are shared: a macro or a recursive loop
+// keeps the scopes it was defined in (a closure), and sees later assignments to them.
+using Scope = absl::flat_hash_map<std::string, Value>;
+using ScopeChain = std::vector<std::shared_ptr<Scope>>;  // outermost first
+
 // State of one for loop, updated in place as the loop advances (Python's LoopContext).
 struct LoopObject {
   ListObject* items = nullptr;  // the (filtered) items iterated over
   int64_t index0 = 0;           // position of the current item
   int depth0 = 0;               // 0 for the outermost loop
+  // A `recursive` loop: its statement and the scopes around it, for loop(items); null else.
+  const Stmt* recursive = nullptr;
+  ScopeChain closure;
+  // loop.changed(): the value of its last call; unset before the first.
+  std::optional<Value> last_changed;
 };
 
-// A builtin function (`self` undefined) or a method bound to `self`. `name` is the global
-// function name ("range") or the method name ("strip").
+// What a callable is. kBuiltin: a global function (`self` undefined) or a method bound to
+// `self` ("range", "strip"). kMacro: a {% macro %} or the caller of a {% call %} block
+// (`macro`, `closure`). kJoiner: joiner(sep) (`self` the separator, `used`). kCycler:
+// cycler(*items) (`items`, `position`), not callable itself but with methods.
+enum class CallableKind { kBuiltin, kMacro, kJoiner, kCycler };
+
 struct CallableObject {
   std::string name;
   Value self;
+  CallableKind kind = CallableKind::kBuiltin;
+  const Stmt* macro = nullptr;  // kMacro: the kMacro or kCallBlock statement
+  ScopeChain closure;           // kMacro: the scopes the macro was defined in
+  bool used = false;            // kJoiner
+  std::vector<Value> items;     // kCycler
+  size_t position = 0;          // kCycler
 };
 
 // Owns the containers created during one render. Pointers stay valid until the Heap dies.
@@ -159,7 +184,10 @@ class Heap {
   DictObject* NewDict() { return &dicts_.emplace_back(); }
   LoopObject* NewLoop() { return &loops_.emplace_back(); }
   CallableObject* NewCallable(std::string name, Value self) {
-    return &callables_.emplace_back(CallableObject{std::move(name), std::move(self)});
+    CallableObject& fn = callables_.emplace_back();
+    fn.name = std::move(name);
+    fn.self = std::move(self);
+    return &fn;
   }
 
  private:

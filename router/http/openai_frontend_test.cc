@@ -211,6 +211,33 @@ TEST_F(OpenAiFrontendTest, ChatStreamStartsWithTheAssistantRole) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 6);
 }
 
+TEST_F(OpenAiFrontendTest, ChatTemplateKwargsReachTheTemplate) {
+  FakeWorker::Options o;
+  o.info = FakeWorker::DefaultInfo();
+  o.info.set_chat_template(
+      "{% if enable_thinking is defined and not enable_thinking %}/no_think {% endif %}"
+      "{{ messages[0]['content'] }}");
+  AddWorker(o);
+  StartRouter();
+  auto prompt_tokens = [&](const Json& kwargs) {
+    Json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}};
+    if (!kwargs.is_null()) body["chat_template_kwargs"] = kwargs;
+    HttpResult r = Post(port(), "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Json::parse(r.body)["usage"].value("prompt_tokens", -1);
+  };
+  const int plain = prompt_tokens(nullptr);
+  // One byte token per character of "/no_think " (the fake vocabulary is byte-level).
+  EXPECT_EQ(prompt_tokens({{"enable_thinking", false}}), plain + 10);
+  EXPECT_EQ(prompt_tokens({{"enable_thinking", true}}), plain);
+
+  HttpResult r = Post(port(), "/v1/chat/completions",
+                      {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                       {"chat_template_kwargs", {{"messages", Json::array()}}}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("may not set 'messages'"));
+}
+
 TEST_F(OpenAiFrontendTest, SeveralPromptsGetChoicesInPromptOrder) {
   AddWorker();
   StartRouter();
@@ -300,9 +327,9 @@ TEST_F(OpenAiFrontendTest, PromptLargerThanEveryWorkersCacheIs400NotRetryable429
   o.load = testing::Load(/*free=*/2, /*total=*/2);  // 2 blocks of 4 tokens
   AddWorker(o);
   StartRouter();
-  HttpResult r = Post(port(), "/v1/completions",
-                      {{"prompt", Json::array({97, 97, 97, 97, 97, 97, 97, 97, 97, 97})},
-                       {"max_tokens", 2}});
+  HttpResult r =
+      Post(port(), "/v1/completions",
+           {{"prompt", Json::array({97, 97, 97, 97, 97, 97, 97, 97, 97, 97})}, {"max_tokens", 2}});
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_THAT(r.body, HasSubstr("more than any worker has"));
 }

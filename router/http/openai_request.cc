@@ -421,6 +421,7 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body_view) {
   static const FieldSet* const kKnown = new FieldSet(
       kSamplingFields,
       "messages max_tokens max_completion_tokens logprobs top_logprobs add_generation_prompt "
+      "chat_template_kwargs "
       "response_format tools tool_choice functions function_call parallel_tool_calls");
   RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
   for (const char* field : {"tools", "functions"}) {
@@ -473,6 +474,12 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body_view) {
   RETURN_IF_ERROR(ParseMessages(j, chat));
   ASSIGN_OR_RETURN(auto add_generation_prompt, GetBool(j, "add_generation_prompt"));
   if (add_generation_prompt) chat->set_add_generation_prompt(*add_generation_prompt);
+  if (const Json* kwargs = Field(j, "chat_template_kwargs");
+      kwargs != nullptr && !kwargs->is_null()) {
+    if (!kwargs->is_object()) return WrongType("chat_template_kwargs", *kwargs, "an object");
+    // The template's interpreter checks the names and bounds the values (chat_template.h).
+    chat->set_chat_template_kwargs(kwargs->dump());
+  }
   out.prompts.push_back(std::move(request));
   return out;
 }

@@ -89,6 +89,7 @@ TEST(OpenAiRequestTest, ChatMessagesAndItsOwnFields) {
         {"role": "developer", "content": null}],
       "max_tokens": 3, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 4,
       "add_generation_prompt": false, "response_format": {"type": "text"},
+      "chat_template_kwargs": {"enable_thinking": false, "n": 2},
       "tools": [], "tool_choice": "none", "parallel_tool_calls": false})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->kind, OpenAiRequest::Kind::kChat);
@@ -100,6 +101,7 @@ TEST(OpenAiRequestTest, ChatMessagesAndItsOwnFields) {
   EXPECT_EQ(chat.messages(2).role(), "developer") << "the template decides which roles it takes";
   EXPECT_EQ(chat.messages(2).content(), "");
   EXPECT_FALSE(chat.add_generation_prompt());
+  EXPECT_EQ(chat.chat_template_kwargs(), R"({"enable_thinking":false,"n":2})");
   EXPECT_EQ(r->prompts[0].sampling().max_tokens(), 9) << "max_completion_tokens wins";
   EXPECT_EQ(r->logprobs, 4);
   EXPECT_EQ(r->prompts[0].sampling().logprobs(), 4);
@@ -168,6 +170,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"ModelNotString", false, R"({"prompt": "a", "model": 5})", "model",
                 "model must be a string"},
         BadCase{"NoMessages", true, R"({"model": "m"})", "messages", "messages is required"},
+        BadCase{"TemplateKwargsNotObject", true,
+                R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": [1]})",
+                "chat_template_kwargs", "an object"},
         BadCase{"EmptyMessages", true, R"({"messages": []})", "messages", "messages is empty"},
         BadCase{"MessageNotObject", true, R"({"messages": ["hi"]})", "messages[0]", "an object"},
         BadCase{"NoRole", true, R"({"messages": [{"content": "hi"}]})", "messages[0].role",
