@@ -127,8 +127,8 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
                          static_cast<int64_t>(options_.watermark * backend_->num_kv_blocks());
   if (blocks > usable) {
     // OUT_OF_RANGE, not RESOURCE_EXHAUSTED: retrying cannot help (HTTP 400, not 429).
-    return absl::OutOfRangeError(absl::StrCat(
-        "the request needs up to ", blocks, " KV blocks; the pool has ", usable, " usable"));
+    return absl::OutOfRangeError(absl::StrCat("the request needs up to ", blocks,
+                                              " KV blocks; the pool has ", usable, " usable"));
   }
   if (groups_.contains(request_id))
     return absl::AlreadyExistsError(absl::StrCat("request id '", request_id, "' is in use"));
