@@ -13,9 +13,15 @@ unsigned GridFor(int64_t n) {
 }
 
 template <typename T>
-__global__ void EmbeddingKernel(const T* table, const int32_t* ids, int64_t dim, float* residual) {
-  const T* src = table + static_cast<int64_t>(ids[blockIdx.x]) * dim;
+__global__ void EmbeddingKernel(const T* table, const int32_t* ids, int64_t dim,
+                                int64_t vocab_begin, int64_t table_rows, float* residual) {
+  const int64_t row = static_cast<int64_t>(ids[blockIdx.x]) - vocab_begin;
   float* dst = residual + static_cast<int64_t>(blockIdx.x) * dim;
+  if (row < 0 || row >= table_rows) {
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = 0.0f;
+    return;
+  }
+  const T* src = table + row * dim;
   if (dim % 8 == 0) {
     for (int64_t i = threadIdx.x * 8; i < dim; i += blockDim.x * 8) {
       float v[8];
@@ -25,6 +31,18 @@ __global__ void EmbeddingKernel(const T* table, const int32_t* ids, int64_t dim,
     }
   } else {
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = ToFloat(src[i]);
+  }
+}
+
+__global__ void InterleaveShardsKernel(const float* src, int64_t shards, int64_t rows, int64_t cols,
+                                       float* dst) {
+  const int64_t n = shards * rows * cols;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    // k walks dst in order (coalesced writes); each shard's run of cols is coalesced on reads.
+    const int64_t r = k / (shards * cols), j = k % (shards * cols);
+    const int64_t s = j / cols, c = j % cols;
+    dst[k] = src[(s * rows + r) * cols + c];
   }
 }
 
@@ -95,12 +113,25 @@ cudaError_t ConvertFrom(const S* src, int64_t n, void* dst, KvDtype dst_dtype,
 }  // namespace
 
 cudaError_t LaunchEmbedding(const void* table, KvDtype dtype, const int32_t* ids, int64_t rows,
-                            int64_t dim, float* residual, cudaStream_t stream) {
-  if (rows < 0 || dim <= 0 || rows > (1ll << 31) - 1) return cudaErrorInvalidValue;
+                            int64_t dim, int64_t vocab_begin, int64_t table_rows, float* residual,
+                            cudaStream_t stream) {
+  if (rows < 0 || dim <= 0 || rows > (1ll << 31) - 1 || vocab_begin < 0 || table_rows <= 0) {
+    return cudaErrorInvalidValue;
+  }
   if (rows == 0) return cudaSuccess;
-  PAGELLM_DISPATCH_HALF(dtype, T,
-                        EmbeddingKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-                            static_cast<const T*>(table), ids, dim, residual));
+  PAGELLM_DISPATCH_HALF(
+      dtype, T,
+      EmbeddingKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+          static_cast<const T*>(table), ids, dim, vocab_begin, table_rows, residual));
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchInterleaveShards(const float* src, int64_t shards, int64_t rows, int64_t cols,
+                                   float* dst, cudaStream_t stream) {
+  if (shards <= 0 || rows < 0 || cols <= 0) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  InterleaveShardsKernel<<<GridFor(shards * rows * cols), kThreads, 0, stream>>>(src, shards, rows,
+                                                                                 cols, dst);
   return cudaGetLastError();
 }
 

@@ -15,10 +15,19 @@
 
 namespace pagellm::kernels::cuda {
 
-// residual[t][:] = table[ids[t]][:] widened to fp32, for `rows` tokens. table is
-// [vocab][dim] in `dtype` (kBF16 or kF16). REQUIRES: 0 <= ids[t] < vocab (the caller checked).
+// residual[t][:] = table[ids[t] - vocab_begin][:] widened to fp32, for `rows` tokens, where
+// vocab_begin <= ids[t] < vocab_begin + table_rows, and 0 for the other ids (another
+// tensor-parallel rank's rows: summing the ranks' outputs gives the embedding). table is
+// [table_rows][dim] in `dtype` (kBF16 or kF16). The whole table is vocab_begin 0, table_rows the
+// vocabulary.
 cudaError_t LaunchEmbedding(const void* table, KvDtype dtype, const int32_t* ids, int64_t rows,
-                            int64_t dim, float* residual, cudaStream_t stream);
+                            int64_t dim, int64_t vocab_begin, int64_t table_rows, float* residual,
+                            cudaStream_t stream);
+
+// dst[r][s * cols + c] = src[s][r][c] for s < shards, r < rows, c < cols: the vocabulary-parallel
+// logits of `shards` ranks, all-gathered rank after rank, as one [rows][shards * cols] matrix.
+cudaError_t LaunchInterleaveShards(const float* src, int64_t shards, int64_t rows, int64_t cols,
+                                   float* dst, cudaStream_t stream);
 
 // out[r][i] = silu(gate_up[r][i]) * gate_up[r][inter + i], computed in fp32 and rounded once;
 // gate_up rows hold 2 * inter elements, out rows inter. dtype kBF16 or kF16.

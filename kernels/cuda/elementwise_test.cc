@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -29,12 +30,68 @@ TEST_P(ElementwiseTest, EmbeddingWidensTheRowsExactly) {
     DeviceArray<int32_t> d_ids(ids);
     DeviceArray<float> d_out(ids.size() * dim);
     d_out.Poison();
-    ASSERT_CUDA_OK(
-        LaunchEmbedding(d_table.get(), t, d_ids.get(), ids.size(), dim, d_out.get(), nullptr));
+    ASSERT_CUDA_OK(LaunchEmbedding(d_table.get(), t, d_ids.get(), ids.size(), dim, 0, vocab,
+                                   d_out.get(), nullptr));
     const std::vector<float> got = d_out.Download();
     for (size_t r = 0; r < ids.size(); ++r) {
       for (int64_t j = 0; j < dim; ++j) {
         ASSERT_EQ(got[r * dim + j], testing::ToHost(t, table[ids[r] * dim + j])) << r << "," << j;
+      }
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, EmbeddingOfAVocabularySliceZeroesOtherRanksIds) {
+  PAGELLM_SKIP_WITHOUT_CUDA();
+  const KvDtype t = GetParam();
+  std::mt19937 rng(11);
+  const int64_t dim = 256, vocab = 400, ranks = 4, slice = vocab / ranks;
+  const std::vector<uint16_t> table =
+      testing::ToDeviceBits(t, testing::RandomValues(vocab * dim, rng));
+  const std::vector<int32_t> ids = {0, 99, 100, 199, 250, 399, 7, 300};
+  DeviceArray<int32_t> d_ids(ids);
+  // Summed over the ranks, the slices' outputs are the whole table's rows.
+  std::vector<float> sum(ids.size() * dim, 0.0f);
+  for (int64_t r = 0; r < ranks; ++r) {
+    DeviceArray<uint16_t> d_slice(std::vector<uint16_t>(table.begin() + r * slice * dim,
+                                                        table.begin() + (r + 1) * slice * dim));
+    DeviceArray<float> d_out(ids.size() * dim);
+    d_out.Poison();
+    ASSERT_CUDA_OK(LaunchEmbedding(d_slice.get(), t, d_ids.get(), ids.size(), dim, r * slice, slice,
+                                   d_out.get(), nullptr));
+    const std::vector<float> got = d_out.Download();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const bool mine = ids[i] >= r * slice && ids[i] < (r + 1) * slice;
+      for (int64_t j = 0; j < dim; ++j) {
+        const float want = mine ? testing::ToHost(t, table[ids[i] * dim + j]) : 0.0f;
+        ASSERT_EQ(got[i * dim + j], want) << "rank " << r << " id " << ids[i] << " col " << j;
+        sum[i * dim + j] += got[i * dim + j];
+      }
+    }
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (int64_t j = 0; j < dim; ++j) {
+      ASSERT_EQ(sum[i * dim + j], testing::ToHost(t, table[ids[i] * dim + j]));
+    }
+  }
+}
+
+TEST(InterleaveShardsTest, GatheredShardsBecomeRowsOfTheWholeVocabulary) {
+  PAGELLM_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(12);
+  for (const auto& [shards, rows, cols] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 5, 33}, {2, 1, 64128}, {4, 7, 1000}, {8, 3, 17}}) {
+    const std::vector<float> src = testing::RandomValues(shards * rows * cols, rng);
+    DeviceArray<float> d_src(src), d_dst(shards * rows * cols);
+    d_dst.Poison();
+    ASSERT_CUDA_OK(LaunchInterleaveShards(d_src.get(), shards, rows, cols, d_dst.get(), nullptr));
+    const std::vector<float> got = d_dst.Download();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t s = 0; s < shards; ++s) {
+        for (int64_t c = 0; c < cols; ++c) {
+          ASSERT_EQ(got[(r * shards + s) * cols + c], src[(s * rows + r) * cols + c])
+              << shards << " shards, row " << r << ", shard " << s << ", col " << c;
+        }
       }
     }
   }

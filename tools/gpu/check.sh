@@ -245,7 +245,28 @@ ours() {
     fi
     row "gpu-ref/$name" ok "$((SECONDS - start)) s on $device"
     score "compare/$name" "$dir/ref.json" "$dir/ours.json"
+    [[ "$device" == cuda ]] && tensor_parallel_ref "$dir" "$name"
   done
+}
+
+# With two GPUs or more: the same comparison with the model split over two of them
+# (--tensor-parallel-size 2: NCCL, one process per GPU). One GPU: a SKIP row saying so.
+tensor_parallel_ref() {
+  local dir=$1 name=$2 gpus rc start
+  gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+  if ((${gpus:-0} < 2)); then
+    row "gpu-ref-tp2/$name" SKIP "${gpus:-0} GPU: tensor parallelism needs two"
+    return 0
+  fi
+  start=$SECONDS
+  rc="$(timed "$(budget 90)" "gpu_ref_tp2_$name.log" env LD_LIBRARY_PATH="$ld_path" \
+    "$work/bundle/bin/pagellm-gpu-ref" --model "$dir" --device cuda --tensor-parallel-size 2 \
+    --input "$dir/ref.json" --output "$dir/ours_tp2.json")"
+  if [[ "$rc" != 0 ]]; then
+    row "gpu-ref-tp2/$name" FAIL "exit $rc after $((SECONDS - start)) s (logs/gpu_ref_tp2_$name.log)"
+    return 0
+  fi
+  score "compare-tp2/$name" "$dir/ref.json" "$dir/ours_tp2.json"
 }
 
 # The engine tests whose expectations hold for any model (greedy tokens equal with and without

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "worker/backend/forward_batch.h"
@@ -56,6 +57,14 @@ class Backend {
   // (host memory). For reference comparisons and scoring, not the serving path: it moves the
   // whole vocabulary to the host. Errors as Forward.
   virtual absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) = 0;
+
+  // Runs one step for its KV writes and collectives only: a tensor-parallel follower's step,
+  // whose logits the leader samples. Errors as Forward. The default runs ForwardLogits into a
+  // buffer it drops; backends override it to skip the logits' copy.
+  virtual absl::Status ForwardDiscardLogits(const ForwardBatch& batch) {
+    std::vector<float> logits(static_cast<size_t>(batch.num_logits * config().vocab_size));
+    return ForwardLogits(batch, logits.data());
+  }
 
   // Executes whole-block KV copies in order: copy-on-write inside the device pool, swap-out to
   // and swap-in from the swap pool. An error (a failed device copy) means the blocks involved

@@ -1,5 +1,6 @@
-// Every call goes: check the group is whole, enqueue NCCL's operation(s) on the stream, then
-// Wait(): poll cudaStreamQuery and ncclCommGetAsyncError until done, an error or the deadline.
+// Every waiting call goes: check the group is whole, enqueue NCCL's operation(s) on the stream,
+// then Wait(): poll cudaStreamQuery and ncclCommGetAsyncError until done, an error or the
+// deadline. The Enqueue* calls stop after the first step; WaitStream is the second on any stream.
 #include "worker/dist/nccl_communicator.h"
 
 #include <nccl.h>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/shared_library.h"
+#include "common/status_macros.h"
 #include "gloo/rendezvous/store.h"
 
 namespace pagellm {
@@ -57,11 +59,23 @@ absl::StatusOr<const NcclApi*> LoadNccl() {
   return &**loaded;
 }
 
-class NcclCommunicator final : public Communicator {
+ncclDataType_t NcclType(CollectiveDtype t) {
+  switch (t) {
+    case CollectiveDtype::kF16:
+      return ncclFloat16;
+    case CollectiveDtype::kBF16:
+      return ncclBfloat16;
+    case CollectiveDtype::kF32:
+      break;
+  }
+  return ncclFloat32;
+}
+
+class NcclCommunicator final : public DeviceCommunicator {
  public:
-  NcclCommunicator(const NcclApi* api, ncclComm_t comm, cudaStream_t stream,
+  NcclCommunicator(const NcclApi* api, ncclComm_t comm, cudaStream_t stream, bool owns_stream,
                    const NcclOptions& options)
-      : api_(api), comm_(comm), stream_(stream), options_(options) {}
+      : api_(api), comm_(comm), stream_(stream), owns_stream_(owns_stream), options_(options) {}
 
   ~NcclCommunicator() override {
     if (broken_.ok()) {
@@ -69,6 +83,7 @@ class NcclCommunicator final : public Communicator {
     } else {
       api_->abort(comm_);
     }
+    if (owns_stream_) cudaStreamDestroy(stream_);
   }
 
   int rank() const override { return options_.rank; }
@@ -129,6 +144,29 @@ class NcclCommunicator final : public Communicator {
                [&] { return api_->broadcast(data, data, bytes, ncclUint8, root, comm_, stream_); });
   }
 
+  absl::Status EnqueueAllReduceSum(void* data, int64_t n, CollectiveDtype dtype,
+                                   void* stream) override {
+    if (n <= 0) return absl::OkStatus();
+    return Enqueue("all-reduce", [&] {
+      return api_->all_reduce(data, data, n, NcclType(dtype), ncclSum, comm_,
+                              static_cast<cudaStream_t>(stream));
+    });
+  }
+
+  absl::Status EnqueueAllGather(const void* in, int64_t n, CollectiveDtype dtype, void* out,
+                                void* stream) override {
+    if (n <= 0) return absl::OkStatus();
+    return Enqueue("all-gather", [&] {
+      return api_->all_gather(in, out, n, NcclType(dtype), comm_,
+                              static_cast<cudaStream_t>(stream));
+    });
+  }
+
+  absl::Status WaitStream(void* stream) override {
+    if (!broken_.ok()) return broken_;
+    return Wait("step", static_cast<cudaStream_t>(stream), std::chrono::steady_clock::now());
+  }
+
   absl::Status Barrier() override {
     if (barrier_ == nullptr &&
         cudaMalloc(reinterpret_cast<void**>(&barrier_), sizeof(float)) != cudaSuccess) {
@@ -138,20 +176,38 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  // Enqueues with `enqueue`, then waits for the stream within the timeout.
+  // Enqueues with `enqueue`; a refusal breaks the group.
   template <typename Fn>
-  absl::Status Run(const char* what, Fn&& enqueue) {
+  absl::Status Enqueue(const char* what, Fn&& enqueue) {
     if (!broken_.ok()) return broken_;
-    const auto start = std::chrono::steady_clock::now();
     if (ncclResult_t r = enqueue(); r != ncclSuccess) {
       return Break(
           absl::UnavailableError(absl::StrCat("nccl ", what, ": ", api_->error_string(r))));
     }
+    return absl::OkStatus();
+  }
+
+  // Enqueues with `enqueue` on the communicator's stream, then waits for it within the timeout;
+  // the time counts as collective seconds.
+  template <typename Fn>
+  absl::Status Run(const char* what, Fn&& enqueue) {
+    const auto start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(Enqueue(what, enqueue));
+    const absl::Status s = Wait(what, stream_, start);
+    AddCollectiveSeconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return s;
+  }
+
+  // Polls `stream` and NCCL's asynchronous error until the stream is done, a peer failed or
+  // `start` + the timeout passed; a failure breaks (and so aborts) the communicator.
+  absl::Status Wait(const char* what, cudaStream_t stream,
+                    std::chrono::steady_clock::time_point start) {
     const auto deadline =
         start + std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.timeout));
     absl::Status s;
     while (true) {
-      const cudaError_t q = cudaStreamQuery(stream_);
+      const cudaError_t q = cudaStreamQuery(stream);
       if (q == cudaSuccess) break;
       if (q != cudaErrorNotReady) {
         s = absl::InternalError(absl::StrCat("nccl ", what, ": ", cudaGetErrorString(q)));
@@ -171,8 +227,6 @@ class NcclCommunicator final : public Communicator {
       }
       std::this_thread::yield();
     }
-    AddCollectiveSeconds(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return s.ok() ? s : Break(std::move(s));
   }
 
@@ -184,6 +238,7 @@ class NcclCommunicator final : public Communicator {
   const NcclApi* api_;
   ncclComm_t comm_;
   cudaStream_t stream_;
+  const bool owns_stream_;
   const NcclOptions options_;
   float* barrier_ = nullptr;  // leaked with the process: one word
   absl::Status broken_;
@@ -191,9 +246,9 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const NcclOptions& options,
-                                                          gloo::rendezvous::Store& store,
-                                                          cudaStream_t stream) {
+absl::StatusOr<std::unique_ptr<DeviceCommunicator>> ConnectNccl(const NcclOptions& options,
+                                                                gloo::rendezvous::Store& store,
+                                                                cudaStream_t stream) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " of world size ",
                                                    options.world_size, " is out of range"));
@@ -227,7 +282,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const NcclOptions& opt
       r != ncclSuccess) {
     return absl::UnavailableError(absl::StrCat("ncclCommInitRank: ", (*api)->error_string(r)));
   }
-  return std::make_unique<NcclCommunicator>(*api, comm, stream, options);
+  const bool own = stream == nullptr;
+  if (own) {
+    if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        e != cudaSuccess) {
+      (*api)->destroy(comm);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("creating the NCCL stream: ", cudaGetErrorString(e)));
+    }
+  }
+  return std::make_unique<NcclCommunicator>(*api, comm, stream, own, options);
 }
 
 }  // namespace pagellm

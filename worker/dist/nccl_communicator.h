@@ -1,6 +1,7 @@
-// A Communicator over NCCL for GPU ranks, one process per GPU (issue 12). Unlike the host
-// communicators, its buffers are device memory of this rank's GPU: every collective is enqueued
-// on the communicator's stream and waited for, so on return the result is in place. A group's
+// A DeviceCommunicator over NCCL for GPU ranks, one process per GPU (issue 12). Its buffers are
+// device memory of this rank's GPU: the inherited collectives are enqueued on the communicator's
+// stream and waited for, so on return the result is in place; the Enqueue* ones go on the
+// forward pass's stream (device_communicator.h). A group's
 // step messages (BroadcastBytes) travel over a host communicator (Gloo) beside it, as vLLM keeps
 // a CPU group for metadata; BroadcastBytes here would read a host size as a device pointer, so
 // this class refuses host-side use by contract, not by check.
@@ -22,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "worker/dist/communicator.h"
+#include "worker/dist/device_communicator.h"
 
 namespace gloo::rendezvous {
 class Store;
@@ -38,12 +39,14 @@ struct NcclOptions {
 };
 
 // Joins the group: rank 0 makes NCCL's unique id and publishes it in `store`, the others read
-// it, and every rank initializes its communicator on `device`, enqueuing on `stream` (borrowed;
-// it must outlive the communicator). FailedPrecondition when NCCL cannot be loaded;
+// it, and every rank initializes its communicator on `device` (which becomes the calling
+// thread's current device). The waiting collectives run on `stream` (borrowed; it must outlive
+// the communicator), or, when it is null, on a non-blocking stream the communicator makes and
+// owns. FailedPrecondition when NCCL cannot be loaded or the device cannot be selected;
 // InvalidArgument for a rank outside the group; the store's and NCCL's errors otherwise.
-absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const NcclOptions& options,
-                                                          gloo::rendezvous::Store& store,
-                                                          cudaStream_t stream);
+absl::StatusOr<std::unique_ptr<DeviceCommunicator>> ConnectNccl(const NcclOptions& options,
+                                                                gloo::rendezvous::Store& store,
+                                                                cudaStream_t stream = nullptr);
 
 }  // namespace pagellm
 

@@ -26,6 +26,9 @@
 #include "worker/backend/tp/tensor_parallel_backend.h"
 #include "worker/dist/gloo_communicator.h"
 #include "worker/dist/rendezvous.h"
+#ifdef PAGELLM_HAVE_CUDA
+#include "worker/dist/nccl_communicator.h"
+#endif
 
 ABSL_FLAG(int32_t, tensor_parallel_size, 1,
           "ranks of the tensor-parallel group (one process each; started here unless "
@@ -37,6 +40,9 @@ ABSL_FLAG(std::string, dist_init, "",
 ABSL_FLAG(std::string, dist_host, "127.0.0.1",
           "address this rank's collective connections listen on");
 ABSL_FLAG(double, dist_timeout, 60.0, "seconds for joining the group and for each collective");
+ABSL_FLAG(int32_t, dist_local_rank, -1,
+          "set by a leader on the ranks it starts: their index on this host (a GPU rank uses "
+          "--gpu-id plus it); -1 for a rank started elsewhere");
 
 namespace pagellm::cli {
 namespace {
@@ -63,6 +69,7 @@ absl::Status SpawnFollower(int rank, const std::string& init) {
   if (args.empty()) return absl::InternalError("cannot read /proc/self/cmdline");
   args.push_back(absl::StrCat("--rank=", rank));
   args.push_back(absl::StrCat("--dist_init=", init));
+  args.push_back(absl::StrCat("--dist_local_rank=", rank));
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -114,25 +121,26 @@ absl::StatusOr<ParallelGroup> JoinGroupFromFlags() {
   if (init.empty() && g.rank != 0) {
     return absl::InvalidArgumentError("--rank other than 0 needs --dist-init HOST:PORT");
   }
-  std::unique_ptr<RendezvousServer> server;
+  g.local_rank = absl::GetFlag(FLAGS_dist_local_rank);
   if (g.rank == 0) {
     RendezvousServer::Options o;
     o.listen_address = init.empty() ? "127.0.0.1:0" : init;
-    ASSIGN_OR_RETURN(server, RendezvousServer::Start(o));
+    ASSIGN_OR_RETURN(g.rendezvous, RendezvousServer::Start(o));
+    g.local_rank = init.empty() ? 0 : -1;
     if (init.empty()) {
-      init = absl::StrCat("127.0.0.1:", server->port());
+      init = absl::StrCat("127.0.0.1:", g.rendezvous->port());
       for (int r = 1; r < g.world_size; ++r) RETURN_IF_ERROR(SpawnFollower(r, init));
     }
   }
   PLOG_INFO("tensor parallel: rank {} of {} joining at {}", g.rank, g.world_size, init);
-  std::unique_ptr<gloo::rendezvous::Store> store = MakeRendezvousStore(init, timeout);
+  g.store = MakeRendezvousStore(init, timeout);
   GlooOptions go;
   go.rank = g.rank;
   go.world_size = g.world_size;
   go.hostname = absl::GetFlag(FLAGS_dist_host);
   go.timeout = timeout;
-  ASSIGN_OR_RETURN(g.comm, ConnectGloo(go, *store));
-  RETURN_IF_ERROR(g.comm->Barrier());  // every rank has read every address: the store may go
+  ASSIGN_OR_RETURN(g.comm, ConnectGloo(go, *g.store));
+  RETURN_IF_ERROR(g.comm->Barrier());  // every rank has read every address
   return g;
 }
 
@@ -140,24 +148,48 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackendInGroup(
     BackendOptions bo, std::shared_ptr<const ModelCheckpoint> checkpoint, ParallelGroup group) {
   const int tp = group.world_size;
   if (tp == 1) return CreateBackend(bo, std::move(checkpoint));
-  if (bo.device != "cpu") {
+  const ShardSpec shard{.rank = group.rank, .world_size = tp};
+  // The model's collectives: the group's own communicator on the CPU, NCCL on GPUs.
+  std::unique_ptr<Communicator> model_comm;
+  if (bo.device == "cpu") {
+    bo.cpu.shard = shard;
+    bo.cpu.communicator = group.comm.get();
+    if (bo.cpu.threads <= 0) {
+      bo.cpu.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / tp);
+    }
+  } else if (bo.device == "cuda") {
+#ifdef PAGELLM_HAVE_CUDA
+    if (group.local_rank > 0) bo.cuda.device_id += group.local_rank;
+    NcclOptions no;
+    no.rank = group.rank;
+    no.world_size = tp;
+    no.device = bo.cuda.device_id;
+    no.timeout = absl::Seconds(absl::GetFlag(FLAGS_dist_timeout));
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceCommunicator> nccl, ConnectNccl(no, *group.store));
+    // ncclCommInitRank returns once every rank joined, so every rank has read the unique id.
+    bo.cuda.shard = shard;
+    bo.cuda.communicator = nccl.get();
+    model_comm = std::move(nccl);
+#else
+    return absl::UnimplementedError(
+        "this build has no CUDA backend (nvcc was not found at build time); use --device cpu");
+#endif
+  } else {
     return absl::UnimplementedError(absl::StrCat("--tensor-parallel-size ", tp,
-                                                 " runs on --device cpu only for now (", bo.device,
-                                                 " needs its own communicator)"));
+                                                 " runs on --device cpu or cuda, not ", bo.device));
   }
-  bo.cpu.shard = {.rank = group.rank, .world_size = tp};
-  bo.cpu.communicator = group.comm.get();
-  if (bo.cpu.threads <= 0) {
-    bo.cpu.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / tp);
-  }
+  group.store.reset();
+  group.rendezvous.reset();
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(bo, std::move(checkpoint)));
   if (group.rank > 0) {
     const absl::Status s = RunTensorParallelFollower(backend.get(), group.comm.get());
-    backend.reset();  // before the communicator it borrows
+    backend.reset();  // before the communicators it borrows
+    model_comm.reset();
     if (!s.ok()) PLOG_ERROR("tensor-parallel rank {}: {}", group.rank, s.ToString());
     std::exit(s.ok() ? 0 : 1);
   }
-  return MakeTensorParallelLeader(std::move(backend), std::move(group.comm));
+  return MakeTensorParallelLeader(std::move(backend), std::move(group.comm), {},
+                                  std::move(model_comm));
 }
 
 }  // namespace pagellm::cli

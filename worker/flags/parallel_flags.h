@@ -18,6 +18,11 @@
 #include "absl/status/statusor.h"
 #include "worker/backend/factory/backend_factory.h"
 #include "worker/dist/communicator.h"
+#include "worker/dist/rendezvous.h"
+
+namespace gloo::rendezvous {
+class Store;
+}  // namespace gloo::rendezvous
 
 namespace pagellm::cli {
 
@@ -30,6 +35,13 @@ struct ParallelGroup {
   std::unique_ptr<Communicator> comm;
   int rank = 0;
   int world_size = 1;
+  // The rank's index among the ranks this host's leader started (its GPU is --gpu-id plus this),
+  // or -1 for a rank that joined by --dist-init from elsewhere (its GPU is --gpu-id).
+  int local_rank = 0;
+  // The group's rendezvous (rank 0 serves it), kept until the backend is made: a GPU group
+  // passes NCCL's unique id through it. Null for a group of one.
+  std::unique_ptr<RendezvousServer> rendezvous;
+  std::shared_ptr<gloo::rendezvous::Store> store;
 };
 
 // Starts or joins the group the flags describe (a group of one when --tensor-parallel-size is
@@ -41,8 +53,10 @@ absl::StatusOr<ParallelGroup> JoinGroupFromFlags();
 // The backend `options` describe over `checkpoint`, for this process's place in `group`: the
 // plain backend for a group of one; on rank 0 the group as one backend (the communicator moves
 // into it); on any other rank this never returns -- the process serves rank 0's steps and exits
-// (status 0 when rank 0 stopped the group, 1 on an error). Unimplemented for a group on another
-// device than the CPU. options.cpu.threads 0 becomes the cores divided among the group's ranks.
+// (status 0 when rank 0 stopped the group, 1 on an error). options.cpu.threads 0 becomes the
+// cores divided among the group's ranks. On --device cuda each rank takes GPU --gpu-id plus its
+// local rank and joins an NCCL communicator for the model's collectives (the group's host
+// communicator carries the steps); Unimplemented in a build without CUDA or on the mock device.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackendInGroup(
     BackendOptions options, std::shared_ptr<const ModelCheckpoint> checkpoint, ParallelGroup group);
 

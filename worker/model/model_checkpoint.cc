@@ -66,6 +66,33 @@ absl::Status CheckLlamaTensors(const ModelCheckpoint& checkpoint) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ModelConfig> RankConfig(const ModelConfig& c, const ShardSpec& shard) {
+  const int n = shard.world_size;
+  if (n < 1 || shard.rank < 0 || shard.rank >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor-parallel rank ", shard.rank, " of ", n, " does not exist"));
+  }
+  auto check = [n](const char* what, int64_t v) {
+    return v % n == 0
+               ? absl::OkStatus()
+               : absl::InvalidArgumentError(absl::StrCat(
+                     "tensor-parallel size ", n, " does not divide the model's ", v, " ", what));
+  };
+  RETURN_IF_ERROR(check("attention heads", c.num_heads));
+  RETURN_IF_ERROR(check("KV heads", c.num_kv_heads));
+  RETURN_IF_ERROR(check("intermediate size", c.intermediate_size));
+  ModelConfig r = c;
+  r.num_heads /= n;
+  r.num_kv_heads /= n;
+  r.intermediate_size /= n;
+  return r;
+}
+
+ShardSpec VocabShard(int64_t vocab_size, const ShardSpec& shard) {
+  if (shard.world_size > 1 && vocab_size % shard.world_size == 0) return shard;
+  return ShardSpec{};
+}
+
 absl::StatusOr<TensorView> LlamaShard(const ModelCheckpoint& checkpoint, absl::string_view name,
                                       const ShardSpec& spec) {
   ASSIGN_OR_RETURN(const TensorView* t, checkpoint.tensors.Get(name));

@@ -87,6 +87,19 @@ absl::Status CheckLlamaTensors(const ModelCheckpoint& checkpoint);
 absl::StatusOr<TensorView> LlamaShard(const ModelCheckpoint& checkpoint, absl::string_view name,
                                       const ShardSpec& spec);
 
+// The dimensions one rank of `shard` computes: heads, KV heads and intermediate size divided by
+// the world size (whole heads per rank, as vLLM requires); hidden size and vocabulary stay.
+// InvalidArgument for a rank outside the group or a world size that does not divide them.
+absl::StatusOr<ModelConfig> RankConfig(const ModelConfig& config, const ShardSpec& shard);
+
+// The split of the vocabulary (the embedding's and output projection's rows) for `shard`:
+// `shard` itself when its world size divides `vocab_size`, else {0, 1} (every rank holds all of
+// it). A rank holds rows [VocabBegin, VocabBegin + vocab_size / world_size) of it.
+ShardSpec VocabShard(int64_t vocab_size, const ShardSpec& shard);
+inline int64_t VocabBegin(int64_t vocab_size, const ShardSpec& vocab_shard) {
+  return vocab_shard.rank * (vocab_size / vocab_shard.world_size);
+}
+
 // Reads the model config from GGUF metadata (`general.architecture` llama or qwen2).
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf);
 

@@ -49,6 +49,10 @@ class CpuBackend : public Backend {
     return model_->Forward(batch, cache_.get(), logits);
   }
 
+  absl::Status ForwardDiscardLogits(const ForwardBatch& batch) override {
+    return ForwardLogits(batch, sampler_.Logits(batch.num_logits));
+  }
+
   absl::Status CopyKv(std::span<const KvCopy> copies) override {
     for (const KvCopy& c : copies) {
       const KvCache* from = c.kind == KvCopy::Kind::kSwapToDevice ? swap_.get() : cache_.get();

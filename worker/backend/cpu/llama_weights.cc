@@ -121,30 +121,6 @@ absl::StatusOr<Matrix> LoadMatrix(const ModelCheckpoint& c, const std::string& n
   return m;
 }
 
-// The dimensions one rank of `shard` computes. InvalidArgument when the world size does not
-// divide them (whole heads per rank, as vLLM requires).
-absl::StatusOr<ModelConfig> RankConfig(const ModelConfig& c, const ShardSpec& shard) {
-  const int n = shard.world_size;
-  if (n < 1 || shard.rank < 0 || shard.rank >= n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor-parallel rank ", shard.rank, " of ", n, " does not exist"));
-  }
-  auto check = [n](const char* what, int64_t v) {
-    return v % n == 0
-               ? absl::OkStatus()
-               : absl::InvalidArgumentError(absl::StrCat(
-                     "tensor-parallel size ", n, " does not divide the model's ", v, " ", what));
-  };
-  RETURN_IF_ERROR(check("attention heads", c.num_heads));
-  RETURN_IF_ERROR(check("KV heads", c.num_kv_heads));
-  RETURN_IF_ERROR(check("intermediate size", c.intermediate_size));
-  ModelConfig r = c;
-  r.num_heads /= n;
-  r.num_kv_heads /= n;
-  r.intermediate_size /= n;
-  return r;
-}
-
 int64_t Bytes(const std::vector<float>& v) {
   return static_cast<int64_t>(v.size() * sizeof(float));
 }
@@ -222,10 +198,9 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
   ASSIGN_OR_RETURN(w->output_norm, Vector(c, "model.norm.weight"));
   // Vocabulary-parallel when the world size divides the vocabulary: this rank's rows of the
   // output projection (and of a tied embedding).
-  const int vocab_ranks = cfg.vocab_size % shard.world_size == 0 ? shard.world_size : 1;
-  const ShardSpec vocab_shard{.rank = vocab_ranks > 1 ? shard.rank : 0, .world_size = vocab_ranks};
-  w->vocab_begin = vocab_shard.rank * (cfg.vocab_size / vocab_ranks);
-  w->vocab_end = w->vocab_begin + cfg.vocab_size / vocab_ranks;
+  const ShardSpec vocab_shard = VocabShard(cfg.vocab_size, shard);
+  w->vocab_begin = VocabBegin(cfg.vocab_size, vocab_shard);
+  w->vocab_end = w->vocab_begin + cfg.vocab_size / vocab_shard.world_size;
   const bool tied = c.tensors.Find("lm_head.weight") == nullptr;
   ASSIGN_OR_RETURN(const TensorView* head,
                    Contiguous(c, tied ? "model.embed_tokens.weight" : "lm_head.weight"));

@@ -19,10 +19,24 @@ absl::StatusOr<GgmlType> DeviceDtype(const std::string& dtype, GgmlType stored) 
       absl::StrCat("--dtype ", dtype, " for --device cuda (auto, bfloat16, float16)"));
 }
 
-// Weights the device generates: the shapes of LlamaTensorSpecs, cut for this rank.
+bool IsVocabTensor(const std::string& name) {
+  return name == "model.embed_tokens.weight" || name == "lm_head.weight";
+}
+
+// A plan with only its vocabulary split filled in.
+CudaUploadPlan VocabPlan(const ModelConfig& c, const ShardSpec& shard) {
+  CudaUploadPlan plan;
+  plan.vocab_shard = VocabShard(c.vocab_size, shard);
+  plan.vocab_begin = VocabBegin(c.vocab_size, plan.vocab_shard);
+  plan.vocab_rows = c.vocab_size / plan.vocab_shard.world_size;
+  return plan;
+}
+
+// Weights the device generates: the shapes of LlamaTensorSpecs, cut for this rank. A shard's
+// values are the generator's for its own name and shape, not a slice of the whole tensor's.
 absl::StatusOr<CudaUploadPlan> PlanGenerated(const ModelCheckpoint& c,
                                              const CudaBackendOptions& o) {
-  CudaUploadPlan plan;
+  CudaUploadPlan plan = VocabPlan(c.config, o.shard);
   ASSIGN_OR_RETURN(plan.device_dtype, DeviceDtype(o.dtype, c.generated->type));
   const int32_t ws = o.shard.world_size;
   for (const LlamaTensorSpec& spec : LlamaTensorSpecs(c.config)) {
@@ -31,8 +45,10 @@ absl::StatusOr<CudaUploadPlan> PlanGenerated(const ModelCheckpoint& c,
     e.name = spec.name;
     e.generated = true;
     e.shard.shape = spec.shape;
+    if (spec.shape.size() == 2) e.fan_in = spec.shape[1];
     if (spec.shard == ShardDim::kRows) e.shard.shape[0] /= ws;
     if (spec.shard == ShardDim::kColumns) e.shard.shape[1] /= ws;
+    if (IsVocabTensor(spec.name)) e.shard.shape[0] = plan.vocab_rows;
     e.device_dtype = spec.shape.size() == 1 ? GgmlType::kF32 : plan.device_dtype;
     e.shard.dtype = e.device_dtype;
     e.device_bytes = e.shard.num_elements() * (e.device_dtype == GgmlType::kF32 ? 4 : 2);
@@ -47,22 +63,19 @@ absl::StatusOr<CudaUploadPlan> PlanGenerated(const ModelCheckpoint& c,
 absl::StatusOr<CudaUploadPlan> PlanCudaUpload(const ModelCheckpoint& c,
                                               const CudaBackendOptions& o) {
   const ModelConfig& cfg = c.config;
-  const int32_t ws = o.shard.world_size;
-  if (ws < 1 || cfg.num_heads % ws != 0 || cfg.num_kv_heads % ws != 0 ||
-      cfg.intermediate_size % ws != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor parallelism of ", ws, " does not divide ", cfg.num_heads, " heads, ",
-        cfg.num_kv_heads, " KV heads and an intermediate size of ", cfg.intermediate_size));
-  }
+  RETURN_IF_ERROR(RankConfig(cfg, o.shard).status());
   if (c.generated.has_value()) return PlanGenerated(c, o);
   // One compute type for every matrix: the first layer's Q projection decides "auto".
   const TensorView* q0 = c.tensors.Find(LlamaTensorName(0, "self_attn.q_proj.weight"));
   if (q0 == nullptr) return absl::InvalidArgumentError("the checkpoint has no layer 0");
-  CudaUploadPlan plan;
+  CudaUploadPlan plan = VocabPlan(cfg, o.shard);
   ASSIGN_OR_RETURN(plan.device_dtype, DeviceDtype(o.dtype, q0->dtype));
   for (const LlamaTensorSpec& spec : LlamaTensorSpecs(cfg)) {
-    if (c.tensors.Find(spec.name) == nullptr) continue;  // optional and absent
-    ASSIGN_OR_RETURN(TensorView shard, LlamaShard(c, spec.name, o.shard));
+    const TensorView* whole = c.tensors.Find(spec.name);
+    if (whole == nullptr) continue;  // optional and absent
+    ASSIGN_OR_RETURN(TensorView shard, IsVocabTensor(spec.name)
+                                           ? ShardOf(*whole, plan.vocab_shard, ShardDim::kRows)
+                                           : LlamaShard(c, spec.name, o.shard));
     CudaUploadEntry e;
     e.name = spec.name;
     // Norms and biases stay fp32 on the device; matrices and embeddings take the compute type.
@@ -93,6 +106,17 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(
     return absl::InvalidArgumentError(
         "--max-num-batched-tokens and --max-num-seqs must be positive, --swap-space and "
         "--num-kv-blocks not negative");
+  }
+  if (options.communicator != nullptr &&
+      (options.communicator->rank() != options.shard.rank ||
+       options.communicator->world_size() != options.shard.world_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the communicator is rank ", options.communicator->rank(), " of ",
+                     options.communicator->world_size(), ", the shard rank ", options.shard.rank,
+                     " of ", options.shard.world_size));
+  }
+  if (options.communicator == nullptr && options.shard.world_size > 1) {
+    return absl::InvalidArgumentError("tensor parallelism on the GPU needs a communicator");
   }
   const int64_t hd = checkpoint->config.head_dim;
   if (hd != 64 && hd != 128) {

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/ggml_type.h"
 #include "worker/backend/backend.h"
+#include "worker/dist/device_communicator.h"
 #include "worker/model/model_checkpoint.h"
 #include "worker/model/tensor_map.h"
 
@@ -34,7 +35,11 @@ struct CudaBackendOptions {
   bool enforce_eager = false;  // no CUDA graphs for decode steps
   // Check every batch against forward_batch.h's contract before running it.
   bool validate_batches = ValidateBatchesByDefault();
-  ShardSpec shard;  // this device's rank in tensor parallelism
+  // Tensor parallelism: this device's rank, and the group's collectives on device buffers
+  // (borrowed; it must outlive the backend). Null for a single rank; otherwise its rank and size
+  // are `shard`'s.
+  ShardSpec shard;
+  DeviceCommunicator* communicator = nullptr;
 };
 
 // One tensor the backend uploads: this rank's shard of it (a view into the checkpoint) and its
@@ -45,20 +50,28 @@ struct CudaUploadEntry {
   GgmlType device_dtype = GgmlType::kBF16;
   int64_t device_bytes = 0;
   bool converted = false;  // widened or dequantized on the way (quantized GGUF, fp32)
-  // Made on the device (ModelCheckpoint::generated): `shard` has a shape and no data.
+  // Made on the device (ModelCheckpoint::generated): `shard` has a shape and no data, and a
+  // matrix's values are scaled for the whole tensor's input width, fan_in.
   bool generated = false;
+  int64_t fan_in = 0;
 };
 
 struct CudaUploadPlan {
   GgmlType device_dtype = GgmlType::kBF16;  // of every matrix and the embedding
+  // The vocabulary split of the embedding and LM head (VocabShard): this rank holds rows
+  // [vocab_begin, vocab_begin + vocab_rows) of both.
+  ShardSpec vocab_shard;
+  int64_t vocab_begin = 0;
+  int64_t vocab_rows = 0;
   std::vector<CudaUploadEntry> tensors;
   int64_t total_device_bytes = 0;
   int64_t converted_tensors = 0;
 };
 
-// The upload plan of `checkpoint` for `options`. InvalidArgument for a bad dtype, a shard spec
-// that does not divide the model (heads, KV heads, intermediate size), or a tensor that cannot be
-// cut.
+// The upload plan of `checkpoint` for `options`: Megatron-style shards (model_checkpoint.h) of the
+// layers, and the embedding and LM head split by vocabulary rows when the world size divides the
+// vocabulary (whole on every rank otherwise). InvalidArgument for a bad dtype, a shard spec that
+// does not divide the model (heads, KV heads, intermediate size), or a tensor that cannot be cut.
 absl::StatusOr<CudaUploadPlan> PlanCudaUpload(const ModelCheckpoint& checkpoint,
                                               const CudaBackendOptions& options);
 

@@ -14,29 +14,17 @@
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/backend/cpu/sampler.h"
 #include "worker/backend/cuda/cuda_backend.h"
+#include "worker/backend/cuda/testing/gpu_test_model.h"
 #include "worker/backend/step_arrays.h"
 #include "worker/model/testing/tiny_model.h"
 
 namespace pagellm {
 namespace {
 
-bool HasGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
+using testing::HasGpu;
+using testing::RelativeError;
 
-ModelConfig SmallConfig(bool qwen2) {
-  ModelConfig c = testing::TinyLlamaConfig(3, /*attention_bias=*/qwen2, /*tied=*/!qwen2);
-  c.architecture = qwen2 ? "qwen2" : "llama";
-  c.vocab_size = 512;
-  c.hidden_size = 256;
-  c.intermediate_size = 512;
-  c.num_heads = 8;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.max_position_embeddings = 2048;
-  return c;
-}
+ModelConfig SmallConfig(bool qwen2) { return testing::SmallGpuConfig(qwen2); }
 
 // Sequences over a trivial block allocator, and steps built from them.
 class Steps {
@@ -80,16 +68,6 @@ std::vector<int32_t> RandomTokens(int n, std::mt19937& rng) {
   std::vector<int32_t> t(n);
   for (auto& x : t) x = static_cast<int32_t>(rng() % 512);
   return t;
-}
-
-double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(got[i])) return INFINITY;
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / den);
 }
 
 class CudaBackendGpuTest : public ::testing::TestWithParam<bool> {};

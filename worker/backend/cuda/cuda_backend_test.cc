@@ -44,10 +44,63 @@ TEST(CudaBackendTest, TensorParallelismHalvesTheShardedWeights) {
   o.shard = {.rank = 1, .world_size = 2};
   absl::StatusOr<CudaUploadPlan> half = PlanCudaUpload(*ckpt, o);
   ASSERT_TRUE(half.ok()) << half.status();
+  // The layers' matrices and the (tied) embedding: 2 divides the 64-token vocabulary, so rank 1
+  // holds its rows 32..63.
   const int64_t sharded = 2 * (32 * 32 + 2 * 16 * 32 + 32 * 32 + 3 * 64 * 32) / 2;
-  EXPECT_EQ(half->total_device_bytes, 2 * (64 * 32 + sharded) + 4 * 32 * 5);
+  EXPECT_EQ(half->total_device_bytes, 2 * (32 * 32 + sharded) + 4 * 32 * 5);
+  EXPECT_EQ(half->vocab_begin, 32);
+  EXPECT_EQ(half->vocab_rows, 32);
+  const TensorView* embd = ckpt->tensors.Find("model.embed_tokens.weight");
+  ASSERT_NE(embd, nullptr);
+  for (const CudaUploadEntry& e : half->tensors) {
+    if (e.name != "model.embed_tokens.weight") continue;
+    EXPECT_EQ(e.shard.shape, (std::vector<int64_t>{32, 32}));
+    EXPECT_EQ(e.shard.data, embd->row(32));
+  }
+  // O is row-parallel: rank 1 holds input columns 16..31 of every row.
+  const TensorView* o0 = ckpt->tensors.Find("model.layers.0.self_attn.o_proj.weight");
+  ASSERT_NE(o0, nullptr);
+  for (const CudaUploadEntry& e : half->tensors) {
+    if (e.name != "model.layers.0.self_attn.o_proj.weight") continue;
+    EXPECT_EQ(e.shard.shape, (std::vector<int64_t>{32, 16}));
+    EXPECT_EQ(e.shard.data, o0->data + 16 * 2);
+    EXPECT_EQ(e.shard.row_stride_bytes, 32 * 2);
+  }
   o.shard = {.rank = 0, .world_size = 4};  // 2 KV heads do not split four ways
   EXPECT_EQ(PlanCudaUpload(*ckpt, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CudaBackendTest, AVocabularyTheWorldSizeDoesNotDivideStaysWhole) {
+  ModelConfig c = testing::TinyLlamaConfig();
+  c.vocab_size = 65;
+  const auto ckpt = testing::TinyCheckpoint(GgmlType::kBF16, c, 5);
+  ASSERT_NE(ckpt, nullptr);
+  CudaBackendOptions o;
+  o.shard = {.rank = 1, .world_size = 2};
+  absl::StatusOr<CudaUploadPlan> plan = PlanCudaUpload(*ckpt, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->vocab_shard.world_size, 1);
+  EXPECT_EQ(plan->vocab_begin, 0);
+  EXPECT_EQ(plan->vocab_rows, 65);
+}
+
+TEST(CudaBackendTest, GeneratedShardsKeepTheWholeTensorsScaleAndVocabularySplit) {
+  ModelConfig c = testing::TinyLlamaConfig();
+  auto ckpt = MakeGeneratedCheckpoint(c, GgmlType::kBF16, 3);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  CudaBackendOptions o;
+  o.shard = {.rank = 1, .world_size = 2};
+  absl::StatusOr<CudaUploadPlan> plan = PlanCudaUpload(**ckpt, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const CudaUploadEntry& e : plan->tensors) {
+    if (e.name == "model.embed_tokens.weight") {
+      EXPECT_EQ(e.shard.shape, (std::vector<int64_t>{32, 32}));
+    }
+    if (e.name == "model.layers.0.mlp.down_proj.weight") {
+      EXPECT_EQ(e.shard.shape, (std::vector<int64_t>{32, 32}));
+      EXPECT_EQ(e.fan_in, 64);
+    }
+  }
 }
 
 TEST(CudaBackendTest, OneComputeTypeForEveryMatrix) {

@@ -46,16 +46,25 @@ class CudaBackend : public Backend {
                        SamplerOutput* out) override {
     if (options_.validate_batches) RETURN_IF_ERROR(ValidateForwardBatch(batch, limits()));
     RETURN_IF_ERROR(model_->Forward(batch, *pool_));
+    // A step with collectives is waited for with the group's timeout before anything else
+    // waits on the stream without one.
+    if (options_.communicator != nullptr) RETURN_IF_ERROR(model_->Sync("forward step"));
     return sampler_.Sample(model_->logits(), batch.num_logits, sampling, out);
   }
 
+  absl::Status ForwardDiscardLogits(const ForwardBatch& batch) override {
+    return ForwardLogits(batch, nullptr);
+  }
+
+  // `logits` null (ForwardDiscardLogits): the step runs and nothing is copied back.
   absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) override {
     if (options_.validate_batches) {
       RETURN_IF_ERROR(ValidateForwardBatch(batch, limits()));
     }
     RETURN_IF_ERROR(model_->Forward(batch, *pool_));
+    if (options_.communicator != nullptr) RETURN_IF_ERROR(model_->Sync("forward step"));
     const int64_t bytes = batch.num_logits * config().vocab_size * sizeof(float);
-    if (bytes > 0) {
+    if (bytes > 0 && logits != nullptr) {
       RETURN_IF_ERROR(CudaStatus(
           cudaMemcpyAsync(logits, model_->logits(), bytes, cudaMemcpyDeviceToHost, stream_),
           "copying logits"));
@@ -97,7 +106,27 @@ absl::Status ProfileStep(CudaModel& model, const DeviceKvPoolOptions& kv, int64_
     step.AddRow(ids, 0, blocks, s + 1 == seqs ? std::max<int64_t>(0, n - logits_rows) : n);
   }
   RETURN_IF_ERROR(model.Forward(step.batch(), *pool));
-  return CudaStatus(cudaStreamSynchronize(stream), "the profiling step");
+  return model.Sync("the profiling step");
+}
+
+// The smallest of every rank's `blocks` (block ids must mean the same on every rank), through
+// the group's device communicator; `blocks` itself for a single rank.
+absl::StatusOr<int64_t> AgreeOnBlocks(DeviceCommunicator* comm, int64_t blocks) {
+  if (comm == nullptr) return blocks;
+  // Counts travel as fp32, exact below 2^24 blocks.
+  constexpr int64_t kMaxBlocks = int64_t{1} << 24;
+  const float mine = static_cast<float>(std::min(blocks, kMaxBlocks));
+  const int n = comm->world_size();
+  ASSIGN_OR_RETURN(DeviceBuffer buf,
+                   DeviceBuffer::Allocate((n + 1) * sizeof(float), "block counts"));
+  float* d = buf.as<float>();
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpy(d, &mine, sizeof(float), cudaMemcpyHostToDevice), "block counts"));
+  RETURN_IF_ERROR(comm->AllGather(d, 1, d + 1));
+  std::vector<float> all(n);
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpy(all.data(), d + 1, n * sizeof(float), cudaMemcpyDeviceToHost), "block counts"));
+  return static_cast<int64_t>(*std::min_element(all.begin(), all.end()));
 }
 
 }  // namespace
@@ -140,12 +169,15 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaDeviceBackend(
   mo.max_logits_rows = std::min(o.max_num_seqs, o.max_batch_tokens);
   mo.block_size = o.block_size;
   mo.num_sms = prop.multiProcessorCount;
+  mo.comm = o.communicator;
+  mo.shard = o.shard;
   ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> model,
                    CudaModel::Create(*checkpoint, std::move(weights), mo, stream));
 
+  // A rank's pool holds its KV heads, under the same block ids on every rank.
   DeviceKvPoolOptions kv;
   kv.num_layers = c.num_layers;
-  kv.num_kv_heads = c.num_kv_heads;
+  kv.num_kv_heads = model->local_config().num_kv_heads;
   kv.head_dim = c.head_dim;
   kv.block_size = o.block_size;
   kv.dtype = dtype;
@@ -165,6 +197,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaDeviceBackend(
           o.gpu_memory_utilization, ") or use a smaller model or --max-num-batched-tokens"));
     }
   }
+  ASSIGN_OR_RETURN(kv.num_blocks, AgreeOnBlocks(o.communicator, kv.num_blocks));
   kv.num_swap_blocks = o.swap_space_bytes / block_bytes;
   // Decode graphs write their pad rows to one extra block the engine never gets.
   if (!o.enforce_eager) ++kv.num_blocks;
@@ -174,9 +207,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaDeviceBackend(
     RETURN_IF_ERROR(model->CaptureDecodeGraphs(*pool, static_cast<int32_t>(kv.num_blocks - 1)));
   }
   PLOG_INFO(
-      "cuda backend: GPU {} {} ({} SMs, {} MiB); weights {} MiB ({}{}), scratch {} MiB; KV {} "
+      "cuda backend: GPU {} {} ({} SMs, {} MiB){}; weights {} MiB ({}{}), scratch {} MiB; KV {} "
       "blocks of {} tokens ({} MiB), swap {} blocks ({} MiB pinned); decode {}",
       o.device_id, prop.name, prop.multiProcessorCount, prop.totalGlobalMem >> 20,
+      o.shard.world_size > 1
+          ? absl::StrCat(", tensor-parallel rank ", o.shard.rank, " of ", o.shard.world_size)
+          : std::string(),
       weight_bytes >> 20, dtype == kernels::KvDtype::kF16 ? "float16" : "bfloat16",
       converted > 0 ? absl::StrCat(", ", converted,
                                    " tensors converted at load (quantized ones dequantized: no "

@@ -62,14 +62,29 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelCheckpoi
     return absl::InvalidArgumentError(
         absl::StrCat("head_dim ", c.head_dim, " on the GPU (64 or 128)"));
   }
+  if (opts.comm != nullptr &&
+      (opts.comm->rank() != opts.shard.rank || opts.comm->world_size() != opts.shard.world_size)) {
+    return absl::InvalidArgumentError("the communicator is not the shard's group");
+  }
+  if (opts.comm == nullptr && opts.shard.world_size != 1) {
+    return absl::InvalidArgumentError("a tensor-parallel shard needs a communicator");
+  }
   std::unique_ptr<CudaModel> m(new CudaModel());
   m->config_ = c;
+  ASSIGN_OR_RETURN(m->local_, RankConfig(c, opts.shard));
   m->rope_neox_ = checkpoint.rope_neox;
   m->opts_ = opts;
   m->stream_ = stream;
   m->weights_ = std::move(weights);
-  const int64_t t = opts.max_batch_tokens, eb = kernels::KvDtypeBytes(m->weights_->dtype);
-  const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  const DeviceWeights& w = *m->weights_;
+  if (w.vocab_rows <= 0 || w.vocab_begin < 0 || w.vocab_begin + w.vocab_rows > c.vocab_size ||
+      (w.vocab_rows != c.vocab_size && w.vocab_rows * opts.shard.world_size != c.vocab_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocabulary rows ", w.vocab_begin, " + ", w.vocab_rows, " of ", c.vocab_size));
+  }
+  const ModelConfig& lc = m->local_;
+  const int64_t t = opts.max_batch_tokens, eb = kernels::KvDtypeBytes(w.dtype);
+  const int64_t q_dim = lc.num_heads * c.head_dim, kv_dim = lc.num_kv_heads * c.head_dim;
   m->max_table_stride_ = (c.max_position_embeddings + opts.block_size - 1) / opts.block_size;
   // Splits are for small steps; 4096 (token, split) rows covers a 64-way split of 64 tokens.
   m->max_split_rows_ = 4096;
@@ -86,11 +101,17 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelCheckpoi
   RETURN_IF_ERROR(alloc(&m->qkv_, t * (q_dim + 2 * kv_dim) * eb, "activations"));
   RETURN_IF_ERROR(alloc(&m->attn_, t * q_dim * eb, "activations"));
   RETURN_IF_ERROR(alloc(&m->sub_out_, t * c.hidden_size * eb, "activations"));
-  RETURN_IF_ERROR(alloc(&m->gate_up_, t * 2 * c.intermediate_size * eb, "activations"));
-  RETURN_IF_ERROR(alloc(&m->act_, t * c.intermediate_size * eb, "activations"));
+  RETURN_IF_ERROR(alloc(&m->gate_up_, t * 2 * lc.intermediate_size * eb, "activations"));
+  RETURN_IF_ERROR(alloc(&m->act_, t * lc.intermediate_size * eb, "activations"));
   RETURN_IF_ERROR(alloc(&m->logits_, opts.max_logits_rows * c.vocab_size * 4, "logits"));
+  if (w.vocab_rows != c.vocab_size) {
+    RETURN_IF_ERROR(
+        alloc(&m->logits_shard_, opts.max_logits_rows * w.vocab_rows * 4, "logits (this rank's)"));
+    RETURN_IF_ERROR(
+        alloc(&m->logits_gathered_, opts.max_logits_rows * c.vocab_size * 4, "logits (gathered)"));
+  }
   // (token, split) rows of partial outputs, maxima and sums.
-  RETURN_IF_ERROR(alloc(&m->attn_ws_, m->max_split_rows_ * c.num_heads * (c.head_dim + 2) * 4,
+  RETURN_IF_ERROR(alloc(&m->attn_ws_, m->max_split_rows_ * lc.num_heads * (c.head_dim + 2) * 4,
                         "the attention workspace"));
   RETURN_IF_ERROR(alloc(&m->cublas_ws_, kCublasWorkspaceBytes, "the cuBLAS workspace"));
   m->layout_ = BatchLayout(t, m->max_table_stride_);
@@ -106,7 +127,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelCheckpoi
   m->d_tables_ = reinterpret_cast<int32_t*>(d + layout.tables);
   m->d_tiles_ = reinterpret_cast<kernels::cuda::PrefillTile*>(d + layout.tiles);
   m->d_other_ = reinterpret_cast<int32_t*>(d + layout.other);
-  m->prefill_tile_tokens_ = kernels::cuda::PrefillTileTokens(c.num_heads, c.num_kv_heads);
+  m->prefill_tile_tokens_ = kernels::cuda::PrefillTileTokens(lc.num_heads, lc.num_kv_heads);
 
   RETURN_IF_ERROR(CudaStatus(cudaMemcpy(m->rope_.get(), table.data(), table.size() * sizeof(float),
                                         cudaMemcpyHostToDevice),
@@ -124,6 +145,19 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelCheckpoi
 CudaModel::~CudaModel() {
   for (DecodeGraph& g : graphs_) cudaGraphExecDestroy(g.exec);
   if (cublas_ != nullptr) blas_->destroy(cublas_);
+}
+
+absl::Status CudaModel::Sync(const char* what) {
+  if (opts_.comm != nullptr) return opts_.comm->WaitStream(stream_);
+  return CudaStatus(cudaStreamSynchronize(stream_), what);
+}
+
+absl::Status CudaModel::AllReduce(void* data, int64_t n, bool fp32) {
+  if (opts_.comm == nullptr) return absl::OkStatus();
+  const CollectiveDtype t = fp32                                        ? CollectiveDtype::kF32
+                            : weights_->dtype == kernels::KvDtype::kF16 ? CollectiveDtype::kF16
+                                                                        : CollectiveDtype::kBF16;
+  return opts_.comm->EnqueueAllReduceSum(data, n, t, stream_);
 }
 
 absl::Status CudaModel::Gemm(const void* w, int64_t n_out, int64_t n_in, const void* x,
@@ -256,7 +290,7 @@ absl::Status CudaModel::CaptureDecodeGraphs(const DeviceKvPool& pool, int32_t pa
     const int64_t context = config_.max_position_embeddings;
     const StepShape shape{rows, context, 0, 0};
     RETURN_IF_ERROR(Enqueue(rows, shape, pool));
-    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "warming up a decode graph"));
+    RETURN_IF_ERROR(Sync("warming up a decode graph"));
     RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
                                "capturing a decode graph"));
     const absl::Status enqueued = Enqueue(rows, shape, pool);
@@ -271,21 +305,23 @@ absl::Status CudaModel::CaptureDecodeGraphs(const DeviceKvPool& pool, int32_t pa
     RETURN_IF_ERROR(CudaStatus(inst, "instantiating a decode graph"));
     graphs_.push_back(g);
   }
-  return CudaStatus(cudaStreamSynchronize(stream_), "capturing decode graphs");
+  return Sync("capturing decode graphs");
 }
 
 absl::Status CudaModel::Enqueue(int64_t n, const StepShape& shape, const DeviceKvPool& pool) {
   namespace k = kernels::cuda;
-  const ModelConfig& c = config_;
+  const ModelConfig& c = local_;  // this rank's heads and MLP slice
   const DeviceWeights& w = *weights_;
   const int64_t hs = c.hidden_size, hd = c.head_dim, inter = c.intermediate_size;
   const int64_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
   const int64_t qkv_dim = q_dim + 2 * kv_dim;
   const KvDtype t = w.dtype;
+  const bool vocab_split = w.vocab_rows != c.vocab_size;
 
-  RETURN_IF_ERROR(
-      CudaStatus(k::LaunchEmbedding(w.embedding, t, d_ids_, n, hs, residual_.as<float>(), stream_),
-                 "embedding"));
+  RETURN_IF_ERROR(CudaStatus(k::LaunchEmbedding(w.embedding, t, d_ids_, n, hs, w.vocab_begin,
+                                                w.vocab_rows, residual_.as<float>(), stream_),
+                             "embedding"));
+  if (vocab_split) RETURN_IF_ERROR(AllReduce(residual_.get(), n * hs, true));
   k::PagedAttentionParams ap;
   ap.q = qkv_.get();
   ap.q_stride = qkv_dim;
@@ -351,6 +387,7 @@ absl::Status CudaModel::Enqueue(int64_t n, const StepShape& shape, const DeviceK
       RETURN_IF_ERROR(CudaStatus(k::LaunchPagedAttention(ap, stream_), "paged attention"));
     }
     RETURN_IF_ERROR(Gemm(l.o, hs, q_dim, attn_.get(), n, sub_out_.get(), false));
+    RETURN_IF_ERROR(AllReduce(sub_out_.get(), n * hs, false));
     np.add = sub_out_.get();
     np.weight = l.ffn_norm;
     RETURN_IF_ERROR(CudaStatus(k::LaunchAddRmsNorm(np, stream_), "MLP norm"));
@@ -358,6 +395,7 @@ absl::Status CudaModel::Enqueue(int64_t n, const StepShape& shape, const DeviceK
     RETURN_IF_ERROR(
         CudaStatus(k::LaunchSiluMul(gate_up_.get(), n, inter, t, act_.get(), stream_), "SiLU"));
     RETURN_IF_ERROR(Gemm(l.down, hs, inter, act_.get(), n, sub_out_.get(), false));
+    RETURN_IF_ERROR(AllReduce(sub_out_.get(), n * hs, false));
   }
   if (shape.num_logits == 0) return absl::OkStatus();
   np.add = sub_out_.get();
@@ -366,7 +404,20 @@ absl::Status CudaModel::Enqueue(int64_t n, const StepShape& shape, const DeviceK
   np.rows = shape.num_logits;
   np.weight = w.final_norm;
   RETURN_IF_ERROR(CudaStatus(k::LaunchAddRmsNorm(np, stream_), "final norm"));
-  return Gemm(w.lm_head, c.vocab_size, hs, hidden_.get(), shape.num_logits, logits_.get(), true);
+  if (!vocab_split) {
+    return Gemm(w.lm_head, c.vocab_size, hs, hidden_.get(), shape.num_logits, logits_.get(), true);
+  }
+  // This rank's vocabulary columns, every rank's after the all-gather ([rank][row][column]), then
+  // whole rows.
+  const int64_t rows = shape.num_logits, ranks = opts_.shard.world_size;
+  RETURN_IF_ERROR(
+      Gemm(w.lm_head, w.vocab_rows, hs, hidden_.get(), rows, logits_shard_.get(), true));
+  RETURN_IF_ERROR(opts_.comm->EnqueueAllGather(logits_shard_.get(), rows * w.vocab_rows,
+                                               CollectiveDtype::kF32, logits_gathered_.get(),
+                                               stream_));
+  return CudaStatus(k::LaunchInterleaveShards(logits_gathered_.as<float>(), ranks, rows,
+                                              w.vocab_rows, logits_.as<float>(), stream_),
+                    "interleaving the logits");
 }
 
 }  // namespace pagellm::cuda

@@ -8,6 +8,15 @@
 // fp32 accumulate. Scratch is sized for max_batch_tokens at creation, so a step allocates nothing.
 // All-decode steps replay CUDA graphs captured per padded batch size (CaptureDecodeGraphs).
 //
+// Tensor parallelism (Megatron-style; the weights are one rank's shard): the rank computes its
+// heads and its slice of the MLP, and the O and down products -- partial sums over the rank's
+// input columns -- are all-reduced (in the compute type, as vLLM does) before the residual add.
+// A vocabulary-parallel embedding writes zeros for other ranks' ids and is all-reduced in fp32
+// (exact: one term is non-zero); a vocabulary-parallel LM head's logits are all-gathered and
+// interleaved into whole rows, so every rank ends the step with the same logits. The collectives
+// are enqueued between the kernels (and captured in the decode graphs); Sync() waits for them
+// with the communicator's timeout.
+//
 // Not thread-safe: the engine thread calls Forward().
 #ifndef PAGELLM_WORKER_BACKEND_CUDA_CUDA_MODEL_H_
 #define PAGELLM_WORKER_BACKEND_CUDA_CUDA_MODEL_H_
@@ -26,6 +35,7 @@
 #include "worker/backend/cuda/device_memory.h"
 #include "worker/backend/cuda/device_weights.h"
 #include "worker/backend/forward_batch.h"
+#include "worker/dist/device_communicator.h"
 #include "worker/model/model_checkpoint.h"
 
 namespace pagellm::cuda {
@@ -35,6 +45,10 @@ struct CudaModelOptions {
   int64_t max_logits_rows = 256;  // most logits rows per step (<= max_batch_tokens)
   int64_t block_size = 16;
   int num_sms = 132;  // multiprocessors, for the attention split
+  // Tensor parallelism (the weights are this rank's shard): the group's collectives, borrowed.
+  // Null for a single rank.
+  DeviceCommunicator* comm = nullptr;
+  ShardSpec shard;
 };
 
 class CudaModel {
@@ -50,7 +64,9 @@ class CudaModel {
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;
 
+  // The whole model's configuration (vocabulary, heads); a rank computes local_config()'s heads.
   const ModelConfig& config() const { return config_; }
+  const ModelConfig& local_config() const { return local_; }
   const DeviceWeights& weights() const { return *weights_; }
   // Device bytes of the scratch buffers (activations, batch arrays, attention workspace).
   [[nodiscard]] int64_t scratch_bytes() const { return scratch_bytes_; }
@@ -64,6 +80,11 @@ class CudaModel {
   // padded.
   absl::Status Forward(const ForwardBatch& batch, const DeviceKvPool& pool);
   [[nodiscard]] const float* logits() const { return logits_.as<float>(); }
+
+  // Waits for everything enqueued on the stream: through the communicator (bounded by its
+  // timeout; a peer's failure is Unavailable) under tensor parallelism, else
+  // cudaStreamSynchronize. `what` names the wait in errors.
+  absl::Status Sync(const char* what);
 
   // Captures one CUDA graph per padded decode size (1, 2, 4, 8, 16, 24, 32, 48, ... up to
   // max_logits_rows) over `pool`, which must outlive the model; pad rows write to `pad_block`,
@@ -103,7 +124,11 @@ class CudaModel {
   // synchronization: capturable).
   absl::Status Enqueue(int64_t n, const StepShape& shape, const DeviceKvPool& pool);
 
+  // Enqueues an all-reduce of n elements of `data` when the model is tensor-parallel.
+  absl::Status AllReduce(void* data, int64_t n, bool fp32);
+
   ModelConfig config_;
+  ModelConfig local_;  // this rank's dimensions (== config_ for a single rank)
   bool rope_neox_ = true;
   CudaModelOptions opts_;
   cudaStream_t stream_ = nullptr;
@@ -115,6 +140,8 @@ class CudaModel {
   int64_t scratch_bytes_ = 0;
 
   DeviceBuffer rope_;  // [max_position][head_dim] fp32
+  // A vocabulary-parallel LM head's rows, then every rank's (all-gathered); empty otherwise.
+  DeviceBuffer logits_shard_, logits_gathered_;
   DeviceBuffer residual_, hidden_, qkv_, attn_, sub_out_, gate_up_, act_, logits_, attn_ws_;
   DeviceBuffer cublas_ws_;
   // Batch arrays: one pinned staging block mirrored by one device block, at fixed offsets.

@@ -55,7 +55,8 @@ absl::Status GenerateTensor(const CudaUploadEntry& e, uint64_t seed, void* dst,
     const bool bias = e.name.size() > 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
     err = kernels::cuda::LaunchFillConstant(dst, t, n, bias ? 0.01f : 1.0f, stream);
   } else {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(e.shard.shape[1]));
+    const int64_t fan_in = e.fan_in > 0 ? e.fan_in : e.shard.shape[1];
+    const float scale = 1.0f / std::sqrt(static_cast<float>(fan_in));
     err = kernels::cuda::LaunchFillUniform(dst, t, n, seed ^ NameHash(e.name), scale, stream);
   }
   return CudaStatus(err, absl::StrCat("generating ", e.name));
@@ -183,6 +184,8 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> UploadWeights(const ModelCheckpoi
   w->dtype = ToKvDtype(embed->device_dtype);
   auto at = [&](const std::string& name) -> const void* { return base + offset[name]; };
   auto at_f32 = [&](const std::string& name) { return static_cast<const float*>(at(name)); };
+  w->vocab_begin = plan.vocab_begin;
+  w->vocab_rows = plan.vocab_rows;
   w->embedding = at("model.embed_tokens.weight");
   w->lm_head = tied ? w->embedding : at("lm_head.weight");
   w->final_norm = at_f32("model.norm.weight");

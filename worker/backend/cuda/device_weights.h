@@ -1,4 +1,5 @@
-// DeviceWeights: a checkpoint's weights in one device allocation, laid out for the forward pass:
+// DeviceWeights: a checkpoint's weights (this rank's shard of them, cuda_backend.h's plan) in one
+// device allocation, laid out for the forward pass:
 // Q/K/V of a layer as one [q_dim + 2 kv_dim, hidden] matrix (one GEMM), gate/up as one
 // [2 intermediate, hidden] matrix, matrices and embeddings in the compute type, norms and biases
 // in fp32. Tied embeddings share the embedding table with the LM head.
@@ -33,9 +34,13 @@ struct DeviceLayerWeights {
 
 struct DeviceWeights {
   kernels::KvDtype dtype = kernels::KvDtype::kBF16;  // of every matrix and the embedding
-  const void* embedding = nullptr;                   // [vocab][hidden]
-  const void* lm_head = nullptr;                     // [vocab][hidden]; == embedding when tied
-  const float* final_norm = nullptr;                 // [hidden]
+  // The vocabulary rows this rank holds of the embedding and LM head (all of them for a single
+  // rank, or when the tensor-parallel size does not divide the vocabulary).
+  int64_t vocab_begin = 0;
+  int64_t vocab_rows = 0;
+  const void* embedding = nullptr;    // [vocab_rows][hidden]
+  const void* lm_head = nullptr;      // [vocab_rows][hidden]; == embedding when tied
+  const float* final_norm = nullptr;  // [hidden]
   std::vector<DeviceLayerWeights> layers;
   // rope_freqs.weight (GGUF Llama 3) on the host, for the RoPE table; empty when absent.
   std::vector<float> rope_freq_factors;

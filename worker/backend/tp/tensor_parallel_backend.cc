@@ -51,8 +51,12 @@ absl::Status CompareShapes(const Backend& b, Communicator* comm) {
 class TensorParallelLeader final : public Backend {
  public:
   TensorParallelLeader(std::unique_ptr<Backend> rank0, std::unique_ptr<Communicator> comm,
+                       std::unique_ptr<Communicator> model_comm,
                        const TensorParallelOptions& options)
-      : comm_(std::move(comm)), rank0_(std::move(rank0)), options_(options) {
+      : comm_(std::move(comm)),
+        model_comm_(std::move(model_comm)),
+        rank0_(std::move(rank0)),
+        options_(options) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   }
 
@@ -146,7 +150,8 @@ class TensorParallelLeader final : public Backend {
   }
 
   std::unique_ptr<Communicator> comm_;
-  std::unique_ptr<Backend> rank0_;  // borrows comm_
+  std::unique_ptr<Communicator> model_comm_;  // null, or what rank0_'s model uses
+  std::unique_ptr<Backend> rank0_;            // borrows comm_ or model_comm_
   const TensorParallelOptions options_;
   mutable absl::Mutex mu_;
   std::string message_ ABSL_GUARDED_BY(mu_);
@@ -162,14 +167,14 @@ class TensorParallelLeader final : public Backend {
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeTensorParallelLeader(
     std::unique_ptr<Backend> rank0, std::unique_ptr<Communicator> comm,
-    const TensorParallelOptions& options) {
+    const TensorParallelOptions& options, std::unique_ptr<Communicator> model_comm) {
   if (comm->rank() != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("the leader must be rank 0, not rank ", comm->rank()));
   }
   RETURN_IF_ERROR(CompareShapes(*rank0, comm.get()));
   return std::unique_ptr<Backend>(
-      new TensorParallelLeader(std::move(rank0), std::move(comm), options));
+      new TensorParallelLeader(std::move(rank0), std::move(comm), std::move(model_comm), options));
 }
 
 absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm) {
@@ -179,9 +184,6 @@ absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm) {
   const int64_t max_bytes = MaxMessageBytes(*backend), max_copies = MaxCopies(*backend);
   std::string bytes;
   StepMessage step;
-  // Logits the leader samples; a follower's copy is dropped.
-  std::vector<float> logits;
-  SamplerOutput unused;
   while (true) {
     RETURN_IF_ERROR(comm->BroadcastBytes(&bytes, 0, max_bytes));
     RETURN_IF_ERROR(step.Decode(bytes, limits, max_copies));
@@ -195,11 +197,10 @@ absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm) {
         break;
       case StepKind::kForward:
       case StepKind::kLogits: {
-        const ForwardBatch& b = step.batch();
-        logits.resize(static_cast<size_t>(b.num_logits * backend->config().vocab_size));
-        // A batch the leader's own backend refused fails there too, after the same checks and
-        // before any collective: both sides stay in step, so that error is not the group's.
-        const absl::Status s = backend->ForwardLogits(b, logits.data());
+        // The leader samples the logits. A batch the leader's own backend refused fails here
+        // too, after the same checks and before any collective: both sides stay in step, so
+        // that error is not the group's.
+        const absl::Status s = backend->ForwardDiscardLogits(step.batch());
         if (!s.ok() && !absl::IsInvalidArgument(s) && !absl::IsResourceExhausted(s)) return s;
         break;
       }

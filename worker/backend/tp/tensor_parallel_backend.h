@@ -32,13 +32,14 @@ struct TensorParallelOptions {
   absl::Duration heartbeat = absl::Seconds(1);
 };
 
-// The leader's Backend over `rank0` (rank 0's slice, whose model collectives use `comm`).
-// Takes both: the communicator outlives the backend that borrows it. Destroying the result
-// stops the followers. Errors: the start-up comparison's (see the file comment) or the
-// communicator's.
+// The leader's Backend over `rank0` (rank 0's slice). Steps travel over `comm`; the model's
+// collectives use `comm` too, or `model_comm` when given (a GPU group's NCCL beside the host
+// communicator). Takes all three: the communicators outlive the backend that borrows them.
+// Destroying the result stops the followers. Errors: the start-up comparison's (see the file
+// comment) or the communicator's.
 absl::StatusOr<std::unique_ptr<Backend>> MakeTensorParallelLeader(
     std::unique_ptr<Backend> rank0, std::unique_ptr<Communicator> comm,
-    const TensorParallelOptions& options = {});
+    const TensorParallelOptions& options = {}, std::unique_ptr<Communicator> model_comm = nullptr);
 
 // Serves the leader's steps on a follower rank with `backend` (this rank's slice, whose model
 // collectives use `comm`). Returns OK when the leader stops the group; the error otherwise (a
