@@ -78,11 +78,7 @@ class NcclCommunicator final : public DeviceCommunicator {
       : api_(api), comm_(comm), stream_(stream), owns_stream_(owns_stream), options_(options) {}
 
   ~NcclCommunicator() override {
-    if (broken_.ok()) {
-      api_->destroy(comm_);
-    } else {
-      api_->abort(comm_);
-    }
+    if (broken_.ok()) api_->destroy(comm_);  // a broken one was aborted when it broke
     if (owns_stream_) cudaStreamDestroy(stream_);
   }
 
@@ -230,8 +226,13 @@ class NcclCommunicator final : public DeviceCommunicator {
     return s.ok() ? s : Break(std::move(s));
   }
 
+  // Records the first failure and aborts the communicator at once: NCCL kernels still waiting
+  // for a dead peer end, so no later wait on the stream (a synchronize, a free) can hang.
   absl::Status Break(absl::Status s) {
-    if (broken_.ok()) broken_ = std::move(s);
+    if (broken_.ok()) {
+      broken_ = std::move(s);
+      api_->abort(comm_);
+    }
     return broken_;
   }
 
@@ -255,6 +256,19 @@ absl::StatusOr<std::unique_ptr<DeviceCommunicator>> ConnectNccl(const NcclOption
   }
   absl::StatusOr<const NcclApi*> api = LoadNccl();
   if (!api.ok()) return api.status();
+  int devices = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no CUDA device found for tensor-parallel rank ", options.rank, " (",
+        e == cudaSuccess ? "0 devices"
+                         : absl::StrCat(cudaGetErrorName(e), ": ", cudaGetErrorString(e)),
+        ")"));
+  }
+  if (options.device < 0 || options.device >= devices) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", options.rank,
+                                                   " wants GPU ", options.device, "; there are ",
+                                                   devices, " CUDA device(s)"));
+  }
   if (cudaError_t e = cudaSetDevice(options.device); e != cudaSuccess) {
     return absl::FailedPreconditionError(
         absl::StrCat("cuda device ", options.device, ": ", cudaGetErrorString(e)));

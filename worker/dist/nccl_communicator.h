@@ -42,8 +42,9 @@ struct NcclOptions {
 // it, and every rank initializes its communicator on `device` (which becomes the calling
 // thread's current device). The waiting collectives run on `stream` (borrowed; it must outlive
 // the communicator), or, when it is null, on a non-blocking stream the communicator makes and
-// owns. FailedPrecondition when NCCL cannot be loaded or the device cannot be selected;
-// InvalidArgument for a rank outside the group; the store's and NCCL's errors otherwise.
+// owns. FailedPrecondition "no CUDA device found" without a GPU, and when NCCL cannot be loaded
+// or the device cannot be selected; InvalidArgument for a rank outside the group or a device
+// beyond the GPUs there are; the store's and NCCL's errors otherwise.
 absl::StatusOr<std::unique_ptr<DeviceCommunicator>> ConnectNccl(const NcclOptions& options,
                                                                 gloo::rendezvous::Store& store,
                                                                 cudaStream_t stream = nullptr);

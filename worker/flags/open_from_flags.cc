@@ -13,10 +13,9 @@ namespace pagellm::cli {
 
 absl::StatusOr<OpenedModel> OpenModelFromFlags() {
   ASSIGN_OR_RETURN(BackendOptions bo, BackendOptionsFromFlags());
-  if (TensorParallelSizeFromFlags() > 1 && bo.device != "cpu") {
+  if (TensorParallelSizeFromFlags() > 1 && bo.device != "cpu" && bo.device != "cuda") {
     return absl::UnimplementedError(
-        absl::StrCat("--tensor-parallel-size runs on --device cpu only for now (", bo.device,
-                     " needs its own communicator)"));
+        absl::StrCat("--tensor-parallel-size runs on --device cpu or cuda, not ", bo.device));
   }
   // A tensor-parallel group starts first, so that the other ranks load while this one does.
   ASSIGN_OR_RETURN(ParallelGroup group, JoinGroupFromFlags());
