@@ -75,7 +75,10 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options option
     if (!server.ok()) return server.status();
     r->http_ = *std::move(server);
   }
-  r->wired_.store(true, std::memory_order_release);
+  {
+    absl::MutexLock lock(&r->wire_mu_);
+    r->wired_ = true;
+  }
   r->UpdateHealth();  // NOT_SERVING until a worker is ready and the model is known
   r->ticker_ = std::thread([self] { self->TickerLoop(); });
   r->bootstrap_ = std::thread([self] { self->BootstrapLoop(); });
@@ -119,7 +122,12 @@ void RouterServer::Shutdown(absl::Duration grace) {
     openai_->WaitForRequests(absl::Now() + absl::Seconds(1));
     http_->Stop();
   }
-  wired_.store(false, std::memory_order_release);
+  {
+    absl::MutexLock lock(&wire_mu_);
+    wired_ = false;
+    wire_mu_.Await(absl::Condition(
+        +[](int* callbacks) { return *callbacks == 0; }, &pool_callbacks_));
+  }
   stop_.Notify();
   {
     absl::MutexLock lock(&fetch_mu_);
@@ -137,9 +145,15 @@ bool RouterServer::serving() const {
 }
 
 void RouterServer::OnPoolChange() {
-  if (!wired_.load(std::memory_order_acquire)) return;
+  {
+    absl::MutexLock lock(&wire_mu_);
+    if (!wired_) return;
+    ++pool_callbacks_;
+  }
   queue_->Pump(*pool_);
   UpdateHealth();
+  absl::MutexLock lock(&wire_mu_);
+  --pool_callbacks_;
 }
 
 void RouterServer::UpdateHealth() {

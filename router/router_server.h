@@ -100,7 +100,12 @@ class RouterServer {
   std::unique_ptr<OpenAiFrontend> openai_;  // with http_, when the HTTP API is on
   std::unique_ptr<HttpServer> http_;
 
-  std::atomic<bool> wired_{false};  // pool changes reach the queue and health
+  // Pool changes reach the queue and health while wired_. The pool calls back on its own threads,
+  // so Shutdown clears wired_ and then waits until no callback is in OnPoolChange: after that
+  // none touches the members it is about to destroy.
+  absl::Mutex wire_mu_;
+  bool wired_ ABSL_GUARDED_BY(wire_mu_) = false;
+  int pool_callbacks_ ABSL_GUARDED_BY(wire_mu_) = 0;  // in OnPoolChange now
   std::atomic<bool> draining_{false};
   absl::Notification stop_;  // threads exit
   std::thread ticker_;
