@@ -70,7 +70,11 @@ run /usr/local/bin/pagellm-router --workers "127.0.0.1:$port_w" --port="$port_r"
 health=$(.venv/bin/python - "$port_w" << 'PY'
 import sys, time, grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-stub = health_pb2_grpc.HealthStub(grpc.insecure_channel(f"127.0.0.1:{sys.argv[1]}"))
+# Reconnect quickly: gRPC's default backoff would retry a refused connection only after 1, 2.6,
+# 4.2, ... s.
+stub = health_pb2_grpc.HealthStub(grpc.insecure_channel(
+    f"127.0.0.1:{sys.argv[1]}",
+    options=[("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)]))
 deadline = time.time() + 120
 while True:
     try:

@@ -59,7 +59,7 @@ class OpenAiApiTest(unittest.TestCase):
         cls.client = openai.OpenAI(base_url=cls.base + "/v1", api_key="unused", max_retries=0,
                                    timeout=120)
         cls.model = cls.client.models.list().data[0].id
-        cls.stub = e2e.GEN_GRPC.GenerationStub(e2e.grpc.insecure_channel(cls.router.target))
+        cls.stub = e2e.GEN_GRPC.GenerationStub(e2e.Channel(cls.router.target))
 
     @classmethod
     def tearDownClass(cls):

@@ -32,7 +32,6 @@ import serving_e2e_test as e2e  # noqa: E402  (processes, ports, stubs)
 
 import grpc  # noqa: E402
 import openai  # noqa: E402
-from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 
 KEY_A, KEY_B, KEY_C = "key-alpha-" + "a" * 24, "key-bravo-" + "b" * 24, "key-charlie-" + "c" * 22
 WORKER_TOKEN = "worker-token-" + "w" * 24
@@ -96,20 +95,9 @@ class SecurityTest(unittest.TestCase):
         with open(p["ca.pem"], "rb") as f:
             cls.ca = f.read()
         cls.creds = grpc.ssl_channel_credentials(root_certificates=cls.ca)
-        cls.channel = grpc.secure_channel(cls.router.target, cls.creds)
+        cls.router.WaitServing(credentials=cls.creds)
+        cls.channel = e2e.Channel(cls.router.target, cls.creds)
         cls.stub = e2e.GEN_GRPC.GenerationStub(cls.channel)
-        health = health_pb2_grpc.HealthStub(cls.channel)
-        end = time.time() + 60
-        while True:
-            try:
-                if health.Check(health_pb2.HealthCheckRequest(), timeout=1).status == \
-                        health_pb2.HealthCheckResponse.SERVING:
-                    break
-            except grpc.RpcError:
-                pass
-            if time.time() > end:
-                raise RuntimeError("the TLS router did not become SERVING")
-            time.sleep(0.2)
         cls.https = f"https://127.0.0.1:{cls.router.http_port}"
 
     @classmethod
@@ -154,7 +142,7 @@ class SecurityTest(unittest.TestCase):
     def test_plaintext_is_refused(self):
         with self.assertRaises(Exception):
             urllib.request.urlopen(f"http://127.0.0.1:{self.router.http_port}/health", timeout=5)
-        plain = e2e.GEN_GRPC.GenerationStub(grpc.insecure_channel(self.router.target))
+        plain = e2e.GEN_GRPC.GenerationStub(e2e.Channel(self.router.target))
         with self.assertRaises(grpc.RpcError) as cm:
             self.Generate(KEY_A, stub=plain)
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
@@ -194,7 +182,7 @@ class SecurityTest(unittest.TestCase):
         p = self.pki
         target = self.good.target
         # No client certificate: the handshake fails.
-        no_cert = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=self.ca))
+        no_cert = e2e.Channel(target, grpc.ssl_channel_credentials(root_certificates=self.ca))
         worker_stub = e2e.WORKER_GRPC.WorkerStub(no_cert)
         with self.assertRaises(grpc.RpcError) as cm:
             worker_stub.GetLoad(e2e.WORKER_PB2.GetLoadRequest(), timeout=5)
@@ -203,7 +191,7 @@ class SecurityTest(unittest.TestCase):
         with open(p["client.pem"], "rb") as f, open(p["client.key"], "rb") as k:
             creds = grpc.ssl_channel_credentials(root_certificates=self.ca,
                                                  certificate_chain=f.read(), private_key=k.read())
-        worker_stub = e2e.WORKER_GRPC.WorkerStub(grpc.secure_channel(target, creds))
+        worker_stub = e2e.WORKER_GRPC.WorkerStub(e2e.Channel(target, creds))
         with self.assertRaises(grpc.RpcError) as cm:
             worker_stub.GetLoad(e2e.WORKER_PB2.GetLoadRequest(), timeout=5)
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)

@@ -49,6 +49,19 @@ PROMPTS = [f"{w} number {i} is" for i in range(16)
                      "The best way to learn")]
 
 
+# Test channels retry a refused connection every 100-500 ms. gRPC's default backoff (1 s, growing
+# 1.6x per attempt) made every wait for a process that was still starting cost up to 15 s. (The
+# minimum connect timeout, grpc.min_reconnect_backoff_ms, keeps its default of 20 s.)
+FAST_RECONNECT = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)]
+
+
+def Channel(target, credentials=None):
+    """A channel to target (TLS when credentials are given) that reconnects quickly."""
+    if credentials is None:
+        return grpc.insecure_channel(target, options=FAST_RECONNECT)
+    return grpc.secure_channel(target, credentials, options=FAST_RECONNECT)
+
+
 def FreePort():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -67,19 +80,21 @@ class Proc:
     def target(self):
         return f"127.0.0.1:{self.port}"
 
-    def WaitServing(self, timeout=60):
-        channel = grpc.insecure_channel(self.target)
-        stub = health_pb2_grpc.HealthStub(channel)
+    def WaitServing(self, timeout=60, credentials=None):
         end = time.time() + timeout
         while time.time() < end:
             if self.p.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.p.returncode}; see {self.log.name}")
-            try:
-                r = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                if r.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
+            # A new channel each time: a TLS channel whose first connection was refused (the
+            # process not listening yet) retried only after gRPC's default backoff, up to 15 s.
+            with Channel(self.target, credentials) as channel:
+                try:
+                    r = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
+                                                                  timeout=1)
+                    if r.status == health_pb2.HealthCheckResponse.SERVING:
+                        return
+                except grpc.RpcError:
+                    pass
             time.sleep(0.1)
         raise RuntimeError(f"{self.name} not SERVING after {timeout}s; see {self.log.name}")
 
@@ -178,7 +193,7 @@ class ServingTest(unittest.TestCase):
             w.WaitServing()
         cls.router = StartRouter("router", cls.workers)
         cls.router.WaitServing()
-        cls.channel = grpc.insecure_channel(cls.router.target)
+        cls.channel = Channel(cls.router.target)
         cls.stub = GEN_GRPC.GenerationStub(cls.channel)
 
     @classmethod
@@ -294,10 +309,10 @@ class ServingTest(unittest.TestCase):
 
     def test_health_reflection_and_metrics(self):
         for p in [self.router, *self.workers]:
-            stub = health_pb2_grpc.HealthStub(grpc.insecure_channel(p.target))
+            stub = health_pb2_grpc.HealthStub(Channel(p.target))
             self.assertEqual(stub.Check(health_pb2.HealthCheckRequest()).status,
                              health_pb2.HealthCheckResponse.SERVING, p.name)
-            refl = reflection_pb2_grpc.ServerReflectionStub(grpc.insecure_channel(p.target))
+            refl = reflection_pb2_grpc.ServerReflectionStub(Channel(p.target))
             resp = next(refl.ServerReflectionInfo(iter(
                 [reflection_pb2.ServerReflectionRequest(list_services="")])))
             names = {s.name for s in resp.list_services_response.service}
@@ -368,7 +383,7 @@ class FailureTest(unittest.TestCase):
         router = StartRouter("fail-router", [a, b])
         self.procs.append(router)
         router.WaitServing()
-        stub = GEN_GRPC.GenerationStub(grpc.insecure_channel(router.target))
+        stub = GEN_GRPC.GenerationStub(Channel(router.target))
         threads, outcomes = StartStreams(stub, [f"stream {i}" for i in range(8)], 8000, 60)
         killed_at = time.time()
         a.kill()
@@ -407,7 +422,7 @@ class FailureTest(unittest.TestCase):
         router = StartRouter("queue-router", [w], extra=["--max-queue", "3"])
         self.procs.append(router)
         router.WaitServing()
-        stub = GEN_GRPC.GenerationStub(grpc.insecure_channel(router.target))
+        stub = GEN_GRPC.GenerationStub(Channel(router.target))
         first_token = {}
 
         def stream(i):
@@ -444,7 +459,7 @@ class FailureTest(unittest.TestCase):
         router = StartRouter("rq-router", [w])
         self.procs.append(router)
         router.WaitServing()
-        stub = GEN_GRPC.GenerationStub(grpc.insecure_channel(router.target))
+        stub = GEN_GRPC.GenerationStub(Channel(router.target))
         calls = []
         for i in range(10):
             req = GEN_PB2.GenerateRequest(text="z" * 20)
@@ -462,13 +477,13 @@ class FailureTest(unittest.TestCase):
                                                      "--shutdown-grace", "3"])
         self.procs = [w]
         w.WaitServing()
-        stub = WORKER_GRPC.WorkerStub(grpc.insecure_channel(w.target))
+        stub = WORKER_GRPC.WorkerStub(Channel(w.target))
         req = WORKER_PB2.WorkerGenerateRequest(prompt_token_ids=[65, 66])
         req.sampling.max_tokens, req.sampling.ignore_eos = 100, True
         call = stub.Generate(req)
         next(call)
         w.p.send_signal(signal.SIGTERM)
-        health = health_pb2_grpc.HealthStub(grpc.insecure_channel(w.target))
+        health = health_pb2_grpc.HealthStub(Channel(w.target))
         WaitFor(lambda: health.Check(health_pb2.HealthCheckRequest()).status ==
                 health_pb2.HealthCheckResponse.NOT_SERVING, 2, "NOT_SERVING while draining")
         tokens = sum(len(d.token_ids) for r in call for d in r.deltas)

@@ -86,7 +86,7 @@ class TensorParallelServingTest(unittest.TestCase):
         for w in (group, single):
             router = self.Start(e2e.StartRouter(f"router-{w.name}", [w]))
             router.WaitServing()
-            stub = e2e.GEN_GRPC.GenerationStub(grpc.insecure_channel(router.target))
+            stub = e2e.GEN_GRPC.GenerationStub(e2e.Channel(router.target))
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 outputs.append(list(pool.map(lambda p: Greedy(stub, p), PROMPTS)))
         same = sum(a == b for x, y in zip(*outputs) for a, b in zip(x, y))
@@ -94,7 +94,7 @@ class TensorParallelServingTest(unittest.TestCase):
         self.assertGreater(group.Metric("pagellm_collective_seconds_count"), 0)
 
         # Streams on the group; kill -9 of rank 1 once they run.
-        stub = e2e.GEN_GRPC.GenerationStub(grpc.insecure_channel(
+        stub = e2e.GEN_GRPC.GenerationStub(e2e.Channel(
             self.Start(e2e.StartRouter("router-group", [group])).target))
         self.procs[-1].WaitServing()
         threads, outcomes = e2e.StartStreams(stub, PROMPTS[:4], 3000, 120)
@@ -110,18 +110,18 @@ class TensorParallelServingTest(unittest.TestCase):
             self.assertLess(o[1] - killed_at, 5.0)
 
         # The worker says it cannot serve: health NOT_SERVING and failing load polls.
-        health = health_pb2_grpc.HealthStub(grpc.insecure_channel(group.target))
+        health = health_pb2_grpc.HealthStub(e2e.Channel(group.target))
         e2e.WaitFor(lambda: health.Check(health_pb2.HealthCheckRequest(), timeout=1).status ==
                     health_pb2.HealthCheckResponse.NOT_SERVING, 5, "NOT_SERVING")
         with self.assertRaises(grpc.RpcError) as load:
-            e2e.WORKER_GRPC.WorkerStub(grpc.insecure_channel(group.target)).GetLoad(
+            e2e.WORKER_GRPC.WorkerStub(e2e.Channel(group.target)).GetLoad(
                 e2e.WORKER_PB2.GetLoadRequest(), timeout=5)
         self.assertEqual(load.exception.code(), grpc.StatusCode.UNAVAILABLE)
 
         # A router over both sends new requests to the rank that still works.
         both = self.Start(e2e.StartRouter("router-both", [group, single]))
         both.WaitServing()
-        stub = e2e.GEN_GRPC.GenerationStub(grpc.insecure_channel(both.target))
+        stub = e2e.GEN_GRPC.GenerationStub(e2e.Channel(both.target))
         for p in PROMPTS[:4]:
             self.assertEqual(len(Greedy(stub, p, 8)), 8)
 

@@ -174,6 +174,9 @@ TEST(GlooFailureTest, APeerThatGoesAwayFailsTheCollectiveWithinTheTimeout) {
   RunGroup(
       2,
       [&](Communicator& c) {
+        // Both ranks are connected after the barrier (without it, rank 1 could go before rank
+        // 0's side of the connection was set up, and rank 0's ConnectGloo would fail instead).
+        ASSERT_TRUE(c.Barrier().ok());
         if (c.rank() == 1) return;  // the communicator is destroyed: its connections close
         absl::SleepFor(absl::Milliseconds(100));
         std::vector<float> x(1 << 16, 1.0f);
