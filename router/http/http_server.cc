@@ -465,6 +465,9 @@ class Session final : public SessionBase {
       exchange_->Finish(/*closed=*/false);
       exchange_.reset();
     }
+    // Closed while the last write was completing (Stop, or the client left): arm nothing, or
+    // the idle timer would hold Stop's I/O threads for idle_timeout.
+    if (closed_) return;
     if (linger_) return LingerClose();
     if (!keep_alive_) return DoClose();
     if (!watching_) return ReadHeader();  // the buffer already holds the next request
