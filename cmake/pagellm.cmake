@@ -2,11 +2,11 @@
 # Registers one GoogleTest binary with CTest. Tests run from the repository root so that
 # paths such as models/ and tests/data/ resolve the same way as from the README.
 function(pagellm_cc_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ARGS" ${ARGN})
   add_executable(${T_NAME} ${T_SRCS})
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-  add_test(NAME ${T_NAME} COMMAND ${T_NAME} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME ${T_NAME} COMMAND ${T_NAME} ${T_ARGS} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()

@@ -11,7 +11,7 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config git unzip ca-certificates
   libabsl-dev libpcre2-dev libopenblas-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus-cpp-dev libssl-dev
-  libcpp-httplib-dev libgloo-dev libboost-dev
+  libcpp-httplib-dev libgloo-dev libboost-dev libboost-context-dev
   prometheus debootstrap buildah podman)
 
 missing=()

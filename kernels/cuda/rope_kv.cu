@@ -56,7 +56,7 @@ __global__ void RopeKvKernel(RopeKvParams p) {
 cudaError_t LaunchRopeKv(const RopeKvParams& p, cudaStream_t stream) {
   if (p.num_tokens < 0 || p.num_tokens > (1ll << 31) - 1 || p.kv.head_dim <= 0 ||
       p.kv.head_dim % 2 != 0 || p.num_heads <= 0 || p.kv.num_kv_heads <= 0 ||
-      p.kv.dtype != KvDtype::kBF16 && p.kv.dtype != KvDtype::kF16) {
+      (p.kv.dtype != KvDtype::kBF16 && p.kv.dtype != KvDtype::kF16)) {
     return cudaErrorInvalidValue;
   }
   if (p.num_tokens == 0) return cudaSuccess;

@@ -42,8 +42,10 @@ copy_executables() {
       echo "bundle: note: $build/bin/$name is missing, skipped"
     fi
   done
-  # The CUDA tests and benchmarks, and the engine tests check.sh reruns with --device cuda.
+  # The CUDA tests and benchmarks, and the engine tests check.sh reruns with --device cuda. Not
+  # the *_emu_test binaries: they run the kernels on the CPU emulator, which CI already does.
   for f in "$build"/bin/*cuda* "$build"/tests/*cuda* "$build"/tests/{preemption,sharing}_test; do
+    [[ "$f" == *_emu_test ]] && continue
     [[ -f "$f" && -x "$f" ]] && cp "$f" "$stage/bin/"
   done
   return 0
