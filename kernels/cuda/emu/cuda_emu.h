@@ -50,6 +50,10 @@ namespace cuda_emu {
 cudaError_t Launch(dim3 grid, dim3 block, size_t dynamic_shared, cudaStream_t stream,
                    const std::function<void()>& body);
 
+// Runs `work` now, or records it when `stream` is being captured (then a graph launch runs it).
+// For host-side work on a stream, such as an emulated library call.
+cudaError_t Enqueue(cudaStream_t stream, std::function<cudaError_t()> work);
+
 // The calling fiber's coordinates.
 const uint3& ThreadIdx();
 const uint3& BlockIdx();

@@ -226,10 +226,16 @@ absl::Status DeviceSampler::Sample(const float* logits, int64_t num_logits,
                                                reinterpret_cast<const SampleRow*>(dev + sample_at_),
                                                ns, results + ng, stream_),
                    "sampling"));
-    RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(results_host_.get(), results, (ng + ns) * sizeof(GreedyResult),
-                                   cudaMemcpyDeviceToHost, stream_),
-                   "sampling results"));
+    auto* results_base = results_device_.as<uint8_t>();
+    RETURN_IF_ERROR(CudaStatus(kernels::cuda::LaunchBeamCandidates(
+                                   logits, vocab_, reinterpret_cast<const BeamRow*>(dev + beam_at_),
+                                   nb, suppress, reinterpret_cast<int32_t*>(results_base + ids_at_),
+                                   reinterpret_cast<double*>(results_base + logprobs_at_), stream_),
+                               "beam candidates"));
+    // Sampled rows' results, then the candidates' logprobs and ids: one copy.
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(results_host_.get(), results_base, result_bytes_,
+                                               cudaMemcpyDeviceToHost, stream_),
+                               "sampling results"));
   }
   float* host_logits = host_index_.empty() ? nullptr : host_.Logits(num_logits);
   for (int64_t r = 0; r < num_logits; ++r) {
