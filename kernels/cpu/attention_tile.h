@@ -2,7 +2,8 @@
 // heads of one KV head) against that sequence's paged keys and values, 16 positions at a time,
 // with an online softmax. Each 16-position chunk of K and V is read from the pool (and widened
 // from fp16) once for the whole tile, into a per-thread buffer the tile's rows then stream from
-// L1.
+// L1; with AVX-512, K goes there transposed (16 positions per vector), so that the scores need
+// no lane reductions.
 //
 // The arithmetic is defined per query row, and neither the tile nor the CPU changes it (the
 // generic loop in paged_attention.cc performs it one query at a time, and tests compare the

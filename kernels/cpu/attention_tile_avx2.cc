@@ -13,7 +13,11 @@ struct V8x2 {
   struct R {
     __m256 lo, hi;
   };
-  static constexpr int64_t kValueRows = 1;  // 8 accumulators a row already fill the pipes
+  // Scores from K rows (V8x2::Scores). Transposed K (attention_tile_impl.h) measured no faster
+  // with one row per run and 16 vector registers.
+  static constexpr bool kTransposeK = false;
+  template <int C>
+  static constexpr int kValueRows = 1;  // 8 accumulators a row already fill the pipes
 
   static R Zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
   static R Set1(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
@@ -29,6 +33,8 @@ struct V8x2 {
   static R Fma(R a, R b, R c) {
     return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
   }
+  static R Pin(R a) { return a; }  // one row: each load folds into its one fma
+  static R Add(R a, R b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
   static R Mul(R a, R b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
   static R Sub(R a, R b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
   static R Exp(R a) { return {ExpApprox8(a.lo), ExpApprox8(a.hi)}; }
@@ -48,7 +54,6 @@ struct V8x2 {
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     return _mm_cvtss_f32(m);
   }
-  static float First(R a) { return _mm256_cvtss_f32(a.lo); }
   // ReduceLanes16's order: lanes i and i + 8 (lo + hi), then i and i + 4 (the 128-bit halves),
   // i and i + 2, i and i + 1.
   static __m128 Quarter(R a) {
@@ -69,8 +74,10 @@ struct V8x2 {
   // The 16 positions' dot products two at a time, reduced in registers (the accumulators never
   // go through memory): four chains of fma in flight, then each pair's quarters and halves,
   // and every second pair the final sums of four positions.
-  template <int C, typename T>
-  static R Scores(const R* q, const T* const* k) {
+  template <int C, int kRows, typename T>
+  static void Scores(const R (*qr)[C], const T* const* k, R* out) {
+    static_assert(kRows == 1);
+    const R* q = qr[0];
     __m128 four[4];
 #pragma GCC unroll 4
     for (int f = 0; f < 4; ++f) {
@@ -90,9 +97,11 @@ struct V8x2 {
       four[f] = _mm_add_ps(_mm_shuffle_ps(h[0], h[1], _MM_SHUFFLE(2, 0, 2, 0)),
                            _mm_shuffle_ps(h[0], h[1], _MM_SHUFFLE(3, 1, 3, 1)));
     }
-    return {_mm256_set_m128(four[1], four[0]), _mm256_set_m128(four[3], four[2])};
+    out[0] = {_mm256_set_m128(four[1], four[0]), _mm256_set_m128(four[3], four[2])};
   }
   static void HalvesToFloats(const uint16_t* h, float* f) { Store(f, Load(h)); }
+  template <int C, typename T>
+  static void Transpose(const T* const*, float*) {}  // not called: kTransposeK is false
 };
 
 }  // namespace

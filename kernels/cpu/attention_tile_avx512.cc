@@ -5,17 +5,23 @@
 
 #include "kernels/cpu/exp_x86.h"
 
-// GCC 12 reports its own _mm512_cvtph_ps as maybe-uninitialized when inlined into arrays (a
-// false positive; the same pragma stood around the AVX-512 attention task before).
+// GCC 12 reports the undefined vectors inside its own intrinsics (_mm512_cvtph_ps,
+// _mm512_extractf64x4_pd) as uninitialized when they are inlined into arrays of rows (a false
+// positive; the same pragma stood around the AVX-512 attention task before).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace pagellm::kernels::internal {
 namespace {
 
 struct V16 {
   using R = __m512;
-  static constexpr int64_t kValueRows = 2;  // two rows' accumulators fill the two FMA pipes
+  // Rows of a query that share each K and V load: their queries stay in registers (4 or 8 of
+  // the 32 vectors a row), and three rows' fma chains fill the two FMA pipes.
+  static constexpr bool kTransposeK = true;
+  template <int C>
+  static constexpr int kValueRows = C <= 4 ? 3 : 2;
 
   static R Zero() { return _mm512_setzero_ps(); }
   static R Set1(float x) { return _mm512_set1_ps(x); }
@@ -25,6 +31,13 @@ struct V16 {
   }
   static void Store(float* p, R a) { _mm512_storeu_ps(p, a); }
   static R Fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+  static R Add(R a, R b) { return _mm512_add_ps(a, b); }
+  // a, held in a register: the loads of values used by several fma stay single, and the other
+  // operand (a broadcast) folds into the fma.
+  static R Pin(R a) {
+    asm("" : "+v"(a));
+    return a;
+  }
   static R Mul(R a, R b) { return _mm512_mul_ps(a, b); }
   static R Sub(R a, R b) { return _mm512_sub_ps(a, b); }
   static R Exp(R a) { return ExpApprox16(a); }
@@ -33,7 +46,6 @@ struct V16 {
     return _mm512_mask_blend_ps(keep, _mm512_set1_ps(fill), a);
   }
   static float MaxLanes(R a) { return _mm512_reduce_max_ps(a); }
-  static float First(R a) { return _mm512_cvtss_f32(a); }
   // ReduceLanes16's order: lanes i and i + 8, then 4, 2 and 1 apart.
   static float SumLanes(R a) {
     const __m256 r =
@@ -43,17 +55,22 @@ struct V16 {
     const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
     return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
   }
-  // Lane j: ReduceLanes16 of the fma lanes of q and k[j] (through memory, then the butterfly).
-  template <int C, typename T>
-  static R Scores(const R* q, const T* const* k) {
-    alignas(64) float acc[16][16];
+  // Row r's lane j: ReduceLanes16 of the fma lanes of q[r] and k[j] (through memory, then the
+  // butterfly). Each K vector is loaded once for the rows.
+  template <int C, int kRows, typename T>
+  static void Scores(const R (*q)[C], const T* const* k, R* out) {
+    alignas(64) float acc[kRows][16][16];
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) {
-      R s = Zero();
-      for (int c = 0; c < C; ++c) s = Fma(q[c], Load(k[j] + 16 * c), s);
-      Store(acc[j], s);
+      R s[kRows];
+      for (int r = 0; r < kRows; ++r) s[r] = Zero();
+      for (int c = 0; c < C; ++c) {
+        const R kv = Load(k[j] + 16 * c);
+        for (int r = 0; r < kRows; ++r) s[r] = Fma(q[r][c], kv, s[r]);
+      }
+      for (int r = 0; r < kRows; ++r) Store(acc[r][j], s[r]);
     }
-    return ReduceRows16(acc);
+    for (int r = 0; r < kRows; ++r) out[r] = ReduceRows16(acc[r]);
   }
   // ReduceLanes16 of 16 rows at once: the same additions in the same pairs (lanes i and i + 8,
   // then 4, 2, 1 apart), as a butterfly across the rows that leaves row j's sum in lane j.
@@ -79,6 +96,40 @@ struct V16 {
     return _mm512_permutexvar_ps(order, sums);
   }
   static void HalvesToFloats(const uint16_t* h, float* f) { Store(f, Load(h)); }
+
+  // kt[d * 16 + j] = k[j][d] for the chunk's 16 rows (widened from fp16), 16 dimensions at a
+  // time: each 16 x 16 block is transposed in registers (pairs, then quads, then 128-bit lanes
+  // twice).
+  template <int C, typename T>
+  static void Transpose(const T* const* k, float* kt) {
+    for (int c = 0; c < C; ++c) {
+      __m512 r[16], t[16], u[16];
+      for (int j = 0; j < 16; ++j) r[j] = Load(k[j] + 16 * c);
+      for (int p = 0; p < 8; ++p) {  // t[2p], t[2p + 1]: rows 2p, 2p + 1 interleaved
+        t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+        t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+      }
+      for (int q = 0; q < 4; ++q) {  // u[4q + e], 128-bit lane i: dim 4i + e of rows 4q .. 4q + 3
+        const __m512d a = _mm512_castps_pd(t[4 * q]), b = _mm512_castps_pd(t[4 * q + 2]);
+        const __m512d x = _mm512_castps_pd(t[4 * q + 1]), y = _mm512_castps_pd(t[4 * q + 3]);
+        u[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        u[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        u[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
+        u[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
+      }
+      for (int e = 0; e < 4; ++e) {  // dim 4i + e: lane i of u[e], u[4 + e], u[8 + e], u[12 + e]
+        const __m512 v0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88);
+        const __m512 v1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xdd);
+        const __m512 w0 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88);
+        const __m512 w1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xdd);
+        float* d = kt + (16 * c + e) * 16;
+        Store(d, _mm512_shuffle_f32x4(v0, w0, 0x88));            // dim 4 * 0 + e
+        Store(d + 4 * 16, _mm512_shuffle_f32x4(v1, w1, 0x88));   // dim 4 * 1 + e
+        Store(d + 8 * 16, _mm512_shuffle_f32x4(v0, w0, 0xdd));   // dim 4 * 2 + e
+        Store(d + 12 * 16, _mm512_shuffle_f32x4(v1, w1, 0xdd));  // dim 4 * 3 + e
+      }
+    }
+  }
 };
 
 }  // namespace
