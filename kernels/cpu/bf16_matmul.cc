@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "common/half.h"
@@ -131,6 +132,68 @@ void PanelAvx2(const float* x, int64_t rows, int64_t ldx, const uint32_t* panel,
     TileAvx2<kTileRowsAvx2>(x + m * ldx, ldx, panel, k, y + m * ldy, ldy, valid);
   if (rows - m == 2) TileAvx2<2>(x + m * ldx, ldx, panel, k, y + m * ldy, ldy, valid);
   if (rows - m == 1) TileAvx2<1>(x + m * ldx, ldx, panel, k, y + m * ldy, ldy, valid);
+}
+
+// --- AVX512-BF16 (kPairs) ---
+
+// Rows [0, MT) of the rounded activations (kp apart) against one panel: 32 outputs a row in two
+// accumulators, per pair of elements two weight lines and one broadcast pair a row.
+template <int MT>
+__attribute__((target("avx512f,avx512bf16"))) void PairTile(const uint16_t* xb, int64_t kp,
+                                                            const uint32_t* panel, float* y,
+                                                            int64_t ldy, __mmask16 mask_lo,
+                                                            __mmask16 mask_hi) {
+  __m512 lo_acc[MT], hi_acc[MT];
+#pragma GCC unroll 12
+  for (int i = 0; i < MT; ++i) lo_acc[i] = hi_acc[i] = _mm512_setzero_ps();
+  for (int64_t e = 0; e < kp; e += 2) {
+    const __m512i w0 = _mm512_loadu_si512(panel + e * kLanes);
+    const __m512i w1 = _mm512_loadu_si512(panel + e * kLanes + kLanes);
+#pragma GCC unroll 12
+    for (int i = 0; i < MT; ++i) {
+      uint32_t pair;
+      std::memcpy(&pair, xb + i * kp + e, 4);
+      const __m512i a = _mm512_set1_epi32(static_cast<int32_t>(pair));
+      lo_acc[i] = _mm512_dpbf16_ps(lo_acc[i], (__m512bh)a, (__m512bh)w0);
+      hi_acc[i] = _mm512_dpbf16_ps(hi_acc[i], (__m512bh)a, (__m512bh)w1);
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < MT; ++i) {
+    _mm512_mask_storeu_ps(y + i * ldy, mask_lo, lo_acc[i]);
+    _mm512_mask_storeu_ps(y + i * ldy + kLanes, mask_hi, hi_acc[i]);
+  }
+}
+
+using PairTileFn = void (*)(const uint16_t*, int64_t, const uint32_t*, float*, int64_t, __mmask16,
+                            __mmask16);
+template <int... I>
+constexpr auto MakePairTiles(std::integer_sequence<int, I...>) {
+  return std::array<PairTileFn, sizeof...(I)>{PairTile<I + 1>...};
+}
+constexpr auto kPairTiles = MakePairTiles(std::make_integer_sequence<int, kTileRows>());
+
+// Panels [p_begin, p_end) of a kPairs matrix for all rows, in row chunks that stay in L2.
+void PairPanels(const uint16_t* xb, int64_t rows, const PackedBf16Matrix& w, int64_t p_begin,
+                int64_t p_end, float* y, int64_t ldy) {
+  const int64_t kp = w.k_padded;
+  const int64_t chunk =
+      std::max<int64_t>(kTileRows, kChunkBytes / (kp * 2) / kTileRows * kTileRows);
+  for (int64_t m0 = 0; m0 < rows; m0 += chunk) {
+    const int64_t mr = std::min(chunk, rows - m0);
+    for (int64_t p = p_begin; p < p_end; ++p) {
+      const int64_t n0 = p * PackedBf16Matrix::kPanelRows;
+      const int64_t valid = std::min(PackedBf16Matrix::kPanelRows, w.n_out - n0);
+      const auto mask_lo = static_cast<__mmask16>((1u << std::min<int64_t>(valid, 16)) - 1);
+      const auto mask_hi =
+          static_cast<__mmask16>((1u << std::clamp<int64_t>(valid - 16, 0, 16)) - 1);
+      const uint32_t* panel = w.data.data() + p * kp * kLanes;
+      for (int64_t m = m0; m < m0 + mr; m += kTileRows) {
+        const int64_t mt = std::min<int64_t>(kTileRows, m0 + mr - m);
+        kPairTiles[mt - 1](xb + m * kp, kp, panel, y + m * ldy + n0, ldy, mask_lo, mask_hi);
+      }
+    }
+  }
 }
 
 // --- AMX (kAmxTiles) ---
@@ -270,8 +333,11 @@ void LanePanels(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matri
 }  // namespace
 
 PackedBf16Matrix PackBf16Matrix(const float* w, int64_t n_out, int64_t n_in) {
-  return internal::PackBf16MatrixAs(
-      w, n_out, n_in, GetCpuFeatures().amx_bf16 ? Bf16Layout::kAmxTiles : Bf16Layout::kLanes);
+  const CpuFeatures& cpu = GetCpuFeatures();
+  return internal::PackBf16MatrixAs(w, n_out, n_in,
+                                    cpu.amx_bf16      ? Bf16Layout::kAmxTiles
+                                    : cpu.avx512_bf16 ? Bf16Layout::kPairs
+                                                      : Bf16Layout::kLanes);
 }
 
 namespace internal {
@@ -281,7 +347,9 @@ PackedBf16Matrix PackBf16MatrixAs(const float* w, int64_t n_out, int64_t n_in, B
   p.n_out = n_out;
   p.n_in = n_in;
   const int64_t tk = PackedBf16Matrix::kTileK;
-  p.k_padded = layout == Bf16Layout::kAmxTiles ? (n_in + tk - 1) / tk * tk : n_in;
+  p.k_padded = layout == Bf16Layout::kAmxTiles ? (n_in + tk - 1) / tk * tk
+               : layout == Bf16Layout::kPairs  ? (n_in + 1) / 2 * 2
+                                               : n_in;
   p.data.assign(p.panels() * p.k_padded * kLanes, 0);
   for (int64_t n = 0; n < n_out; ++n) {
     const int64_t panel = n / PackedBf16Matrix::kPanelRows, r = n % PackedBf16Matrix::kPanelRows;
@@ -289,6 +357,10 @@ PackedBf16Matrix PackBf16MatrixAs(const float* w, int64_t n_out, int64_t n_in, B
       const uint32_t h = FloatToBf16(w[n * n_in + k]);
       if (layout == Bf16Layout::kLanes) {
         p.data[(panel * n_in + k) * kLanes + r % kLanes] |= h << (r < kLanes ? 0 : 16);
+      } else if (layout == Bf16Layout::kPairs) {
+        // Pair k / 2 of the panel: line r / 16, lane r % 16, half k % 2.
+        p.data[(panel * p.k_padded + k / 2 * 2 + r / kLanes) * kLanes + r % kLanes] |=
+            h << (16 * (k % 2));
       } else {
         // Half (panel, r / 16), tile k / 32, tile row (k % 32) / 2, column r % 16, slot k % 2.
         const int64_t tile = (2 * panel + r / kLanes) * (p.k_padded / tk) + k / tk;
@@ -304,8 +376,9 @@ void Bf16MatmulPath(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int
   if (num_jobs <= 0 || rows <= 0) return;
   const PackedBf16Matrix& first = *jobs[0].w;
   const bool amx = first.layout == Bf16Layout::kAmxTiles;
+  const bool pairs = first.layout == Bf16Layout::kPairs;
   const uint16_t* rounded = nullptr;
-  if (amx) {
+  if (amx || pairs) {
     // The calling (engine) thread's buffer: grows to the largest batch, then is reused. (A
     // thread-local name means the running thread's own: the workers get the pointer.)
     thread_local std::vector<uint16_t> xb;
@@ -320,6 +393,8 @@ void Bf16MatmulPath(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int
       const Bf16MatmulJob& job = jobs[j];
       if (amx) {
         AmxPanels(rounded, rows, *job.w, lo, hi, job.y, job.ldy);
+      } else if (pairs) {
+        PairPanels(rounded, rows, *job.w, lo, hi, job.y, job.ldy);
       } else {
         LanePanels(x, rows, ldx, *job.w, lo, hi, job.y, job.ldy, vector);
       }

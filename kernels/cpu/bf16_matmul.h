@@ -6,6 +6,10 @@
 //   accumulation in the tile registers. Panels of 32 output rows, each two 16-row halves; a half
 //   is a run of 1 KiB tiles, one per 32 input elements: tile row i holds, for each of the 16
 //   rows, its pair of elements 2i, 2i + 1 (the VNNI pair layout the instruction takes).
+// - kPairs, where the CPU has AVX512-BF16 but no AMX: the activations rounded to bf16 as for
+//   kAmxTiles, and `vdpbf16ps` on pairs of elements, fp32 accumulation in registers. Panels of
+//   32 rows; for each pair of elements (2i, 2i + 1), two 64-byte lines: lane j of the first holds
+//   row 32p + j's two bf16 (element 2i in the low half), lane j of the second row 32p + 16 + j's.
 // - kLanes elsewhere: fp32 activations, fused multiply-adds on the weights widened to fp32
 //   (exact), so the only rounding beyond fp32's is the weights' own. Panels of 32 rows: for each
 //   element k, one 64-byte line of 16 lanes, lane j holding row 32p + j's bf16 in its low half
@@ -15,7 +19,8 @@
 // weights, never on the number of rows, on which rows share a tile, or on the thread count.
 // kLanes sums sum_k x[m][k] * w[n][k] by fused multiply-adds in k order from 0.0f, the same on
 // the AVX-512 and portable paths (bit-identical); kAmxTiles adds each 32-element block's dot
-// product as the hardware does, so its results differ from kLanes' in the last bits.
+// product as the hardware does, and kPairs each pair's two products in k order, so their
+// results differ from kLanes' in the last bits.
 // Thread-safe for concurrent calls on distinct outputs.
 #ifndef PAGELLM_KERNELS_CPU_BF16_MATMUL_H_
 #define PAGELLM_KERNELS_CPU_BF16_MATMUL_H_
@@ -27,7 +32,7 @@
 
 namespace pagellm::kernels {
 
-enum class Bf16Layout { kLanes, kAmxTiles };
+enum class Bf16Layout { kLanes, kAmxTiles, kPairs };
 
 struct PackedBf16Matrix {
   static constexpr int64_t kPanelRows = 32;
@@ -35,7 +40,8 @@ struct PackedBf16Matrix {
   Bf16Layout layout = Bf16Layout::kLanes;
   int64_t n_out = 0;
   int64_t n_in = 0;
-  int64_t k_padded = 0;  // n_in, rounded up to kTileK for kAmxTiles (zeros past n_in)
+  // n_in, rounded up to kTileK for kAmxTiles and to 2 for kPairs (zeros past n_in)
+  int64_t k_padded = 0;
   // panels() * k_padded * 16 words of two bf16; rows past n_out in the last panel are zero.
   std::vector<uint32_t> data;
 
@@ -65,10 +71,11 @@ void Bf16MatmulMany(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int
                     int64_t ldx, ThreadPool* pool);
 
 namespace internal {
-// A given layout (kAmxTiles needs CpuFeatures::amx_bf16).
+// A given layout (kAmxTiles needs CpuFeatures::amx_bf16, kPairs CpuFeatures::avx512_bf16).
 PackedBf16Matrix PackBf16MatrixAs(const float* w, int64_t n_out, int64_t n_in, Bf16Layout layout);
 // kLanes matrices on the portable path or the CPU's vector one, AVX-512 or AVX2 (`vector`;
-// tests compare the two); kAmxTiles ones on AMX (`vector` ignored).
+// tests compare the two); kAmxTiles ones on AMX and kPairs ones with AVX512-BF16 (`vector`
+// ignored).
 void Bf16MatmulPath(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int64_t rows,
                     int64_t ldx, ThreadPool* pool, bool vector);
 }  // namespace internal

@@ -58,15 +58,18 @@ struct Shape {
 
 class Bf16MatmulTest : public ::testing::TestWithParam<Shape> {};
 
-// Against a double-precision sum over the rounded weights (and, on AMX, the rounded activations):
-// the fp32 accumulation error only. PackBf16Matrix picks this CPU's layout.
+// Against a double-precision sum over the rounded weights (and, on AMX or AVX512-BF16, the
+// rounded activations): the fp32 accumulation error only. PackBf16Matrix picks this CPU's layout.
 TEST_P(Bf16MatmulTest, MatchesDoubleReferenceOnRoundedWeights) {
   const Shape s = GetParam();
   std::mt19937 rng(7);
   const std::vector<float> w = Random(s.n * s.k, rng), x = Random(s.rows * s.k, rng);
   const PackedBf16Matrix p = PackBf16Matrix(w.data(), s.n, s.k);
-  EXPECT_EQ(p.layout == Bf16Layout::kAmxTiles, GetCpuFeatures().amx_bf16);
-  const bool round_x = p.layout == Bf16Layout::kAmxTiles;
+  const CpuFeatures& cpu = GetCpuFeatures();
+  EXPECT_EQ(p.layout, cpu.amx_bf16      ? Bf16Layout::kAmxTiles
+                      : cpu.avx512_bf16 ? Bf16Layout::kPairs
+                                        : Bf16Layout::kLanes);
+  const bool round_x = p.layout != Bf16Layout::kLanes;
   EXPECT_EQ(p.n_out, s.n);
   EXPECT_EQ(p.panels(), (s.n + 31) / 32);
   const int64_t ldy = s.n + 3;
@@ -105,20 +108,28 @@ TEST_P(Bf16MatmulTest, PathsThreadsAndBatchingAreBitIdentical) {
   ExpectRowsAloneMatch(x.data(), p, s.rows, 5, vec, nullptr);
 }
 
-// AMX: a row alone, the same row inside a batch (in either activation tile of a 32-row block)
-// and any thread count give the same bits.
-TEST_P(Bf16MatmulTest, AmxIsBatchAndThreadInvariant) {
-  if (!GetCpuFeatures().amx_bf16) GTEST_SKIP() << "no AMX (or not permitted) on this CPU";
-  const Shape s = GetParam();
+// AMX and AVX512-BF16: a row alone, the same row inside a batch (in any tile of rows) and any
+// thread count give the same bits.
+void ExpectBatchAndThreadInvariant(Bf16Layout layout, const Shape& s) {
   std::mt19937 rng(13);
   const std::vector<float> w = Random(s.n * s.k, rng), x = Random(s.rows * s.k, rng);
-  const PackedBf16Matrix p = internal::PackBf16MatrixAs(w.data(), s.n, s.k, Bf16Layout::kAmxTiles);
+  const PackedBf16Matrix p = internal::PackBf16MatrixAs(w.data(), s.n, s.k, layout);
   std::vector<float> batch(s.rows * s.n), serial(s.rows * s.n);
   ThreadPool pool(2);
   Bf16Matmul(x.data(), s.rows, s.k, p, batch.data(), s.n, &pool);
   Bf16Matmul(x.data(), s.rows, s.k, p, serial.data(), s.n, nullptr);
   ExpectSameBits(batch.data(), serial.data(), s.rows * s.n, "2 threads vs 1");
   ExpectRowsAloneMatch(x.data(), p, s.rows, 3, batch, &pool);
+}
+
+TEST_P(Bf16MatmulTest, AmxIsBatchAndThreadInvariant) {
+  if (!GetCpuFeatures().amx_bf16) GTEST_SKIP() << "no AMX (or not permitted) on this CPU";
+  ExpectBatchAndThreadInvariant(Bf16Layout::kAmxTiles, GetParam());
+}
+
+TEST_P(Bf16MatmulTest, PairsAreBatchAndThreadInvariant) {
+  if (!GetCpuFeatures().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  ExpectBatchAndThreadInvariant(Bf16Layout::kPairs, GetParam());
 }
 
 // Q, K and V in one region: each output as its own product gives it.

@@ -58,6 +58,7 @@ const CpuFeatures& GetCpuFeatures() {
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") &&
                __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
     if (f.avx512 && !EnvIs("PAGELLM_NO_AMX", "1")) {
       const AmxFeatures amx = Amx();
       f.amx_bf16 = amx.bf16;

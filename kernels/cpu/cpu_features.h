@@ -14,6 +14,8 @@ struct CpuFeatures {
   // PAGELLM_NO_AMX=1 (to compare the paths) or PAGELLM_PORTABLE_KERNELS=1.
   bool amx_bf16 = false;
   bool amx_int8 = false;  // AMX tiles with int8, likewise
+  // AVX512-BF16 (`vdpbf16ps`) with the avx512 set; off with PAGELLM_NO_AVX512=1.
+  bool avx512_bf16 = false;
 };
 
 // Features of this CPU, unless PAGELLM_PORTABLE_KERNELS=1 is set in the environment (then all

@@ -371,4 +371,4 @@ class DisconnectTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    e2e.Main()

@@ -211,4 +211,4 @@ class SecurityTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    e2e.Main()

@@ -42,6 +42,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc  # noqa:
 BIN = os.path.join(ROOT, "build", "bin")
 MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 GEN_PB2, GEN_GRPC, WORKER_PB2, WORKER_GRPC = pagellm_client.Stubs()
+# The processes' logs. Main() removes the folder when every test passed and names it when not.
 LOG_DIR = tempfile.mkdtemp(prefix="pagellm-e2e-")
 
 PROMPTS = [f"{w} number {i} is" for i in range(16)
@@ -491,5 +492,16 @@ class FailureTest(unittest.TestCase):
         self.assertEqual(w.p.wait(timeout=10), 0)
 
 
+def Main():
+    """unittest.main for the calling script's tests; then LOG_DIR is removed if they all passed
+    (PAGELLM_KEEP_LOGS=1 keeps it), or kept and named on stderr if not."""
+    ok = unittest.main(exit=False).result.wasSuccessful()
+    if ok and os.environ.get("PAGELLM_KEEP_LOGS") != "1":
+        shutil.rmtree(LOG_DIR, ignore_errors=True)
+    else:
+        print(f"process logs: {LOG_DIR}", file=sys.stderr)
+    sys.exit(0 if ok else 1)
+
+
 if __name__ == "__main__":
-    unittest.main()
+    Main()

@@ -130,4 +130,4 @@ class TensorParallelServingTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    e2e.Main()
