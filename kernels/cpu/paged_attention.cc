@@ -284,6 +284,7 @@ void RunAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
     max_ctx = std::max<int64_t>(max_ctx, batch.token_pos[t] + 1);
   for (auto& s : workspace->per_thread) {
     Reserve(&s.rows, max_ctx);
+    Reserve(&s.next_rows, max_ctx);
     if (tile_fn != nullptr)
       Reserve(&s.tile, internal::AttentionTileScratch(max_queries * group, hd));
   }
@@ -291,18 +292,46 @@ void RunAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
   // Task k is (tile, KV head); the tiles go in the order first, last, second, second to last...
   // so that each thread's contiguous range mixes short and long contexts (a prompt's causal
   // tiles grow along it).
+  struct Task {
+    int64_t t0, count, ctx, kvh;
+    const int32_t* table;
+  };
+  const auto describe = [&](int64_t task) {
+    const int64_t k = task / nkv, kvh = task % nkv;
+    const int64_t tile = k % 2 == 0 ? k / 2 : num_tiles - 1 - k / 2;
+    const int64_t t0 = tiles[2 * tile], count = tiles[2 * tile + 1];
+    return Task{t0, count, batch.token_pos[t0 + count - 1] + 1, kvh,
+                batch.block_tables + batch.token_seq[t0] * batch.max_blocks_per_seq};
+  };
+  // A decode task is short (a few chunks), so the K and V rows of its first chunks are
+  // requested while the thread's previous task runs, not at its own start.
+  const int64_t row_bytes = hd * KvDtypeBytes(layer.dtype);
+  const auto prefetch_start = [&](const int64_t* rows, int64_t ctx) {
+    const char* kbase = static_cast<const char*>(layer.k);
+    const char* vbase = static_cast<const char*>(layer.v);
+    for (int64_t p = 0; p < std::min<int64_t>(ctx, 2 * internal::kAttentionChunk); ++p) {
+      for (int64_t i = 0; i < row_bytes; i += 64) {
+        _mm_prefetch(kbase + rows[p] + i, _MM_HINT_T0);
+        _mm_prefetch(vbase + rows[p] + i, _MM_HINT_T0);
+      }
+    }
+  };
   auto work = [&](int64_t begin, int64_t end, int thread) {
+    if (begin >= end) return;
     auto& scratch = workspace->per_thread[thread];
     int64_t* rows = scratch.rows.data();
+    int64_t* next_rows = scratch.next_rows.data();
+    Task cur = describe(begin);
+    RowOffsets(layer, cur.table, cur.ctx, cur.kvh, rows);
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t k = task / nkv, kvh = task % nkv;
-      const int64_t tile = k % 2 == 0 ? k / 2 : num_tiles - 1 - k / 2;
-      const int64_t t0 = tiles[2 * tile], count = tiles[2 * tile + 1];
-      const int64_t ctx = batch.token_pos[t0 + count - 1] + 1;
-      const int32_t* table = batch.block_tables + batch.token_seq[t0] * batch.max_blocks_per_seq;
+      if (task + 1 < end) {
+        const Task next = describe(task + 1);
+        RowOffsets(layer, next.table, next.ctx, next.kvh, next_rows);
+        prefetch_start(next_rows, next.ctx);
+      }
+      const int64_t t0 = cur.t0, count = cur.count, kvh = cur.kvh;
       const float* q0 = batch.q + t0 * batch.q_stride + kvh * group * hd;
       float* o0 = batch.out + t0 * batch.out_stride + kvh * group * hd;
-      RowOffsets(layer, table, ctx, kvh, rows);
       if (tile_fn != nullptr) {
         float* buf = scratch.tile.data();
         buf += (64 - reinterpret_cast<uintptr_t>(buf) % 64) % 64 / sizeof(float);
@@ -319,12 +348,14 @@ void RunAttention(const PagedKvLayer& layer, const AttentionBatch& batch,
         args.scale = batch.scale;
         args.scratch = buf;
         tile_fn(args);
-        continue;
+      } else {
+        for (int64_t i = 0; i < count; ++i) {
+          GenericTask(layer, rows, batch.token_pos[t0 + i] + 1, q0 + i * batch.q_stride,
+                      o0 + i * batch.out_stride, group, batch.scale, dot, axpy);
+        }
       }
-      for (int64_t i = 0; i < count; ++i) {
-        GenericTask(layer, rows, batch.token_pos[t0 + i] + 1, q0 + i * batch.q_stride,
-                    o0 + i * batch.out_stride, group, batch.scale, dot, axpy);
-      }
+      std::swap(rows, next_rows);
+      if (task + 1 < end) cur = describe(task + 1);
     }
   };
   const int64_t tasks = num_tiles * nkv;

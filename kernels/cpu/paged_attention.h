@@ -42,6 +42,7 @@ struct AttentionBatch {
 struct AttentionWorkspace {
   struct Scratch {
     std::vector<int64_t> rows;
+    std::vector<int64_t> next_rows;  // the thread's next task's, computed ahead to prefetch
     std::vector<float> tile;
   };
   std::vector<Scratch> per_thread;
