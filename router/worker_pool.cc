@@ -30,8 +30,12 @@ std::shared_ptr<grpc::Channel> MakeWorkerChannel(const std::string& address,
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   // Notice a restarted worker within a second, not after gRPC's default backoff of minutes.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // gRPC reads its "minimum reconnect backoff" as each connection attempt's minimum deadline
+  // (doc/connection-backoff.md's MIN_CONNECT_TIMEOUT; default 20 s). At the backoff's 100 ms, a
+  // worker whose TCP + TLS + HTTP/2 handshake took longer than the longest backoff would never
+  // connect. 5 s: ample for a handshake, short for an attempt lost to a vanished address.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   if (!security.tls_server_name.empty()) {
     args.SetSslTargetNameOverride(security.tls_server_name);
