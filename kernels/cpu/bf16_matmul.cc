@@ -23,6 +23,33 @@ constexpr int kTileRows = 12;
 // stay in L2 (about 1 MiB) while the panels stream past.
 constexpr int64_t kChunkBytes = 1 << 20;
 
+// The store masks of a panel's two 16-output halves when only its first `valid` (<= 32)
+// outputs exist.
+struct HalfMasks {
+  __mmask16 lo, hi;
+};
+inline HalfMasks MasksFor(int64_t valid) {
+  return {static_cast<__mmask16>((1u << std::min<int64_t>(valid, 16)) - 1),
+          static_cast<__mmask16>((1u << std::clamp<int64_t>(valid - 16, 0, 16)) - 1)};
+}
+
+// Panels [p_begin, p_end) of w for all `rows` activation rows of `row_bytes` each, in chunks of
+// rows that stay in L2 while the panels stream past: fn(m0, mr, p, n0, valid) for rows
+// [m0, m0 + mr) and panel p, whose outputs are [n0, n0 + valid).
+template <class Fn>
+void ForPanelsInRowChunks(int64_t rows, int64_t row_bytes, const PackedBf16Matrix& w,
+                          int64_t p_begin, int64_t p_end, Fn&& fn) {
+  const int64_t chunk =
+      std::max<int64_t>(kTileRows, kChunkBytes / row_bytes / kTileRows * kTileRows);
+  for (int64_t m0 = 0; m0 < rows; m0 += chunk) {
+    const int64_t mr = std::min(chunk, rows - m0);
+    for (int64_t p = p_begin; p < p_end; ++p) {
+      const int64_t n0 = p * PackedBf16Matrix::kPanelRows;
+      fn(m0, mr, p, n0, std::min(PackedBf16Matrix::kPanelRows, w.n_out - n0));
+    }
+  }
+}
+
 // Panel p's row r, element k.
 inline float Weight(const uint32_t* panel, int64_t k, int64_t r) {
   const uint32_t lane = panel[k * kLanes + r % kLanes];
@@ -83,12 +110,10 @@ constexpr auto kTiles = MakeTiles(std::make_integer_sequence<int, kTileRows>());
 
 void PanelAvx512(const float* x, int64_t rows, int64_t ldx, const uint32_t* panel, int64_t k,
                  float* y, int64_t ldy, int64_t valid) {
-  const __mmask16 mask_lo = static_cast<__mmask16>((1u << std::min<int64_t>(valid, 16)) - 1);
-  const __mmask16 mask_hi =
-      static_cast<__mmask16>((1u << std::clamp<int64_t>(valid - 16, 0, 16)) - 1);
+  const HalfMasks mask = MasksFor(valid);
   for (int64_t m = 0; m < rows; m += kTileRows) {
     const int64_t mt = std::min<int64_t>(kTileRows, rows - m);
-    kTiles[mt - 1](x + m * ldx, ldx, panel, k, y + m * ldy, ldy, mask_lo, mask_hi);
+    kTiles[mt - 1](x + m * ldx, ldx, panel, k, y + m * ldy, ldy, mask.lo, mask.hi);
   }
 }
 
@@ -177,23 +202,16 @@ constexpr auto kPairTiles = MakePairTiles(std::make_integer_sequence<int, kTileR
 void PairPanels(const uint16_t* xb, int64_t rows, const PackedBf16Matrix& w, int64_t p_begin,
                 int64_t p_end, float* y, int64_t ldy) {
   const int64_t kp = w.k_padded;
-  const int64_t chunk =
-      std::max<int64_t>(kTileRows, kChunkBytes / (kp * 2) / kTileRows * kTileRows);
-  for (int64_t m0 = 0; m0 < rows; m0 += chunk) {
-    const int64_t mr = std::min(chunk, rows - m0);
-    for (int64_t p = p_begin; p < p_end; ++p) {
-      const int64_t n0 = p * PackedBf16Matrix::kPanelRows;
-      const int64_t valid = std::min(PackedBf16Matrix::kPanelRows, w.n_out - n0);
-      const auto mask_lo = static_cast<__mmask16>((1u << std::min<int64_t>(valid, 16)) - 1);
-      const auto mask_hi =
-          static_cast<__mmask16>((1u << std::clamp<int64_t>(valid - 16, 0, 16)) - 1);
-      const uint32_t* panel = w.data.data() + p * kp * kLanes;
-      for (int64_t m = m0; m < m0 + mr; m += kTileRows) {
-        const int64_t mt = std::min<int64_t>(kTileRows, m0 + mr - m);
-        kPairTiles[mt - 1](xb + m * kp, kp, panel, y + m * ldy + n0, ldy, mask_lo, mask_hi);
-      }
-    }
-  }
+  ForPanelsInRowChunks(rows, kp * 2, w, p_begin, p_end,
+                       [&](int64_t m0, int64_t mr, int64_t p, int64_t n0, int64_t valid) {
+                         const HalfMasks mask = MasksFor(valid);
+                         const uint32_t* panel = w.data.data() + p * kp * kLanes;
+                         for (int64_t m = m0; m < m0 + mr; m += kTileRows) {
+                           const int64_t mt = std::min<int64_t>(kTileRows, m0 + mr - m);
+                           kPairTiles[mt - 1](xb + m * kp, kp, panel, y + m * ldy + n0, ldy,
+                                              mask.lo, mask.hi);
+                         }
+                       });
 }
 
 // --- AMX (kAmxTiles) ---
@@ -257,9 +275,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void AmxPanels(const uint16
     const uint32_t* b1 = b0 + kbs * kTileWords;
     const int64_t n0 = p * PackedBf16Matrix::kPanelRows;
     const int64_t valid = std::min(PackedBf16Matrix::kPanelRows, w.n_out - n0);
-    const __mmask16 mask[2] = {
-        static_cast<__mmask16>((1u << std::min<int64_t>(valid, 16)) - 1),
-        static_cast<__mmask16>((1u << std::clamp<int64_t>(valid - 16, 0, 16)) - 1)};
+    const HalfMasks mask = MasksFor(valid);
     // Block kb of the panel's two halves into tiles 6 and 7; the first row block also requests
     // the next panel's.
     auto load_weights = [&](int64_t m, int64_t kb) {
@@ -302,8 +318,8 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void AmxPanels(const uint16
         const float* src0 = c[2 * (r / 16)] + (r % 16) * 16;
         const float* src1 = c[2 * (r / 16) + 1] + (r % 16) * 16;
         float* dst = y + (m + r) * ldy + n0;
-        _mm512_mask_storeu_ps(dst, mask[0], _mm512_load_ps(src0));
-        _mm512_mask_storeu_ps(dst + 16, mask[1], _mm512_load_ps(src1));
+        _mm512_mask_storeu_ps(dst, mask.lo, _mm512_load_ps(src0));
+        _mm512_mask_storeu_ps(dst + 16, mask.hi, _mm512_load_ps(src1));
       }
     }
   }
@@ -319,15 +335,11 @@ void LanePanels(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matri
                         : cpu.avx2   ? PanelAvx2
                                      : PanelPortable;
   const int64_t k = w.n_in;
-  const int64_t chunk = std::max<int64_t>(kTileRows, kChunkBytes / (k * 4) / kTileRows * kTileRows);
-  for (int64_t m0 = 0; m0 < rows; m0 += chunk) {
-    const int64_t mr = std::min(chunk, rows - m0);
-    for (int64_t p = p_begin; p < p_end; ++p) {
-      const int64_t n0 = p * PackedBf16Matrix::kPanelRows;
-      panel_fn(x + m0 * ldx, mr, ldx, w.data.data() + p * k * kLanes, k, y + m0 * ldy + n0, ldy,
-               std::min(PackedBf16Matrix::kPanelRows, w.n_out - n0));
-    }
-  }
+  ForPanelsInRowChunks(rows, k * 4, w, p_begin, p_end,
+                       [&](int64_t m0, int64_t mr, int64_t p, int64_t n0, int64_t valid) {
+                         panel_fn(x + m0 * ldx, mr, ldx, w.data.data() + p * k * kLanes, k,
+                                  y + m0 * ldy + n0, ldy, valid);
+                       });
 }
 
 }  // namespace
