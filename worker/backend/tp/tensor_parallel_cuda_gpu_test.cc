@@ -144,7 +144,7 @@ Plan MakePlan(int seqs, uint32_t seed) {
 class Runner {
  public:
   explicit Runner(const ModelConfig& c) : step_(16, c.max_position_embeddings / 16) {}
-  const ForwardBatch& Build(const std::vector<std::pair<int, std::vector<int32_t>>>& rows) {
+  ForwardBatch Build(const std::vector<std::pair<int, std::vector<int32_t>>>& rows) {
     step_.Clear();
     for (const auto& [s, tokens] : rows) {
       if (s >= static_cast<int>(seqs_.size())) seqs_.resize(s + 1);
