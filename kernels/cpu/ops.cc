@@ -9,6 +9,11 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/exp_x86.h"
 
+// GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_*, which it then
+// reports as maybe-uninitialized wherever they are inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace pagellm::kernels {
 
 float ExpApprox(float x) {
@@ -227,3 +232,5 @@ void AddInPlace(float* y, const float* x, int64_t n) {
 }
 
 }  // namespace pagellm::kernels
+
+#pragma GCC diagnostic pop

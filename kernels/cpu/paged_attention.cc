@@ -47,6 +47,10 @@ void AxpyPortable(float a, const void* v, KvDtype t, int64_t n, float* out) {
 }
 
 // --- AVX-512 (head_dim % 16 == 0) ---
+// GCC 12's _mm512_cvtph_ps starts from _mm512_undefined_ps, which it then reports as
+// maybe-uninitialized wherever the conversion is inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f,avx512vl,fma,f16c"))) inline __m512 Load16(const void* p, KvDtype t,
                                                                           int64_t i) {
   if (t == KvDtype::kF32) return _mm512_loadu_ps(static_cast<const float*>(p) + i);
@@ -72,6 +76,8 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void AxpyAvx512(float a, co
     _mm512_storeu_ps(out + i, _mm512_fmadd_ps(av, Load16(v, t, i), _mm512_loadu_ps(out + i)));
   }
 }
+
+#pragma GCC diagnostic pop
 
 // --- AVX2 (head_dim % 16 == 0): the 16 lanes in two 256-bit vectors ---
 __attribute__((target("avx2,fma,f16c"))) inline __m256 Load8(const void* p, KvDtype t, int64_t i) {

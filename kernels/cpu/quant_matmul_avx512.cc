@@ -24,6 +24,11 @@
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_unpack_x86.h"
 
+// GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_*, which it then
+// reports as maybe-uninitialized wherever they are inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace pagellm::kernels::internal {
 namespace {
 
@@ -457,3 +462,5 @@ void QuantMatmulGroupsAvx512(const PackedQuantMatrix& w, int64_t g_begin, int64_
 }
 
 }  // namespace pagellm::kernels::internal
+
+#pragma GCC diagnostic pop
