@@ -135,6 +135,9 @@ absl::StatusOr<int64_t> AgreeOnBlocks(DeviceCommunicator* comm, int64_t blocks) 
   float* d = buf.as<float>();
   RETURN_IF_ERROR(
       CudaStatus(cudaMemcpy(d, &mine, sizeof(float), cudaMemcpyHostToDevice), "block counts"));
+  // From pageable memory cudaMemcpy may return before its DMA lands, and the communicator's
+  // stream does not wait for the legacy default stream: wait for the device here.
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), "block counts"));
   RETURN_IF_ERROR(comm->AllGather(d, 1, d + 1));
   std::vector<float> all(n);
   RETURN_IF_ERROR(CudaStatus(

@@ -132,6 +132,9 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelCheckpoi
   RETURN_IF_ERROR(CudaStatus(cudaMemcpy(m->rope_.get(), table.data(), table.size() * sizeof(float),
                                         cudaMemcpyHostToDevice),
                              "uploading the RoPE table"));
+  // cudaMemcpy from pageable memory may return before its DMA lands, and the compute stream
+  // does not wait for the legacy default stream.
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), "uploading the RoPE table"));
   ASSIGN_OR_RETURN(m->blas_, LoadCublas());
   const CublasApi& api = *m->blas_;
   RETURN_IF_ERROR(CublasStatus(api, api.create(&m->cublas_), "creating the cuBLAS handle"));

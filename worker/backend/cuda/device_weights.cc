@@ -179,7 +179,10 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> UploadWeights(const ModelCheckpoi
                                               e.shard.row_bytes()));
     }
   }
-  RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "loading the weights"));
+  // The whole device: a contiguous tensor went by cudaMemcpy, whose last DMA from pageable
+  // memory may still be landing when it returns, on the legacy default stream, which the
+  // compute stream (non-blocking) does not wait for.
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), "loading the weights"));
   const CudaUploadEntry* embed = by_name["model.embed_tokens.weight"];
   w->dtype = ToKvDtype(embed->device_dtype);
   auto at = [&](const std::string& name) -> const void* { return base + offset[name]; };
