@@ -88,9 +88,14 @@ absl::StatusOr<double> GemmRate() {
   std::vector<double> s;
   for (int i = 0; i < 13; ++i) {
     const auto t0 = Clock::now();
-    api->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a.get(), CUDA_R_16BF, n, b.get(),
-                 CUDA_R_16BF, n, &zero, c.get(), CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                 CUBLAS_GEMM_DEFAULT);
+    if (const cublasStatus_t st =
+            api->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a.get(), CUDA_R_16BF, n,
+                         b.get(), CUDA_R_16BF, n, &zero, c.get(), CUDA_R_16BF, n,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        st != CUBLAS_STATUS_SUCCESS) {
+      api->destroy(h);
+      return absl::InternalError(absl::StrCat("cublasGemmEx: status ", static_cast<int>(st)));
+    }
     RETURN_IF_ERROR(cuda::CudaStatus(cudaDeviceSynchronize(), "GEMM"));
     if (i >= 3) s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
@@ -137,9 +142,13 @@ absl::Status Run() {
                                    (c.hidden_size * (q_dim + 2 * kv_dim) + q_dim * c.hidden_size +
                                     3.0 * c.hidden_size * c.intermediate_size) +
                                static_cast<double>(c.vocab_size) * c.hidden_size;
+  // Resident: the embedding table, plus the LM head when it is not tied to it. Read by a decode
+  // step: every layer's matrices and the LM head, but only the batch's rows of the embedding
+  // table, so matrix_params (which counts vocab x hidden once) whether tied or not.
   const double weight_bytes =
       2.0 * (matrix_params +
              (c.tie_word_embeddings ? 0.0 : static_cast<double>(c.vocab_size) * c.hidden_size));
+  const double step_weight_bytes = 2.0 * matrix_params;
   const double kv_bytes_per_token = 2.0 * c.num_layers * kv_dim * 2;
 
   nlohmann::json out;
@@ -191,7 +200,7 @@ absl::Status Run() {
     }
     SamplingBatch sb{absl::MakeConstSpan(rows), absl::MakeConstSpan(eos)};
     ASSIGN_OR_RETURN(const double t, Time([&] { return be.Forward(decode, sb, &sampled); }));
-    const double floor = (weight_bytes + b * ctx * kv_bytes_per_token) / bw;
+    const double floor = (step_weight_bytes + b * ctx * kv_bytes_per_token) / bw;
     out["decode"].push_back({{"batch", b},
                              {"context", ctx},
                              {"step_ms", t * 1e3},
