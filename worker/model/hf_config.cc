@@ -139,9 +139,15 @@ absl::StatusOr<RopeScaling> ParseRopeScaling(const Json& rs, const std::string& 
   return scaling;
 }
 
+bool SameScaling(const RopeScaling& a, const RopeScaling& b) {
+  return a.type == b.type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
+         a.high_freq_factor == b.high_freq_factor &&
+         a.original_max_position_embeddings == b.original_max_position_embeddings;
+}
+
 // rope_theta and the scaling: from rope_parameters (transformers 5 writes only that object) or
-// from the older top-level rope_theta and rope_scaling. A config with both must agree on theta
-// and may not scale twice.
+// from the older top-level rope_theta and rope_scaling. A config may carry both spellings (for
+// readers of either, as tools/gpu/hf_reference.py writes), and then they must agree.
 absl::Status ParseRope(const Json& root, ModelConfig& c) {
   const Json* rp = Lookup(root, "rope_parameters");
   const Json* rs = Lookup(root, "rope_scaling");
@@ -153,16 +159,21 @@ absl::Status ParseRope(const Json& root, ModelConfig& c) {
     return absl::OkStatus();
   }
   if (!rp->is_object()) return Bad("rope_parameters", "must be an object or null");
-  if (rs != nullptr) return Bad("rope_scaling", "and rope_parameters are both given");
+  if (rs != nullptr && !rs->is_object()) return Bad("rope_scaling", "must be an object or null");
   const float top_theta = c.rope_theta;
   ASSIGN_OR_RETURN(c.rope_theta, GetFloat(*rp, "rope_theta", top_theta));
   if (Lookup(root, "rope_theta") != nullptr && c.rope_theta != top_theta) {
     return Bad("rope_theta", "disagrees with rope_parameters.rope_theta");
   }
-  if (Lookup(*rp, "rope_type") == nullptr && Lookup(*rp, "type") == nullptr) {
-    return absl::OkStatus();  // theta alone: no scaling
+  if (Lookup(*rp, "rope_type") != nullptr || Lookup(*rp, "type") != nullptr) {
+    ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(*rp, "rope_parameters"));
+  }  // else theta alone: no scaling
+  if (rs != nullptr) {
+    ASSIGN_OR_RETURN(const RopeScaling older, ParseRopeScaling(*rs, "rope_scaling"));
+    if (!SameScaling(older, c.rope_scaling)) {
+      return Bad("rope_scaling", "disagrees with rope_parameters");
+    }
   }
-  ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(*rp, "rope_parameters"));
   return absl::OkStatus();
 }
 

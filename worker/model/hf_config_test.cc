@@ -233,9 +233,20 @@ TEST(HfConfigTest, RopeParametersOfTransformers5) {
   ExpectInvalid(
       Minimal(R"(,"rope_theta":1e4,"rope_parameters":{"rope_theta":1e6,"rope_type":"default"})"),
       "disagrees");
-  ExpectInvalid(Minimal(R"(,"rope_scaling":{"rope_type":"linear","factor":2},)"
+  // Both spellings, as tools/gpu/hf_reference.py writes them for readers of either: the same
+  // scaling is read once; different ones are refused, not picked from.
+  auto both_scale = ParseHfConfig(
+      Minimal(R"(,"rope_theta":1e6,"rope_scaling":{"rope_type":"linear","factor":2},)"
+              R"("rope_parameters":{"rope_theta":1e6,"rope_type":"linear","factor":2})"));
+  ASSERT_TRUE(both_scale.ok()) << both_scale.status();
+  EXPECT_EQ(both_scale->rope_scaling.type, RopeScaling::Type::kLinear);
+  EXPECT_FLOAT_EQ(both_scale->rope_scaling.factor, 2.0f);
+  ExpectInvalid(Minimal(R"(,"rope_scaling":{"rope_type":"linear","factor":4},)"
                         R"("rope_parameters":{"rope_theta":1e6,"rope_type":"linear","factor":2})"),
-                "both given");
+                "rope_scaling disagrees with rope_parameters");
+  ExpectInvalid(Minimal(R"(,"rope_scaling":{"rope_type":"linear","factor":2},)"
+                        R"("rope_parameters":{"rope_theta":1e6})"),
+                "rope_scaling disagrees with rope_parameters");
   ExpectInvalid(Minimal(R"(,"rope_parameters":[1])"), "rope_parameters must be an object");
   ExpectInvalid(Minimal(R"(,"rope_parameters":{"rope_type":"yarn","factor":4})"), "'yarn'");
 }
