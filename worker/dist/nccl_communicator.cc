@@ -3,61 +3,18 @@
 // deadline. The Enqueue* calls stop after the first step; WaitStream is the second on any stream.
 #include "worker/dist/nccl_communicator.h"
 
-#include <nccl.h>
-
 #include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/shared_library.h"
 #include "common/status_macros.h"
 #include "gloo/rendezvous/store.h"
+#include "worker/dist/nccl_api.h"
 
 namespace pagellm {
 namespace {
-
-struct NcclApi {
-  decltype(&ncclGetUniqueId) get_unique_id = nullptr;
-  decltype(&ncclCommInitRank) init_rank = nullptr;
-  decltype(&ncclCommDestroy) destroy = nullptr;
-  decltype(&ncclCommAbort) abort = nullptr;
-  decltype(&ncclCommGetAsyncError) async_error = nullptr;
-  decltype(&ncclGetErrorString) error_string = nullptr;
-  decltype(&ncclAllReduce) all_reduce = nullptr;
-  decltype(&ncclAllGather) all_gather = nullptr;
-  decltype(&ncclBroadcast) broadcast = nullptr;
-  decltype(&ncclSend) send = nullptr;
-  decltype(&ncclRecv) recv = nullptr;
-  decltype(&ncclGroupStart) group_start = nullptr;
-  decltype(&ncclGroupEnd) group_end = nullptr;
-};
-
-absl::StatusOr<NcclApi> Load() {
-  absl::StatusOr<SharedLibrary> lib = SharedLibrary::Open({"libnccl.so.2", "libnccl.so"}, "NCCL",
-                                                          "put libnccl.so.2 on LD_LIBRARY_PATH");
-  if (!lib.ok()) return lib.status();
-  NcclApi api;
-  for (absl::Status s :
-       {lib->Get(&api.get_unique_id, "ncclGetUniqueId"),
-        lib->Get(&api.init_rank, "ncclCommInitRank"), lib->Get(&api.destroy, "ncclCommDestroy"),
-        lib->Get(&api.abort, "ncclCommAbort"), lib->Get(&api.async_error, "ncclCommGetAsyncError"),
-        lib->Get(&api.error_string, "ncclGetErrorString"),
-        lib->Get(&api.all_reduce, "ncclAllReduce"), lib->Get(&api.all_gather, "ncclAllGather"),
-        lib->Get(&api.broadcast, "ncclBroadcast"), lib->Get(&api.send, "ncclSend"),
-        lib->Get(&api.recv, "ncclRecv"), lib->Get(&api.group_start, "ncclGroupStart"),
-        lib->Get(&api.group_end, "ncclGroupEnd")}) {
-    if (!s.ok()) return s;
-  }
-  return api;  // the library stays loaded for the process's life
-}
-
-absl::StatusOr<const NcclApi*> LoadNccl() {
-  static const absl::StatusOr<NcclApi>* const loaded = new absl::StatusOr<NcclApi>(Load());
-  if (!loaded->ok()) return loaded->status();
-  return &**loaded;
-}
 
 ncclDataType_t NcclType(CollectiveDtype t) {
   switch (t) {
@@ -282,6 +239,7 @@ absl::StatusOr<std::unique_ptr<DeviceCommunicator>> ConnectNccl(const NcclOption
       }
       store.set(kKey, std::vector<char>(id.internal, id.internal + sizeof(id.internal)));
     } else {
+      store.wait({kKey});  // a store's get need not wait (gloo's HashStore returns nothing)
       const std::vector<char> bytes = store.get(kKey);
       if (bytes.size() != sizeof(id.internal)) {
         return absl::InternalError("the rendezvous holds a malformed NCCL unique id");
