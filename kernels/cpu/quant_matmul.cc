@@ -259,51 +259,32 @@ void DequantizePackedRow(const PackedQuantMatrix& w, int64_t row, float* out) {
 }
 
 void ResizeActivations(int64_t rows, int64_t cols, QuantizedActivations* out) {
-  const int64_t nb = cols / kBlock;
+  constexpr int64_t kP = QuantizedActivations::kPanelRows;
   out->rows = rows;
   out->cols = cols;
-  if (static_cast<int64_t>(out->qs.size()) < rows * cols) out->qs.resize(rows * cols);
-  if (static_cast<int64_t>(out->d.size()) < rows * nb) {
-    out->d.resize(rows * nb);
-    out->s.resize(rows * nb);
-    out->sumq.resize(rows * nb);
-    out->sumq_lo.resize(rows * nb);
-  }
-  if (!out->has_panels()) return;
-  constexpr int64_t kP = QuantizedActivations::kPanelRows;
-  const int64_t slots = (rows + kP - 1) / kP * kP * nb;  // block slots over all panels
-  if (static_cast<int64_t>(out->panel_qs.size()) < slots * kBlock)
-    out->panel_qs.resize(slots * kBlock);
-  if (static_cast<int64_t>(out->panel_d.size()) < slots) {
-    out->panel_d.resize(slots);
-    out->panel_s.resize(slots);
-    out->panel_sumq.resize(slots);
-    out->panel_sumq_lo.resize(slots);
+  const int64_t slots = (out->has_panels() ? (rows + kP - 1) / kP * kP : rows) * (cols / kBlock);
+  if (static_cast<int64_t>(out->qs.size()) < slots * kBlock) out->qs.resize(slots * kBlock);
+  if (static_cast<int64_t>(out->d.size()) < slots) {
+    out->d.resize(slots);
+    out->s.resize(slots);
+    out->sumq.resize(slots);
+    out->sumq_lo.resize(slots);
   }
 }
 
 void QuantizeActivationRows(const float* x, int64_t r0, int64_t r1, int64_t ldx,
                             QuantizedActivations* out) {
-  const int64_t cols = out->cols, nb = cols / kBlock;
+  const int64_t nb = out->cols / kBlock;
   const CpuFeatures& f = GetCpuFeatures();
   const auto row_fn = f.avx512 ? internal::QuantizeRowAvx512
                       : f.avx2 ? internal::QuantizeRowAvx2
                                : internal::QuantizeRowPortable;
-  constexpr int64_t kP = QuantizedActivations::kPanelRows;
+  // A row's blocks are consecutive slots, or in its panel 16 slots apart.
+  const int64_t stride = out->has_panels() ? QuantizedActivations::kPanelRows : 1;
   for (int64_t r = r0; r < r1; ++r) {
-    const int64_t o = r * nb;
-    row_fn(x + r * ldx, nb, out->qs.data() + r * cols, out->d.data() + o, out->s.data() + o,
-           out->sumq.data() + o, out->sumq_lo.data() + o);
-    if (!out->has_panels()) continue;
-    for (int64_t b = 0; b < nb; ++b) {  // the row's blocks into its panel
-      const int64_t slot = ((r / kP) * nb + b) * kP + r % kP;
-      std::memcpy(out->panel_qs.data() + slot * kBlock, out->qs.data() + r * cols + b * kBlock,
-                  kBlock);
-      out->panel_d[slot] = out->d[o + b];
-      out->panel_s[slot] = out->s[o + b];
-      out->panel_sumq[slot] = out->sumq[o + b];
-      out->panel_sumq_lo[slot] = out->sumq_lo[o + b];
-    }
+    const int64_t slot = out->Slot(r, 0);
+    row_fn(x + r * ldx, nb, stride, out->qs.data() + slot * kBlock, out->d.data() + slot,
+           out->s.data() + slot, out->sumq.data() + slot, out->sumq_lo.data() + slot);
   }
 }
 
@@ -322,10 +303,11 @@ void QuantizeActivations(const float* x, int64_t rows, int64_t cols, int64_t ldx
 
 namespace internal {
 
-void QuantizeRowPortable(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss,
-                         int32_t* sums, int32_t* sums_lo) {
+void QuantizeRowPortable(const float* x, int64_t nb, int64_t stride, int8_t* qs, float* ds,
+                         float* ss, int32_t* sums, int32_t* sums_lo) {
   for (int64_t b = 0; b < nb; ++b) {
     const float* src = x + b * kBlock;
+    const int64_t o = b * stride;
     float amax = 0.0f;
     for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(src[i]));
     const float d = amax / 127.0f;
@@ -333,14 +315,14 @@ void QuantizeRowPortable(const float* x, int64_t nb, int8_t* qs, float* ds, floa
     int32_t sum = 0, sum_lo = 0;
     for (int i = 0; i < kBlock; ++i) {
       const auto q = static_cast<int32_t>(std::nearbyint(src[i] * id));
-      qs[b * kBlock + i] = static_cast<int8_t>(q);
+      qs[o * kBlock + i] = static_cast<int8_t>(q);
       sum += q;
       if (i == kBlock / 2 - 1) sum_lo = sum;
     }
-    ds[b] = d;
-    ss[b] = d * static_cast<float>(sum);
-    sums[b] = sum;
-    sums_lo[b] = sum_lo;
+    ds[o] = d;
+    ss[o] = d * static_cast<float>(sum);
+    sums[o] = sum;
+    sums_lo[o] = sum_lo;
   }
 }
 
@@ -356,8 +338,8 @@ void QuantMatmulGroupsPortable(const PackedQuantMatrix& w, int64_t g_begin, int6
         float acc = 0.0f;
         for (int64_t b = 0; b < nb; ++b) {
           const uint8_t* gb = w.data.data() + (g * nb + b) * w.block_bytes;
-          const int8_t* q = x.qs.data() + m * x.cols + b * kBlock;
-          const int64_t xb = m * nb + b;
+          const int64_t xb = x.Slot(m, b);
+          const int8_t* q = x.qs.data() + xb * kBlock;
           int32_t lo = 0, hi = 0;  // the halves' dot products of the unsigned quants
           for (int e = 0; e < kBlock / 2; ++e) lo += PackedQuant(gb, l, r, e) * q[e];
           for (int e = kBlock / 2; e < kBlock; ++e) hi += PackedQuant(gb, l, r, e) * q[e];

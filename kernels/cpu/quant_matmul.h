@@ -34,25 +34,27 @@ namespace pagellm::kernels {
 // Activations in int8 blocks of 32. Buffers grow on demand and are reused (no allocation once
 // they reached the largest batch). Not thread-safe.
 //
-// With more than kPanelMinRows rows the same values are also stored in panels of kPanelRows
-// rows, block-major (what the multi-row kernel reads: one pointer and constant offsets reach a
-// block of all the rows of its tile): for row r and block b, with P = r / 16 and i = r % 16,
-// the quants at panel_qs[((P * cols/32 + b) * 16 + i) * 32], the rest at
-// panel_*[(P * cols/32 + b) * 16 + i]. Slots of rows past `rows` are unspecified.
+// Block b of row m is at slot Slot(m, b): its quants at qs[slot * 32], its scalars at d[slot],
+// s[slot], sumq[slot] and sumq_lo[slot]. Up to kPanelMinRows rows the slots are row-major
+// (m * cols/32 + b). With more, the rows lie in panels of kPanelRows rows, block-major (what the
+// multi-row kernel reads: one pointer and constant offsets reach a block of all the rows of its
+// tile): with P = m / 16 and i = m % 16, slot (P * cols/32 + b) * 16 + i. Slots of rows past
+// `rows` are unspecified.
 struct QuantizedActivations {
   static constexpr int64_t kPanelRows = 16;
   static constexpr int64_t kPanelMinRows = 2;
   int64_t rows = 0;
   int64_t cols = 0;              // multiple of 32
-  std::vector<int8_t> qs;        // [rows][cols]
-  std::vector<float> d;          // [rows][cols/32] scale: x ~= d * q
-  std::vector<float> s;          // [rows][cols/32] d * sum(q) of the block
-  std::vector<int32_t> sumq;     // [rows][cols/32] sum(q) of the block
-  std::vector<int32_t> sumq_lo;  // [rows][cols/32] sum(q) of the block's first 16 elements
-  std::vector<int8_t> panel_qs;  // the panels (see above), when rows > kPanelMinRows
-  std::vector<float> panel_d, panel_s;
-  std::vector<int32_t> panel_sumq, panel_sumq_lo;
+  std::vector<int8_t> qs;        // [slots][32]
+  std::vector<float> d;          // [slots] scale: x ~= d * q
+  std::vector<float> s;          // [slots] d * sum(q) of the block
+  std::vector<int32_t> sumq;     // [slots] sum(q) of the block
+  std::vector<int32_t> sumq_lo;  // [slots] sum(q) of the block's first 16 elements
   bool has_panels() const { return rows > kPanelMinRows; }
+  int64_t Slot(int64_t m, int64_t b) const {
+    const int64_t nb = cols / 32;
+    return has_panels() ? ((m / kPanelRows) * nb + b) * kPanelRows + m % kPanelRows : m * nb + b;
+  }
 };
 
 // A weight matrix repacked for the kernels (see the file comment). Immutable once built.
@@ -117,14 +119,16 @@ void QuantMatmulMany(const QuantMatmulJob* jobs, int num_jobs, const QuantizedAc
 
 namespace internal {
 // One row of activations (nb blocks of 32) to int8 blocks: d = max|x| / 127, q = x / d rounded
-// half to even, and the block sums. Bit-identical to each other for finite inputs (max, one
-// division, one multiply and the rounding are exact IEEE steps; the sums are integers).
-void QuantizeRowPortable(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss,
-                         int32_t* sums, int32_t* sums_lo);
-void QuantizeRowAvx512(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss, int32_t* sums,
-                       int32_t* sums_lo);
-void QuantizeRowAvx2(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss, int32_t* sums,
-                     int32_t* sums_lo);
+// half to even, and the block sums. Block b goes to slot b * stride (quants at qs[slot * 32],
+// scalars at ds[slot] etc.): 1 for a row-major row, kPanelRows for a row in its panel.
+// Bit-identical to each other for finite inputs (max, one division, one multiply and the rounding
+// are exact IEEE steps; the sums are integers).
+void QuantizeRowPortable(const float* x, int64_t nb, int64_t stride, int8_t* qs, float* ds,
+                         float* ss, int32_t* sums, int32_t* sums_lo);
+void QuantizeRowAvx512(const float* x, int64_t nb, int64_t stride, int8_t* qs, float* ds, float* ss,
+                       int32_t* sums, int32_t* sums_lo);
+void QuantizeRowAvx2(const float* x, int64_t nb, int64_t stride, int8_t* qs, float* ds, float* ss,
+                     int32_t* sums, int32_t* sums_lo);
 // One kernel invocation: row groups [g_begin, g_end) of W against all rows of x.
 void QuantMatmulGroupsPortable(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
                                const QuantizedActivations& x, float* y, int64_t ldy);

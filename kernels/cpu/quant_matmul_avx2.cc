@@ -99,20 +99,14 @@ template <bool kPanels>
 struct Rows {
   const QuantizedActivations& x;
   int64_t m0, nb;
-  int64_t Slot(int64_t b) const {
-    constexpr int64_t kP = QuantizedActivations::kPanelRows;
-    return ((m0 / kP) * nb + b) * kP + m0 % kP;
-  }
-  const int8_t* Quants(int64_t b) const {
-    return kPanels ? x.panel_qs.data() + Slot(b) * kBlock : x.qs.data() + m0 * x.cols + b * kBlock;
-  }
+  const int8_t* Quants(int64_t b) const { return x.qs.data() + First(b) * kBlock; }
   int64_t QuantStride() const { return kPanels ? kBlock : x.cols; }
-  int64_t First(int64_t b) const { return kPanels ? Slot(b) : m0 * nb + b; }
+  int64_t First(int64_t b) const { return x.Slot(m0, b); }
   int64_t Step() const { return kPanels ? 1 : nb; }
-  const float* D() const { return kPanels ? x.panel_d.data() : x.d.data(); }
-  const float* S() const { return kPanels ? x.panel_s.data() : x.s.data(); }
-  const int32_t* Sq() const { return kPanels ? x.panel_sumq.data() : x.sumq.data(); }
-  const int32_t* SqLo() const { return kPanels ? x.panel_sumq_lo.data() : x.sumq_lo.data(); }
+  const float* D() const { return x.d.data(); }
+  const float* S() const { return x.s.data(); }
+  const int32_t* Sq() const { return x.sumq.data(); }
+  const int32_t* SqLo() const { return x.sumq_lo.data(); }
 };
 
 // Group g against activation rows [m0, m0 + MT). With kPanels the rows lie in one panel.
@@ -197,11 +191,12 @@ void Groups(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
 
 }  // namespace
 
-void QuantizeRowAvx2(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss, int32_t* sums,
-                     int32_t* sums_lo) {
+void QuantizeRowAvx2(const float* x, int64_t nb, int64_t stride, int8_t* qs, float* ds, float* ss,
+                     int32_t* sums, int32_t* sums_lo) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   for (int64_t b = 0; b < nb; ++b) {
     const float* src = x + b * kBlock;
+    const int64_t o = b * stride;
     __m256 v[4];
     for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(src + 8 * k);
     __m256 m =
@@ -219,7 +214,7 @@ void QuantizeRowAvx2(const float* x, int64_t nb, int8_t* qs, float* ds, float* s
     const __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
     const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23),
                                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * kBlock), bytes);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + o * kBlock), bytes);
     auto hsum = [](__m256i a) {
       __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
       s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
@@ -228,10 +223,10 @@ void QuantizeRowAvx2(const float* x, int64_t nb, int8_t* qs, float* ds, float* s
     };
     const int32_t sum_lo = hsum(_mm256_add_epi32(q[0], q[1]));
     const int32_t sum = sum_lo + hsum(_mm256_add_epi32(q[2], q[3]));
-    ds[b] = d;
-    ss[b] = d * static_cast<float>(sum);
-    sums[b] = sum;
-    sums_lo[b] = sum_lo;
+    ds[o] = d;
+    ss[o] = d * static_cast<float>(sum);
+    sums[o] = sum;
+    sums_lo[o] = sum_lo;
   }
 }
 

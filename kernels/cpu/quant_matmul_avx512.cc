@@ -102,8 +102,8 @@ void Tile(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
     for (int g = 0; g < NG; ++g) {
       Unpack<T>(w, g0 + g, b, nb, &u);
       for (int i = 0; i < MT; ++i) {
-        const int64_t xb = (m0 + i) * nb + b;
-        const int8_t* xq = x.qs.data() + (m0 + i) * x.cols + b * kBlock;
+        const int64_t xb = x.Slot(m0 + i, b);
+        const int8_t* xq = x.qs.data() + xb * kBlock;
         const __m256i dot =
             Dot<T, __m256i, Ops256>(u.wv, u.sc_lo, u.sc_hi, x.sumq[xb], x.sumq_lo[xb], xq);
         acc[g][i] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), u.dw),
@@ -167,11 +167,11 @@ void TilePair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations
     }
     // Block b of the tile's rows in their panel: constant offsets from one slot.
     const int64_t slot = (panel * nb + b) * QuantizedActivations::kPanelRows + i0;
-    const int8_t* xq = x.panel_qs.data() + slot * kBlock;
-    const float* xd = x.panel_d.data() + slot;
-    const float* xs = x.panel_s.data() + slot;
-    const int32_t* sq = x.panel_sumq.data() + slot;
-    const int32_t* sq_lo = x.panel_sumq_lo.data() + slot;
+    const int8_t* xq = x.qs.data() + slot * kBlock;
+    const float* xd = x.d.data() + slot;
+    const float* xs = x.s.data() + slot;
+    const int32_t* sq = x.sumq.data() + slot;
+    const int32_t* sq_lo = x.sumq_lo.data() + slot;
 #pragma GCC unroll 16
     for (int i = 0; i < MT; ++i) {
       const __m512i dot =
@@ -332,19 +332,19 @@ __attribute__((target("amx-tile,amx-int8"))) void AmxPair(const PackedQuantMatri
     // scaled on the vector units (tiles are not renamed, so the two result tiles alternate).
     auto issue0 = [&](int64_t b) {
       _tile_zero(0);
-      _tile_loadd(2, x.panel_qs.data() + slot(b) * kBlock, kBlock);
+      _tile_loadd(2, x.qs.data() + slot(b) * kBlock, kBlock);
       _tile_loadd(3, blocks[b].tile, 64);
       _tile_dpbsud(0, 2, 3);
     };
     auto issue1 = [&](int64_t b) {
       _tile_zero(1);
-      _tile_loadd(4, x.panel_qs.data() + slot(b) * kBlock, kBlock);
+      _tile_loadd(4, x.qs.data() + slot(b) * kBlock, kBlock);
       _tile_loadd(5, blocks[b].tile, 64);
       _tile_dpbsud(1, 4, 5);
     };
-#define PAGELLM_AMX_SCALE(c, b)                                                        \
-  AmxEpilogue<T>(c, blocks[b], x.panel_d.data() + slot(b), x.panel_s.data() + slot(b), \
-                 x.panel_sumq.data() + slot(b), acc)
+#define PAGELLM_AMX_SCALE(c, b)                                            \
+  AmxEpilogue<T>(c, blocks[b], x.d.data() + slot(b), x.s.data() + slot(b), \
+                 x.sumq.data() + slot(b), acc)
     if (nb == 1) {
       issue0(0);
       _tile_stored(0, c0, 64);
@@ -434,9 +434,10 @@ void Groups(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
 
 }  // namespace
 
-void QuantizeRowAvx512(const float* x, int64_t nb, int8_t* qs, float* ds, float* ss, int32_t* sums,
-                       int32_t* sums_lo) {
+void QuantizeRowAvx512(const float* x, int64_t nb, int64_t stride, int8_t* qs, float* ds, float* ss,
+                       int32_t* sums, int32_t* sums_lo) {
   for (int64_t b = 0; b < nb; ++b) {
+    const int64_t o = b * stride;
     const __m512 lo = _mm512_loadu_ps(x + b * kBlock), hi = _mm512_loadu_ps(x + b * kBlock + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
     const float d = amax / 127.0f;
@@ -444,14 +445,14 @@ void QuantizeRowAvx512(const float* x, int64_t nb, int8_t* qs, float* ds, float*
     constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     const __m512i q_lo = _mm512_cvt_roundps_epi32(_mm512_mul_ps(lo, id), kRound);
     const __m512i q_hi = _mm512_cvt_roundps_epi32(_mm512_mul_ps(hi, id), kRound);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * kBlock), _mm512_cvtepi32_epi8(q_lo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + b * kBlock + 16), _mm512_cvtepi32_epi8(q_hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + o * kBlock), _mm512_cvtepi32_epi8(q_lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + o * kBlock + 16), _mm512_cvtepi32_epi8(q_hi));
     const int32_t sum_lo = _mm512_reduce_add_epi32(q_lo);
     const int32_t sum = sum_lo + _mm512_reduce_add_epi32(q_hi);
-    ds[b] = d;
-    ss[b] = d * static_cast<float>(sum);
-    sums[b] = sum;
-    sums_lo[b] = sum_lo;
+    ds[o] = d;
+    ss[o] = d * static_cast<float>(sum);
+    sums[o] = sum;
+    sums_lo[o] = sum_lo;
   }
 }
 

@@ -106,7 +106,8 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
     for (int64_t j = 0; j < n; ++j) {
       double ref = 0, mag = 0;
       for (int64_t c = 0; c < k; ++c) {
-        const double xv = static_cast<double>(qx.d[(i * k + c) / 32]) * qx.qs[i * k + c];
+        const int64_t slot = qx.Slot(i, c / 32);
+        const double xv = static_cast<double>(qx.d[slot]) * qx.qs[slot * 32 + c % 32];
         ref += xv * wf[j * k + c];
         mag += std::fabs(xv * wf[j * k + c]);
       }
@@ -297,17 +298,21 @@ TEST(QuantMatmulActivationsTest, RowByRowEqualsWhole) {
   EXPECT_EQ(whole.s, parts.s);
   EXPECT_EQ(whole.sumq, parts.sumq);
   EXPECT_EQ(whole.sumq_lo, parts.sumq_lo);
-  for (int64_t b = 0; b < m * k / 32; ++b) {  // the first half's sum, as the kernels use it
-    int32_t lo = 0;
-    for (int i = 0; i < 16; ++i) lo += whole.qs[b * 32 + i];
-    EXPECT_EQ(lo, whole.sumq_lo[b]) << b;
+  for (int64_t r = 0; r < m; ++r) {  // the first half's sum, as the kernels use it
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const int64_t slot = whole.Slot(r, b);
+      int32_t lo = 0;
+      for (int i = 0; i < 16; ++i) lo += whole.qs[slot * 32 + i];
+      EXPECT_EQ(lo, whole.sumq_lo[slot]) << r << " " << b;
+    }
   }
 }
 
 // The block quantizer's two forms agree bit for bit, on ordinary values and on the edges: an
 // all-zero block, a block whose quotients land exactly on .5 (rounded half to even: 0.5 -> 0,
 // 1.5 -> 2, -2.5 -> -2), negative zeros, and a block of one huge and many tiny values.
-using QuantizeRowFn = void (*)(const float*, int64_t, int8_t*, float*, float*, int32_t*, int32_t*);
+using QuantizeRowFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, float*, int32_t*,
+                               int32_t*);
 
 void ExpectQuantizeIdentical(bool supported, QuantizeRowFn vector_fn) {
   if (!supported) GTEST_SKIP() << "the CPU lacks the kernel's instructions";
@@ -324,9 +329,9 @@ void ExpectQuantizeIdentical(bool supported, QuantizeRowFn vector_fn) {
   std::vector<int8_t> qa(x.size()), qb(x.size());
   std::vector<float> da(kBlocks), db(kBlocks), sa(kBlocks), sb(kBlocks);
   std::vector<int32_t> ua(kBlocks), ub(kBlocks), la(kBlocks), lb(kBlocks);
-  internal::QuantizeRowPortable(x.data(), kBlocks, qa.data(), da.data(), sa.data(), ua.data(),
+  internal::QuantizeRowPortable(x.data(), kBlocks, 1, qa.data(), da.data(), sa.data(), ua.data(),
                                 la.data());
-  vector_fn(x.data(), kBlocks, qb.data(), db.data(), sb.data(), ub.data(), lb.data());
+  vector_fn(x.data(), kBlocks, 1, qb.data(), db.data(), sb.data(), ub.data(), lb.data());
   EXPECT_EQ(qa, qb);
   EXPECT_EQ(0, std::memcmp(da.data(), db.data(), kBlocks * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), kBlocks * sizeof(float)));
