@@ -77,6 +77,34 @@ uint64_t WarpCollective(WarpOp op, unsigned mask, uint64_t value, int arg, int w
 void MmaM16n8k16(bool bf16, float& c0, float& c1, float& c2, float& c3, uint32_t a0, uint32_t a1,
                  uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1);
 
+// One element of an emulated library's buffer (cuBLAS, NCCL), read as or written from a float
+// (rounded to nearest even for the 16-bit types).
+enum class Element { kF32, kF16, kBF16 };
+inline float ReadElement(const void* p, Element t, size_t i) {
+  switch (t) {
+    case Element::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case Element::kF16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case Element::kF32:
+      break;
+  }
+  return static_cast<const float*>(p)[i];
+}
+inline void WriteElement(void* p, Element t, size_t i, float v) {
+  switch (t) {
+    case Element::kBF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+      return;
+    case Element::kF16:
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+      return;
+    case Element::kF32:
+      break;
+  }
+  static_cast<float*>(p)[i] = v;
+}
+
 template <typename T>
 T Shuffle(WarpOp op, unsigned mask, T v, int arg, int width) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffle payload");

@@ -104,28 +104,9 @@ bool Summable(ncclDataType_t t) {
   return t == ncclFloat32 || t == ncclFloat16 || t == ncclBfloat16;
 }
 
-float Read(const void* p, ncclDataType_t t, size_t i) {
-  switch (t) {
-    case ncclBfloat16:
-      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case ncclFloat16:
-      return __half2float(static_cast<const __half*>(p)[i]);
-    default:
-      return static_cast<const float*>(p)[i];
-  }
-}
-
-void Write(void* p, ncclDataType_t t, size_t i, float v) {
-  switch (t) {
-    case ncclBfloat16:
-      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
-      break;
-    case ncclFloat16:
-      static_cast<__half*>(p)[i] = __float2half_rn(v);
-      break;
-    default:
-      static_cast<float*>(p)[i] = v;
-  }
+// A summable type's element (see Summable).
+Element Of(ncclDataType_t t) {
+  return t == ncclBfloat16 ? Element::kBF16 : t == ncclFloat16 ? Element::kF16 : Element::kF32;
 }
 
 // The results of a complete op, into every rank's receive buffer (through a copy: buffers may be
@@ -136,10 +117,11 @@ void Compute(NcclEmuGroup::Op& op, int size) {
   switch (op.kind) {
     case NcclEmuGroup::Kind::kAllReduce: {
       result.resize(bytes);
+      const Element t = Of(op.type);
       for (size_t i = 0; i < op.count; ++i) {
-        float sum = Read(op.send[0], op.type, i);  // not 0 + x: -0 stays -0
-        for (int r = 1; r < size; ++r) sum += Read(op.send[r], op.type, i);
-        Write(result.data(), op.type, i, sum);
+        float sum = ReadElement(op.send[0], t, i);  // not 0 + x: -0 stays -0
+        for (int r = 1; r < size; ++r) sum += ReadElement(op.send[r], t, i);
+        WriteElement(result.data(), t, i, sum);
       }
       for (int r = 0; r < size; ++r) std::memcpy(op.recv[r], result.data(), bytes);
       return;

@@ -35,29 +35,15 @@ cublasStatus_t SetWorkspace(cublasHandle_t, void*, size_t) { return CUBLAS_STATU
 
 bool Supported(cudaDataType t) { return t == CUDA_R_16BF || t == CUDA_R_16F || t == CUDA_R_32F; }
 
-float Read(const void* p, cudaDataType t, size_t i) {
-  switch (t) {
-    case CUDA_R_16BF:
-      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case CUDA_R_16F:
-      return __half2float(static_cast<const __half*>(p)[i]);
-    default:
-      return static_cast<const float*>(p)[i];
-  }
+cuda_emu::Element Of(cudaDataType t) {
+  return t == CUDA_R_16BF  ? cuda_emu::Element::kBF16
+         : t == CUDA_R_16F ? cuda_emu::Element::kF16
+                           : cuda_emu::Element::kF32;
 }
 
-void Write(void* p, cudaDataType t, size_t i, float v) {
-  switch (t) {
-    case CUDA_R_16BF:
-      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
-      break;
-    case CUDA_R_16F:
-      static_cast<__half*>(p)[i] = __float2half_rn(v);
-      break;
-    default:
-      static_cast<float*>(p)[i] = v;
-  }
-}
+float Read(const void* p, cudaDataType t, size_t i) { return cuda_emu::ReadElement(p, Of(t), i); }
+
+void Write(void* p, cudaDataType t, size_t i, float v) { cuda_emu::WriteElement(p, Of(t), i, v); }
 
 cublasStatus_t GemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                       int m, int n, int k, const void* alpha, const void* a, cudaDataType atype,
