@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -342,17 +344,113 @@ void LanePanels(const float* x, int64_t rows, int64_t ldx, const PackedBf16Matri
                        });
 }
 
+// PreferredBf16Layout's measurement: seconds for `iters` rounds of twelve independent chains of
+// one instruction on registers (the operands hidden from the compiler each round, so that it
+// can neither fold nor hoist them). The sums go to a volatile sink.
+constexpr int kRateChains = 12;
+volatile float rate_sink;
+
+// The two instructions, on operands that make neither overflow: acc + 1 * 2^-20 (twice for
+// the pairs).
+struct PairStep {
+  using T = __m512bh;
+  __attribute__((target("avx512f,avx512bf16"))) static T Operand(float x) {
+    return _mm512_cvtne2ps_pbh(_mm512_set1_ps(x), _mm512_set1_ps(x));
+  }
+  __attribute__((target("avx512f,avx512bf16"))) static __m512 Step(__m512 acc, T a, T b) {
+    return _mm512_dpbf16_ps(acc, a, b);
+  }
+};
+struct FmaStep {
+  using T = __m512;
+  __attribute__((target("avx512f"))) static T Operand(float x) { return _mm512_set1_ps(x); }
+  __attribute__((target("avx512f,fma"))) static __m512 Step(__m512 acc, T a, T b) {
+    return _mm512_fmadd_ps(a, b, acc);
+  }
+};
+
+template <class S>
+__attribute__((target("avx512f,avx512bf16,fma"))) double ChainsSeconds(int64_t iters) {
+  __m512 acc[kRateChains];
+  for (int c = 0; c < kRateChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
+  typename S::T a = S::Operand(1.0f), b = S::Operand(0x1p-20f);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < iters; ++i) {
+    asm volatile("" : "+v"(a), "+v"(b));
+#pragma GCC unroll 12
+    for (int c = 0; c < kRateChains; ++c) acc[c] = S::Step(acc[c], a, b);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  __m512 sum = acc[0];
+  for (int c = 1; c < kRateChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  rate_sink = lanes[0] + lanes[15];
+  return s;
+}
+
 }  // namespace
 
+namespace internal {
+DotRates MeasureDotRates() {
+  // 4096 rounds: ~50k instructions, 20-50 us each; the first rounds also wake the 512-bit units.
+  constexpr int64_t kIters = 4096;
+  constexpr int kRounds = 8;
+  double pairs = 1e30, fma = 1e30;
+  for (int r = 0; r < kRounds; ++r) {
+    pairs = std::min(pairs, ChainsSeconds<PairStep>(kIters));
+    fma = std::min(fma, ChainsSeconds<FmaStep>(kIters));
+  }
+  const double per_round = kIters * kRateChains * 16.0;  // lanes x instructions
+  DotRates rates;
+  rates.pairs_flops = per_round * 4.0 / pairs;  // two multiply-adds a lane
+  rates.fma_flops = per_round * 2.0 / fma;
+  return rates;
+}
+}  // namespace internal
+
+Bf16Layout PreferredBf16Layout() {
+  static const Bf16Layout layout = [] {
+    const CpuFeatures& cpu = GetCpuFeatures();
+    const char* env = std::getenv("PAGELLM_BF16_PAIRS");
+    const bool pinned =
+        env != nullptr && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0);
+    const bool measure = !cpu.amx_bf16 && cpu.avx512_bf16 && !pinned;
+    return internal::ChooseBf16Layout(cpu, env,
+                                      measure ? internal::MeasureDotRates() : internal::DotRates{});
+  }();
+  return layout;
+}
+
+const char* Bf16LayoutName(Bf16Layout layout) {
+  switch (layout) {
+    case Bf16Layout::kAmxTiles:
+      return "AMX tiles";
+    case Bf16Layout::kPairs:
+      return "vdpbf16ps pairs";
+    case Bf16Layout::kLanes:
+      break;
+  }
+  return "fp32 lanes";
+}
+
 PackedBf16Matrix PackBf16Matrix(const float* w, int64_t n_out, int64_t n_in) {
-  const CpuFeatures& cpu = GetCpuFeatures();
-  return internal::PackBf16MatrixAs(w, n_out, n_in,
-                                    cpu.amx_bf16      ? Bf16Layout::kAmxTiles
-                                    : cpu.avx512_bf16 ? Bf16Layout::kPairs
-                                                      : Bf16Layout::kLanes);
+  return internal::PackBf16MatrixAs(w, n_out, n_in, PreferredBf16Layout());
 }
 
 namespace internal {
+Bf16Layout ChooseBf16Layout(const CpuFeatures& cpu, const char* pairs_env, const DotRates& rates) {
+  if (cpu.amx_bf16) return Bf16Layout::kAmxTiles;
+  if (!cpu.avx512_bf16) return Bf16Layout::kLanes;
+  if (pairs_env != nullptr && std::strcmp(pairs_env, "1") == 0) return Bf16Layout::kPairs;
+  if (pairs_env != nullptr && std::strcmp(pairs_env, "0") == 0) return Bf16Layout::kLanes;
+  // Per 32 output rows, two input elements and one activation row, kPairs issues two
+  // `vdpbf16ps` and kLanes four fma (plus the widening, shared by the tile's rows): kPairs wins
+  // where one `vdpbf16ps` costs less than two fma, i.e. where its FLOP rate is the higher. On a
+  // tie kLanes, which keeps the activations in fp32.
+  return rates.pairs_flops > rates.fma_flops ? Bf16Layout::kPairs : Bf16Layout::kLanes;
+}
+
 PackedBf16Matrix PackBf16MatrixAs(const float* w, int64_t n_out, int64_t n_in, Bf16Layout layout) {
   PackedBf16Matrix p;
   p.layout = layout;

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace pagellm::kernels {
@@ -49,8 +50,19 @@ struct PackedBf16Matrix {
   int64_t bytes() const { return static_cast<int64_t>(data.size() * sizeof(uint32_t)); }
 };
 
-// Packs W[n_out][n_in] (fp32, rows contiguous) in this CPU's layout, rounding each value to the
-// nearest bf16 (ties to even; NaN stays NaN). REQUIRES: n_out, n_in > 0.
+// The layout PackBf16Matrix uses on this CPU: kAmxTiles where AMX is permitted; else kPairs where
+// the CPU has AVX512-BF16 and `vdpbf16ps` does more multiply-adds per second than fp32 FMA does,
+// else kLanes. The rates are measured once, at the first call (internal::MeasureDotRates, well
+// under a millisecond): on Zen 4, `vdpbf16ps` does twice FMA's multiply-adds; in an Emerald
+// Rapids guest without AMX, half of them, and kLanes' fused multiply-adds on widened weights run
+// faster. PAGELLM_BF16_PAIRS=1 (kPairs wherever the CPU has AVX512-BF16) or =0 (never) pins the
+// choice without measuring: ranks that must agree bit for bit, or a comparison of the paths.
+// Thread-safe.
+Bf16Layout PreferredBf16Layout();
+const char* Bf16LayoutName(Bf16Layout layout);
+
+// Packs W[n_out][n_in] (fp32, rows contiguous) in PreferredBf16Layout(), rounding each value to
+// the nearest bf16 (ties to even; NaN stays NaN). REQUIRES: n_out, n_in > 0.
 PackedBf16Matrix PackBf16Matrix(const float* w, int64_t n_out, int64_t n_in);
 
 // y[m][n] = sum_k x[m][k] * w[n][k] for m < rows, n < w.n_out; x has row stride ldx and w.n_in
@@ -71,6 +83,18 @@ void Bf16MatmulMany(const Bf16MatmulJob* jobs, int num_jobs, const float* x, int
                     int64_t ldx, ThreadPool* pool);
 
 namespace internal {
+// One core's multiply-add rates in FLOP/s (a multiply and an add count 2): twelve independent
+// chains of `vdpbf16ps` (pairs) and of `vfmadd231ps` (fma) on registers, 512-bit, the fastest of
+// several alternating rounds. REQUIRES: CpuFeatures::avx512_bf16.
+struct DotRates {
+  double pairs_flops = 0.0;
+  double fma_flops = 0.0;
+};
+DotRates MeasureDotRates();
+// PreferredBf16Layout's rule, given the features, PAGELLM_BF16_PAIRS's value (null when unset;
+// other values than "0" and "1" count as unset) and the rates (read only where they decide).
+Bf16Layout ChooseBf16Layout(const CpuFeatures& cpu, const char* pairs_env, const DotRates& rates);
+
 // A given layout (kAmxTiles needs CpuFeatures::amx_bf16, kPairs CpuFeatures::avx512_bf16).
 PackedBf16Matrix PackBf16MatrixAs(const float* w, int64_t n_out, int64_t n_in, Bf16Layout layout);
 // kLanes matrices on the portable path or the CPU's vector one, AVX-512 or AVX2 (`vector`;

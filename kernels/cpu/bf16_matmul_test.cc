@@ -58,36 +58,45 @@ struct Shape {
 
 class Bf16MatmulTest : public ::testing::TestWithParam<Shape> {};
 
-// Against a double-precision sum over the rounded weights (and, on AMX or AVX512-BF16, the
-// rounded activations): the fp32 accumulation error only. PackBf16Matrix picks this CPU's layout.
+// The layouts this CPU can run.
+std::vector<Bf16Layout> RunnableLayouts() {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  std::vector<Bf16Layout> layouts = {Bf16Layout::kLanes};
+  if (cpu.avx512_bf16) layouts.push_back(Bf16Layout::kPairs);
+  if (cpu.amx_bf16) layouts.push_back(Bf16Layout::kAmxTiles);
+  return layouts;
+}
+
+// Against a double-precision sum over the rounded weights (and, for AMX and AVX512-BF16, the
+// rounded activations): the fp32 accumulation error only. Every layout this CPU runs.
 TEST_P(Bf16MatmulTest, MatchesDoubleReferenceOnRoundedWeights) {
   const Shape s = GetParam();
   std::mt19937 rng(7);
   const std::vector<float> w = Random(s.n * s.k, rng), x = Random(s.rows * s.k, rng);
-  const PackedBf16Matrix p = PackBf16Matrix(w.data(), s.n, s.k);
-  const CpuFeatures& cpu = GetCpuFeatures();
-  EXPECT_EQ(p.layout, cpu.amx_bf16      ? Bf16Layout::kAmxTiles
-                      : cpu.avx512_bf16 ? Bf16Layout::kPairs
-                                        : Bf16Layout::kLanes);
-  const bool round_x = p.layout != Bf16Layout::kLanes;
-  EXPECT_EQ(p.n_out, s.n);
-  EXPECT_EQ(p.panels(), (s.n + 31) / 32);
-  const int64_t ldy = s.n + 3;
-  std::vector<float> y(s.rows * ldy, -7.0f);
-  ThreadPool pool(2);
-  Bf16Matmul(x.data(), s.rows, s.k, p, y.data(), ldy, &pool);
-  for (int64_t m = 0; m < s.rows; ++m) {
-    for (int64_t n = 0; n < s.n; ++n) {
-      double ref = 0, mag = 0;
-      for (int64_t i = 0; i < s.k; ++i) {
-        const float xv = round_x ? RoundToBf16(x[m * s.k + i]) : x[m * s.k + i];
-        const double t = static_cast<double>(xv) * RoundToBf16(w[n * s.k + i]);
-        ref += t;
-        mag += std::fabs(t);
+  EXPECT_EQ(PackBf16Matrix(w.data(), s.n, s.k).layout, PreferredBf16Layout());
+  for (const Bf16Layout layout : RunnableLayouts()) {
+    SCOPED_TRACE(Bf16LayoutName(layout));
+    const PackedBf16Matrix p = internal::PackBf16MatrixAs(w.data(), s.n, s.k, layout);
+    const bool round_x = layout != Bf16Layout::kLanes;
+    EXPECT_EQ(p.n_out, s.n);
+    EXPECT_EQ(p.panels(), (s.n + 31) / 32);
+    const int64_t ldy = s.n + 3;
+    std::vector<float> y(s.rows * ldy, -7.0f);
+    ThreadPool pool(2);
+    Bf16Matmul(x.data(), s.rows, s.k, p, y.data(), ldy, &pool);
+    for (int64_t m = 0; m < s.rows; ++m) {
+      for (int64_t n = 0; n < s.n; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t i = 0; i < s.k; ++i) {
+          const float xv = round_x ? RoundToBf16(x[m * s.k + i]) : x[m * s.k + i];
+          const double t = static_cast<double>(xv) * RoundToBf16(w[n * s.k + i]);
+          ref += t;
+          mag += std::fabs(t);
+        }
+        ASSERT_NEAR(y[m * ldy + n], ref, 1e-6 * mag + 1e-6) << m << "," << n;
       }
-      ASSERT_NEAR(y[m * ldy + n], ref, 1e-6 * mag + 1e-6) << m << "," << n;
+      for (int64_t n = s.n; n < ldy; ++n) EXPECT_EQ(y[m * ldy + n], -7.0f) << "wrote past n_out";
     }
-    for (int64_t n = s.n; n < ldy; ++n) EXPECT_EQ(y[m * ldy + n], -7.0f) << "wrote past n_out";
   }
 }
 
@@ -157,6 +166,39 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Bf16MatmulTest,
                          ::testing::Values(Shape{1, 32, 16}, Shape{3, 45, 64}, Shape{13, 77, 96},
                                            Shape{25, 576, 576}, Shape{64, 192, 1536},
                                            Shape{7, 17, 5}, Shape{40, 33, 100}));
+
+// The layout follows the hardware, then the measured rates: AMX first; with AVX512-BF16,
+// `vdpbf16ps` pairs only where they outrun fp32 FMA (rates as measured on Zen 4 and in an
+// Emerald Rapids guest, FLOP/s per core); PAGELLM_BF16_PAIRS=0/1 overrides the rates.
+TEST(PreferredBf16LayoutTest, FollowsTheHardwareThenTheMeasuredRates) {
+  CpuFeatures none, bf16, amx;
+  bf16.avx2 = bf16.avx512 = bf16.avx512_bf16 = true;
+  amx = bf16;
+  amx.amx_bf16 = true;
+  const internal::DotRates zen4{225e9, 115e9}, emerald{89e9, 180e9}, tie{100e9, 100e9};
+  using internal::ChooseBf16Layout;
+  EXPECT_EQ(ChooseBf16Layout(none, nullptr, zen4), Bf16Layout::kLanes);
+  EXPECT_EQ(ChooseBf16Layout(none, "1", zen4), Bf16Layout::kLanes);
+  EXPECT_EQ(ChooseBf16Layout(amx, "0", emerald), Bf16Layout::kAmxTiles);
+  EXPECT_EQ(ChooseBf16Layout(bf16, nullptr, zen4), Bf16Layout::kPairs);
+  EXPECT_EQ(ChooseBf16Layout(bf16, nullptr, emerald), Bf16Layout::kLanes);
+  EXPECT_EQ(ChooseBf16Layout(bf16, nullptr, tie), Bf16Layout::kLanes);
+  EXPECT_EQ(ChooseBf16Layout(bf16, "1", emerald), Bf16Layout::kPairs);
+  EXPECT_EQ(ChooseBf16Layout(bf16, "0", zen4), Bf16Layout::kLanes);
+  EXPECT_EQ(ChooseBf16Layout(bf16, "yes", emerald), Bf16Layout::kLanes);
+  EXPECT_EQ(ChooseBf16Layout(bf16, "yes", zen4), Bf16Layout::kPairs);
+}
+
+// The measurement gives rates within the physically possible: at most 2 x 32 lanes x 2 FLOPs a
+// cycle for fma, 4x that for pairs, at 6 GHz; at least 1 GFLOP/s.
+TEST(PreferredBf16LayoutTest, MeasuresPlausibleRates) {
+  if (!GetCpuFeatures().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  const internal::DotRates r = internal::MeasureDotRates();
+  EXPECT_GT(r.fma_flops, 1e9);
+  EXPECT_LT(r.fma_flops, 2 * 16 * 2 * 6e9);
+  EXPECT_GT(r.pairs_flops, 1e9);
+  EXPECT_LT(r.pairs_flops, 2 * 16 * 4 * 6e9);
+}
 
 TEST(PackBf16MatrixTest, RoundsToNearestEvenAndKeepsNaN) {
   // 1 + 2^-8 is halfway between two bf16 values: ties to the even one (1.0); just above rounds up.

@@ -9,7 +9,9 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
+#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/quant_matmul.h"
 
@@ -181,6 +183,10 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> PackLlamaWeights(
     ASSIGN_OR_RETURN(w->rope_freq_factors, Vector(c, "rope_freqs.weight"));
   }
   const bool b = cfg.attention_bias, bf16 = options.bf16_matrices;
+  if (bf16) {
+    PLOG_INFO("bf16 weights in the {} layout (PAGELLM_BF16_PAIRS=0 or 1 pins it)",
+              kernels::Bf16LayoutName(kernels::PreferredBf16Layout()));
+  }
   w->layers.resize(cfg.num_layers);
   for (int64_t i = 0; i < cfg.num_layers; ++i) {
     LlamaLayerWeights& l = w->layers[i];
