@@ -38,8 +38,9 @@ class PreemptionTest : public ::testing::Test {
     CpuBackendOptions o;
     o.threads = 2;
     o.num_kv_blocks = num_kv_blocks > 0 ? num_kv_blocks : 1024;
-    // One block of SmolLM2 with an f16 cache: 2 (K, V) * 30 layers * 3 heads * 16 * 64 * 2 B.
-    o.swap_space_bytes = swap_blocks * 2 * 30 * 3 * 16 * 64 * 2;
+    const absl::StatusOr<int64_t> block_bytes = testing::KvBlockBytes(kModel, o.block_size);
+    EXPECT_TRUE(block_bytes.ok()) << block_bytes.status();
+    o.swap_space_bytes = swap_blocks * block_bytes.value_or(0);
     auto m = testing::OpenModel(kModel, o);
     EXPECT_TRUE(m.ok()) << m.status();
     return m.ok() ? std::move(*m) : testing::TestModel{};
@@ -107,8 +108,13 @@ TEST_F(PreemptionTest, SeededParallelSamplesSurvivePreemption) {
   const SamplingParams p = SeededN4(24);
   const testing::EngineRun roomy = Run(Open(0, 0), p, PreemptionMode::kAuto);
   ASSERT_EQ(roomy.tokens.size(), 32u * 4);
-  // The four samples of a request differ (their own streams), and none is empty.
-  EXPECT_NE(roomy.tokens.at({"0", 0}), roomy.tokens.at({"0", 1}));
+  // The four samples of a request differ (their own streams), and none is empty. Not with the
+  // GPU check's reference checkpoints (PAGELLM_TEST_MODEL; tools/gpu/hf_reference.py): their
+  // next-token margins are far above any temperature, so every sample is the greedy one (seen in
+  // the CUDA emulator); the comparison below still holds there.
+  if (testing::TestModelPath(kModel) == kModel) {
+    EXPECT_NE(roomy.tokens.at({"0", 0}), roomy.tokens.at({"0", 1}));
+  }
   const testing::TestModel tight = Open(60, 4096);
   for (PreemptionMode mode : {PreemptionMode::kAuto, PreemptionMode::kRecompute}) {
     const testing::EngineRun run = Run(tight, p, mode);

@@ -126,6 +126,12 @@ absl::StatusOr<TestModel> OpenModelGroup(const std::string& path, const CpuBacke
   return t;
 }
 
+absl::StatusOr<int64_t> KvBlockBytes(const std::string& path, int64_t block_size) {
+  ASSIGN_OR_RETURN(LoadedModel m, LoadModel(LoadOptions(path)));
+  const ModelConfig& c = m.checkpoint->config;
+  return 2 * c.num_layers * c.num_kv_heads * block_size * c.head_dim * 2;
+}
+
 absl::StatusOr<std::vector<std::vector<int32_t>>> GreedyGenerate(
     Backend* backend, const Tokenizer* tokenizer, const std::vector<std::vector<int32_t>>& prompts,
     int max_tokens, bool together, const EngineOptions& options) {

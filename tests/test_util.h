@@ -57,6 +57,11 @@ absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOpt
 // (1: the plain backend).
 absl::StatusOr<TestModel> OpenModelGroup(const std::string& path, const CpuBackendOptions& options,
                                          int world_size);
+// Bytes of one KV block of TestModelPath(path)'s model with `block_size` tokens: K and V of every
+// layer and KV head in 2-byte elements (the CPU backend's f16 cache, the CUDA backend's bf16 or
+// fp16 one), so that a test sizes its swap space in blocks whatever PAGELLM_TEST_MODEL is.
+absl::StatusOr<int64_t> KvBlockBytes(const std::string& path, int64_t block_size);
+
 // Greedy continuations of `prompts` (token ids), max_tokens each, ignore_eos. With
 // `together`, every prompt is added before the first step; otherwise one prompt at a time.
 // Internal error if the engine leaks KV blocks.
