@@ -7,6 +7,8 @@
 #                                  run(command="tools/gpu/check.sh run", carry=[".gpu-bundle"])
 #   tools/gpu/check.sh bench     on the lent GPU machine, a second call: the benchmarks
 #   tools/gpu/check.sh dry-run   here, without a GPU: the same stages that need none
+#   tools/gpu/check.sh emu       here, without a GPU: run's and bench's stages on the CUDA
+#                                emulator (build-emu, cmake -DPAGELLM_CUDA_EMU=ON), small
 #
 # run: prints the GPU and driver; unpacks the bundle and finds the CUDA libraries (toolkit or
 # torch's wheels) for the bundle's LD_LIBRARY_PATH, and nothing else's; runs every
@@ -18,6 +20,10 @@
 # dry-run: unpacks and checks the bundle, runs the CUDA tests (all must pass or skip), runs
 # compare_test.py, and when /tmp/gpuref-venv exists the whole comparison on the CPU with tiny
 # models (hf_reference.py --tiny, pagellm-gpu-ref --device cpu).
+# emu: a rehearsal of the GPU stages with build-emu's programs (no bundle; needs
+# /tmp/gpuref-venv): the tiny references, pagellm-gpu-ref --device cuda against them, the engine
+# tests, the serving benchmark and pagellm-gpu-bench, on the tiny Llama with small sizes. About
+# 12 min on 2 cores: the emulator runs each CUDA thread on the CPU. Figures are not timings.
 # Exits non-zero when a stage fails.
 set -Eeuo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +33,9 @@ trap 'stopped="line $LINENO: $BASH_COMMAND"' ERR
 bundle=.gpu-bundle
 venv=/tmp/gpuref-venv
 cuda_re='^(libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia[-a-z_]*)\.so'
-deadline=0  # set by the mode: run 420 s, bench 330 s (CHECK_DEADLINE_S overrides)
+deadline=0  # set by the mode: run 420 s, bench 330 s, emu 1800 s (CHECK_DEADLINE_S overrides)
+slow=1      # factor on each stage's own timeout: 8 on the emulator
+tokenizer="$bundle/ref/tokenizer.json"
 work=""    # scratch: the unpacked bundle, logs, references (run and dry-run)
 out=""     # $OUT on the device, else /tmp/pagellm-gpu-check
 ld_path="" # LD_LIBRARY_PATH for the bundle's programs only
@@ -43,9 +51,9 @@ row() {  # stage result figure
 # Seconds a step may take: $1, capped by the time until $2 (default: the deadline, less 15 s for
 # the report); at least 1.
 budget() {
-  local left=$((${2:-$((deadline - 15))} - SECONDS))
+  local want=$(($1 * slow)) left=$((${2:-$((deadline - 15))} - SECONDS))
   ((left > deadline - 15 - SECONDS)) && left=$((deadline - 15 - SECONDS))
-  ((left < $1)) && echo $((left > 1 ? left : 1)) || echo "$1"
+  ((left < want)) && echo $((left > 1 ? left : 1)) || echo "$want"
 }
 
 # Runs "$@" under a timeout of $1 seconds, output to log $2; echoes the exit status.
@@ -206,7 +214,7 @@ hf_reference() {
   local python=$1 secs=$2 start=$SECONDS rc
   shift 2
   rc="$(timed "$(budget "$secs")" hf_reference.log env HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 \
-    "$python" tools/gpu/hf_reference.py --out "$work/ref" --tokenizer "$bundle/ref/tokenizer.json" \
+    "$python" tools/gpu/hf_reference.py --out "$work/ref" --tokenizer "$tokenizer" \
     "$@")"
   if [[ "$rc" != 0 ]]; then
     row hf-reference FAIL "exit $rc after $((SECONDS - start)) s (logs/hf_reference.log)"
@@ -307,17 +315,21 @@ sanitizer() {
 # against the copy bandwidth.
 bench() {
   local rc
-  rc="$(timed "$(budget 150)" gpu_bench.log env LD_LIBRARY_PATH="$ld_path" \
-    "$work/bundle/bin/pagellm-gpu-bench" --load-format dummy --dummy-model llama-3-8b \
-    --dummy-dtype bf16 --tokenizer "$bundle/ref/tokenizer.json" --device cuda \
-    --json "$work/logs/gpu_bench.json")"
-  row gpu-bench "$([[ "$rc" == 0 ]] && echo ok || echo FAIL)" "$(tail -c 400 "$work/logs/gpu_bench.log")"
+  gpu_bench --load-format dummy --dummy-model llama-3-8b --dummy-dtype bf16 --tokenizer "$tokenizer"
   serving_bench 1000 --device cuda --load-format dummy --dummy-model llama-3-8b --dummy-dtype bf16
   hf_baseline python3 --device cuda
   rc="$(timed "$(budget 45)" attention_bench.log env LD_LIBRARY_PATH="$ld_path" \
     "$work/bundle/bin/kernels_cuda_paged_attention_bench")"
   row attention-bench "$([[ "$rc" == 0 ]] && echo ok || echo FAIL)" \
     "$(tail -1 "$work/logs/attention_bench.log")"
+}
+
+# pagellm-gpu-bench --device cuda with the model (and size) flags "$@".
+gpu_bench() {
+  local rc
+  rc="$(timed "$(budget 150)" gpu_bench.log env LD_LIBRARY_PATH="$ld_path" \
+    "$work/bundle/bin/pagellm-gpu-bench" --device cuda "$@" --json "$work/logs/gpu_bench.json")"
+  row gpu-bench "$([[ "$rc" == 0 ]] && echo ok || echo FAIL)" "$(tail -c 400 "$work/logs/gpu_bench.log")"
 }
 
 # Value of key $2 in the one-line-or-more JSON file $1 (plain python3).
@@ -334,7 +346,7 @@ serving_bench() {
   local prompts=$1
   shift
   : >"$work/logs/serving_worker.log"
-  env LD_LIBRARY_PATH="$ld_path" "$bin/pagellm-worker" "$@" --tokenizer "$bundle/ref/tokenizer.json" \
+  env LD_LIBRARY_PATH="$ld_path" "$bin/pagellm-worker" "$@" --tokenizer "$tokenizer" \
     --host 127.0.0.1 --port 50161 --metrics-port 0 --max-num-seqs 256 \
     >"$work/logs/serving_worker.log" 2>&1 &
   worker=$!
@@ -424,23 +436,55 @@ dry_run() {
   fi
 }
 
+# build-emu's programs (and its engine tests) as $work/bundle/bin, the tokenizer from the
+# models; no LD_LIBRARY_PATH (the emulator is linked in).
+emu_programs() {
+  local f emu=build-emu
+  mkdir -p "$work/bundle/bin"
+  for f in "$emu"/bin/pagellm{,-worker,-router,-gpu-ref,-gpu-bench} "$emu"/tests/{preemption,sharing}_test; do
+    if [[ ! -x "$f" ]]; then
+      row emu-build FAIL "no $f (cmake -S . -B $emu -G Ninja -DPAGELLM_CUDA_EMU=ON; ninja -C $emu)"
+      return 1
+    fi
+    ln -s "$PWD/$f" "$work/bundle/bin/"
+  done
+  tokenizer=models/SmolLM2-135M-Instruct-hf/tokenizer.json
+  [[ -f "$tokenizer" ]] || { row emu-build FAIL "no $tokenizer (tools/prepare_models.sh)"; return 1; }
+  row emu-build ok "$emu: the CUDA emulator"
+}
+
+emu_run() {
+  emu_programs || return 0
+  [[ -x "$venv/bin/python" ]] || { row hf-reference FAIL "no $venv (../shared/PEERS.md)"; return 0; }
+  hf_reference "$venv/bin/python" 300 --device cpu --dtype float32 --check-dtype bfloat16 \
+    --tiny --prompts 6 --max-tokens 16 --max-prompt-tokens 600 || return 0
+  ours cuda
+  engine_tests
+  serving_bench 6 --device cuda --model "$work/ref/llama3" --gpu-memory-utilization 0.3 \
+    --swap-space 0.5
+  gpu_bench --model "$work/ref/llama3" --gpu-memory-utilization 0.3 --swap-space 0.1 \
+    --decode_batches 1,4 --context 64 --prefill_tokens 128 --iters 2 --copy_mib 16 --gemm_n 128
+}
+
 case "${1:-}" in
   build) build ;;
-  run | bench | dry-run)
+  run | bench | dry-run | emu)
     default_deadline=420
     [[ "$1" == bench ]] && default_deadline=330
+    [[ "$1" == emu ]] && default_deadline=1800 slow=8
     deadline=$((SECONDS + ${CHECK_DEADLINE_S:-$default_deadline}))
     setup
     trap report EXIT
     case "$1" in
       run) run ;;
       bench) bench_run ;;
+      emu) emu_run ;;
       *) dry_run ;;
     esac
     exit "$failed"
     ;;
   *)
-    echo "usage: tools/gpu/check.sh build | run | bench | dry-run" >&2
+    echo "usage: tools/gpu/check.sh build | run | bench | dry-run | emu" >&2
     exit 2
     ;;
 esac

@@ -14,8 +14,8 @@ beams:   when REF.json has "beam" ({"width", "max_tokens", "beams": [[[ids] x wi
          OURS.json "beams" of the same shape: mean over (prompt, rank) of the tokens before our
          beam of that rank first differs from the reference's, / max_tokens. The bar (0.80) sits
          below the noise floor of two transformers precisions (bf16 against fp32: 0.91 on the
-         tiny models of check.sh dry-run, where our fp32 CPU beams match fp32 transformers'
-         exactly).
+         head_dim-32 tiny models check.sh dry-run used until 2026-12-05, 1.00 on today's
+         head_dim-64 ones; our fp32 CPU beams match fp32 transformers' exactly).
 Prints `MODEL prefix=P teacher=T [beams=B] PASS|FAIL` (4 decimals); exits 1 on FAIL or on
 malformed input.
 Plain python3, no dependencies.

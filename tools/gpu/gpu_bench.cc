@@ -1,7 +1,8 @@
 // pagellm-gpu-bench: the CUDA backend's step times on the GPU against their physical floors,
 // for tools/gpu/check.sh. In one run:
 //   - the ceilings, measured here: device-to-device copy bandwidth (bytes read + written) and
-//     the bf16 GEMM rate of an 8192^3 cuBLAS product on random data;
+//     the bf16 GEMM rate of an 8192^3 cuBLAS product on random data (--copy-mib and --gemm-n
+//     shrink both for a rehearsal on the CUDA emulator: check.sh emu);
 //   - decode: a step of B sequences of --context tokens each (B from --decode-batches), through
 //     Backend::Forward with greedy sampling rows, as the engine runs it; floor = (weight bytes +
 //     the KV bytes the step reads) / copy bandwidth;
@@ -38,6 +39,8 @@ ABSL_FLAG(int32_t, context, 1024, "tokens of context per decode sequence");
 ABSL_FLAG(int32_t, prefill_tokens, 2048, "tokens of the prefill prompt");
 ABSL_FLAG(int32_t, iters, 20, "timed steps per measurement (after 3 warm-up steps)");
 ABSL_FLAG(std::string, json, "", "also write the result here");
+ABSL_FLAG(int32_t, copy_mib, 2048, "MiB per buffer of the copy ceiling (two buffers)");
+ABSL_FLAG(int32_t, gemm_n, 8192, "n of the n^3 GEMM ceiling (small on the CUDA emulator)");
 
 namespace pagellm::cli {
 namespace {
@@ -51,7 +54,8 @@ double Median(std::vector<double> v) {
 
 // Bytes read + written per second by a large device-to-device copy (median of 10).
 absl::StatusOr<double> CopyBandwidth() {
-  const int64_t bytes = 2ll << 30;
+  const int64_t bytes = int64_t{absl::GetFlag(FLAGS_copy_mib)} << 20;
+  if (bytes <= 0) return absl::InvalidArgumentError("--copy_mib must be positive");
   ASSIGN_OR_RETURN(cuda::DeviceBuffer a, cuda::DeviceBuffer::Allocate(bytes, "copy benchmark"));
   ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::Allocate(bytes, "copy benchmark"));
   RETURN_IF_ERROR(
@@ -71,7 +75,8 @@ absl::StatusOr<double> CopyBandwidth() {
 
 // FLOP/s of an n^3 bf16 GEMM with fp32 accumulation on random data (median of 10).
 absl::StatusOr<double> GemmRate() {
-  const int n = 8192;
+  const int n = absl::GetFlag(FLAGS_gemm_n);
+  if (n < 16 || n > 65536) return absl::InvalidArgumentError("--gemm_n must be in [16, 65536]");
   ASSIGN_OR_RETURN(const cuda::CublasApi* api, cuda::LoadCublas());
   ASSIGN_OR_RETURN(cuda::DeviceBuffer a, cuda::DeviceBuffer::Allocate(2ll * n * n, "GEMM"));
   ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::Allocate(2ll * n * n, "GEMM"));

@@ -72,8 +72,10 @@ MODELS = {
         max_position_embeddings=8192, switch=0.05,
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
 }
-TINY = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, head_dim=32)
+# head_dim 64: the smallest the CUDA kernels take, so the tiny models also serve the CUDA
+# emulator's rehearsal (check.sh emu).
+TINY = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=64)
 
 SEED = 1234
 # Weight std = GAIN / sqrt(fan_in), so the sizes below hold for any hidden size. GAIN 0.64 is

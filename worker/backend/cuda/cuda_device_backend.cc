@@ -179,6 +179,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaDeviceBackend(
   ASSIGN_OR_RETURN(std::unique_ptr<DeviceWeights> weights,
                    UploadWeights(*checkpoint, plan, stream));
   const int64_t weight_bytes = weights->bytes, converted = weights->converted_tensors;
+  const int64_t dequantized = weights->dequantized_tensors;
   const kernels::KvDtype dtype = weights->dtype;
   CudaModelOptions mo;
   mo.max_batch_tokens = o.max_batch_tokens;
@@ -230,10 +231,13 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaDeviceBackend(
           ? absl::StrCat(", tensor-parallel rank ", o.shard.rank, " of ", o.shard.world_size)
           : std::string(),
       weight_bytes >> 20, dtype == kernels::KvDtype::kF16 ? "float16" : "bfloat16",
-      converted > 0 ? absl::StrCat(", ", converted,
-                                   " tensors converted at load (quantized ones dequantized: no "
-                                   "quantized GPU kernels yet)")
-                    : std::string(),
+      converted > 0
+          ? absl::StrCat(", ", converted, " tensors converted at load",
+                         dequantized > 0 ? absl::StrCat(", ", dequantized,
+                                                        " of them dequantized from quantized GGUF "
+                                                        "blocks: no quantized GPU kernels yet")
+                                         : std::string())
+          : std::string(),
       model->scratch_bytes() >> 20, engine_blocks, kv.block_size,
       (kv.num_blocks * block_bytes) >> 20, kv.num_swap_blocks,
       (kv.num_swap_blocks * block_bytes) >> 20,

@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/ggml_type.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "kernels/cpu/dequant.h"
@@ -171,6 +172,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> UploadWeights(const ModelCheckpoi
     }
     RETURN_IF_ERROR(UploadTensor(e, base + it->second, staging, scratch, stream));
     w->converted_tensors += e.converted;
+    w->dequantized_tensors += GetGgmlTypeTraits(e.shard.dtype).block_elems > 1;
     // The host bytes are not read again (UploadTensor waited for their copy): their pages of a
     // mapped file leave the host's resident set.
     if (checkpoint.drop_pages && e.shard.num_rows() > 0) {

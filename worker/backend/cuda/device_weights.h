@@ -44,8 +44,9 @@ struct DeviceWeights {
   std::vector<DeviceLayerWeights> layers;
   // rope_freqs.weight (GGUF Llama 3) on the host, for the RoPE table; empty when absent.
   std::vector<float> rope_freq_factors;
-  int64_t bytes = 0;              // device bytes of all of it
-  int64_t converted_tensors = 0;  // tensors widened, narrowed or dequantized on the way
+  int64_t bytes = 0;                // device bytes of all of it
+  int64_t converted_tensors = 0;    // tensors widened, narrowed or dequantized on the way
+  int64_t dequantized_tensors = 0;  // of those, the quantized GGUF ones
   DeviceBuffer storage;
 };
 
