@@ -223,6 +223,12 @@ hf_reference() {
   row hf-reference ok "$((SECONDS - start)) s; $(grep -c 'prompts (' "$work/logs/hf_reference.log") models"
 }
 
+# The tiny references on this machine's CPU (dry-run, emu): fp32, with bf16 as the noise floor.
+tiny_reference() {
+  hf_reference "$venv/bin/python" 300 --device cpu --dtype float32 --check-dtype bfloat16 \
+    --tiny --prompts 6 --max-tokens 16 --max-prompt-tokens 600
+}
+
 # compare.py REF OURS as a row named $1.
 score() {
   local line rc=0
@@ -422,8 +428,7 @@ dry_run() {
   cuda_tests 0
   compare_tests
   if [[ -x "$venv/bin/python" ]]; then
-    hf_reference "$venv/bin/python" 300 --device cpu --dtype float32 --check-dtype bfloat16 \
-      --tiny --prompts 6 --max-tokens 16 --max-prompt-tokens 600 || return 0
+    tiny_reference || return 0
     ours cpu
   else
     row hf-reference SKIP "no $venv"
@@ -456,8 +461,7 @@ emu_programs() {
 emu_run() {
   emu_programs || return 0
   [[ -x "$venv/bin/python" ]] || { row hf-reference FAIL "no $venv (../shared/PEERS.md)"; return 0; }
-  hf_reference "$venv/bin/python" 300 --device cpu --dtype float32 --check-dtype bfloat16 \
-    --tiny --prompts 6 --max-tokens 16 --max-prompt-tokens 600 || return 0
+  tiny_reference || return 0
   ours cuda
   engine_tests
   serving_bench 6 --device cuda --model "$work/ref/llama3" --gpu-memory-utilization 0.3 \
