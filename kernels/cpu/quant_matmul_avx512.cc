@@ -10,10 +10,12 @@
 //
 // The multi-row path: tiles of up to 16 activation rows x 16 weight rows, the activations read
 // from their panels (quant_matmul.h: one pointer per block for the whole tile, so the 16
-// accumulators, 8 weight vectors and scales stay in registers), rows in chunks sized for L1,
-// and the next pair's weights requested while a chunk's first tile computes. The AMX path
-// (GroupsAmx) computes the same int32 dot products with one tdpbsud per block and panel and
-// runs the same fp32 epilogue, so it gives the same bits too.
+// accumulators, 8 weight vectors and scales stay in registers). From 32 rows (prefill, large
+// decode batches) a pair of groups is unpacked once per chunk of rows into a buffer that the
+// chunk's tiles load from; with fewer, each tile unpacks as it goes, the rows in chunks sized
+// for L1 and the next pair's weights requested while a chunk's first tile computes. The AMX
+// path (GroupsAmx) computes the same int32 dot products with one tdpbsud per block and panel
+// from the same buffer and runs the same fp32 epilogue, so it gives the same bits too.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -121,14 +123,130 @@ void Tile(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
   }
 }
 
+// A pair of adjacent groups' block (16 rows) in 512-bit vectors, as TilePair multiplies it:
+// vector t holds the first group's vector t in its low half and the second's in its high half.
+struct PairVectors {
+  __m512i wv[8];
+  __m512 dw, mw;
+  __m512i sc_lo, sc_hi;
+};
+
+// The pair g0, g0 + 1's block b, unpacked from the packed matrix.
+template <GgmlType T>
+inline void UnpackPair(const PackedQuantMatrix& w, int64_t g0, int64_t b, int64_t nb,
+                       PairVectors* o) {
+  constexpr PackedLayout L = LayoutOf(T);
+  auto pair = [](__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  };
+  auto pairf = [](__m256 lo, __m256 hi) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+  };
+  Unpacked a, c;
+  Unpack<T>(w, g0, b, nb, &a);
+  Unpack<T>(w, g0 + 1, b, nb, &c);
+  for (int t = 0; t < 8; ++t) o->wv[t] = pair(a.wv[t], c.wv[t]);
+  o->dw = pairf(a.dw, c.dw);
+  if constexpr (L.has_min()) o->mw = pairf(a.mw, c.mw);
+  if constexpr (L.scale == Scale::kHalves) {
+    o->sc_lo = pair(a.sc_lo, c.sc_lo);
+    o->sc_hi = pair(a.sc_hi, c.sc_hi);
+  }
+}
+
+// A pair's block unpacked once and stored for many tiles (and, its quants, AMX's weight tile:
+// 8 rows of 64 bytes).
+struct alignas(64) PairBlock {
+  uint8_t wv[8 * 64];
+  float dw[16];
+  float mw[16];
+  int32_t sc_lo[16];
+  int32_t sc_hi[16];
+};
+
+template <GgmlType T>
+inline void StorePair(const PairVectors& v, PairBlock* o) {
+  constexpr PackedLayout L = LayoutOf(T);
+  for (int t = 0; t < 8; ++t) _mm512_store_si512(o->wv + 64 * t, v.wv[t]);
+  _mm512_store_ps(o->dw, v.dw);
+  if constexpr (L.has_min()) _mm512_store_ps(o->mw, v.mw);
+  if constexpr (L.scale == Scale::kHalves) {
+    _mm512_store_si512(o->sc_lo, v.sc_lo);
+    _mm512_store_si512(o->sc_hi, v.sc_hi);
+  }
+}
+
+template <GgmlType T>
+inline void LoadPair(const PairBlock& p, PairVectors* o) {
+  constexpr PackedLayout L = LayoutOf(T);
+  for (int t = 0; t < 8; ++t) o->wv[t] = _mm512_load_si512(p.wv + 64 * t);
+  o->dw = _mm512_load_ps(p.dw);
+  if constexpr (L.has_min()) o->mw = _mm512_load_ps(p.mw);
+  if constexpr (L.scale == Scale::kHalves) {
+    o->sc_lo = _mm512_load_si512(p.sc_lo);
+    o->sc_hi = _mm512_load_si512(p.sc_hi);
+  }
+}
+
+// From this many activation rows (two 16-row tiles) a pair is unpacked once into PairBlocks
+// rather than by each tile.
+constexpr int64_t kStoredMinRows = 32;
+constexpr int64_t kStoredChunkBytes = 512 << 10;
+
+// This thread's stored pair: grows to the widest matrix, then is reused.
+inline PairBlock* PairBuffer(int64_t nb) {
+  thread_local std::vector<PairBlock> blocks;
+  if (static_cast<int64_t>(blocks.size()) < nb) blocks.resize(nb);
+  return blocks.data();
+}
+
+// Requests the pair g0, g0 + 1's block b into L1 (for a pair whose weights come from L3 or DRAM).
+inline void PrefetchPairBlock(const PackedQuantMatrix& w, int64_t g0, int64_t b, int64_t nb) {
+  const char* p = reinterpret_cast<const char*>(w.data.data()) + (g0 * nb + b) * w.block_bytes;
+  for (int64_t off = 0; off < w.block_bytes; off += 64) {
+    _mm_prefetch(p + off, _MM_HINT_T0);
+    _mm_prefetch(p + nb * w.block_bytes + off, _MM_HINT_T0);
+  }
+}
+
+// The pair g0, g0 + 1 unpacked into blocks[0, nb), the next pair's weights requested meanwhile.
+template <GgmlType T>
+void StorePairBlocks(const PackedQuantMatrix& w, int64_t g0, int64_t nb, PairBlock* blocks) {
+  const bool next = g0 + 4 <= w.groups;
+  PairVectors v;
+  for (int64_t b = 0; b < nb; ++b) {
+    if (next) PrefetchPairBlock(w, g0 + 2, b, nb);
+    UnpackPair<T>(w, g0, b, nb, &v);
+    StorePair<T>(v, blocks + b);
+  }
+}
+
+// Where TilePair's weights come from, as src(b, &vectors) for block b: unpacked now from the
+// packed matrix (kPrefetch: also requesting the next pair's block, for the first tile of a chunk,
+// whose weights come from L3 or DRAM), or loaded from blocks stored once (StorePairBlocks).
+template <GgmlType T, bool kPrefetch>
+struct UnpackSource {
+  const PackedQuantMatrix& w;
+  int64_t g0, nb;
+  void operator()(int64_t b, PairVectors* v) const {
+    if constexpr (kPrefetch) PrefetchPairBlock(w, g0 + 2, b, nb);
+    UnpackPair<T>(w, g0, b, nb, v);
+  }
+};
+
+template <GgmlType T>
+struct StoredSource {
+  const PairBlock* blocks;
+  void operator()(int64_t b, PairVectors* v) const { LoadPair<T>(blocks[b], v); }
+};
+
 // Two adjacent groups (16 rows) in 512-bit vectors: every activation broadcast feeds 16 rows'
 // dot products, half the instructions per multiply-add of Tile (whose issue rate, not the VNNI
-// units, limits it). Per output the operations are Tile's. With kPrefetch the tile also requests
-// the next pair's weights, block by block, while it computes (the first tile of a chunk, whose
-// weights come from L3 or DRAM).
-template <GgmlType T, int MT, bool kPrefetch = false>
-void TilePair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x, int64_t m0,
-              float* y, int64_t ldy) {
+// units, limits it). Per output the operations are Tile's. Writes y[(m0 + i) * ldy + j] for
+// the tile's rows i and the pair's rows j in mask.
+template <GgmlType T, int MT, typename Src>
+void TilePair(const Src& src, const QuantizedActivations& x, int64_t m0, float* y, int64_t ldy,
+              __mmask16 mask) {
   constexpr PackedLayout L = LayoutOf(T);
   const int64_t nb = x.cols / kBlock;
   // The tile's rows lie in one panel (RowsPair's tiles never straddle two).
@@ -137,34 +255,9 @@ void TilePair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations
   __m512 acc[MT];
 #pragma GCC unroll 16
   for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
-  auto pair = [](__m256i lo, __m256i hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-  };
-  auto pairf = [](__m256 lo, __m256 hi) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-  };
-  Unpacked a, c;
+  PairVectors v;
   for (int64_t b = 0; b < nb; ++b) {
-    if constexpr (kPrefetch) {
-      const char* next =
-          reinterpret_cast<const char*>(w.data.data()) + ((g0 + 2) * nb + b) * w.block_bytes;
-      for (int64_t off = 0; off < w.block_bytes; off += 64) {
-        _mm_prefetch(next + off, _MM_HINT_T0);
-        _mm_prefetch(next + nb * w.block_bytes + off, _MM_HINT_T0);
-      }
-    }
-    Unpack<T>(w, g0, b, nb, &a);
-    Unpack<T>(w, g0 + 1, b, nb, &c);
-    __m512i wv[8];
-    for (int t = 0; t < 8; ++t) wv[t] = pair(a.wv[t], c.wv[t]);
-    const __m512 dw = pairf(a.dw, c.dw);
-    __m512 mw;
-    if constexpr (L.has_min()) mw = pairf(a.mw, c.mw);
-    __m512i sc_lo, sc_hi;
-    if constexpr (L.scale == Scale::kHalves) {
-      sc_lo = pair(a.sc_lo, c.sc_lo);
-      sc_hi = pair(a.sc_hi, c.sc_hi);
-    }
+    src(b, &v);
     // Block b of the tile's rows in their panel: constant offsets from one slot.
     const int64_t slot = (panel * nb + b) * QuantizedActivations::kPanelRows + i0;
     const int8_t* xq = x.qs.data() + slot * kBlock;
@@ -175,52 +268,55 @@ void TilePair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations
 #pragma GCC unroll 16
     for (int i = 0; i < MT; ++i) {
       const __m512i dot =
-          Dot<T, __m512i, Ops512>(wv, sc_lo, sc_hi, sq[i], sq_lo[i], xq + i * kBlock);
-      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), dw), _mm512_set1_ps(xd[i]),
+          Dot<T, __m512i, Ops512>(v.wv, v.sc_lo, v.sc_hi, sq[i], sq_lo[i], xq + i * kBlock);
+      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), v.dw), _mm512_set1_ps(xd[i]),
                                acc[i]);
-      if constexpr (L.has_min()) acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[i]), acc[i]);
+      if constexpr (L.has_min()) acc[i] = _mm512_fmadd_ps(v.mw, _mm512_set1_ps(xs[i]), acc[i]);
     }
   }
-  const int64_t n0 = g0 * 8;
-  const int64_t valid = std::min<int64_t>(16, w.n_out - n0);
-  const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1);
 #pragma GCC unroll 16
-  for (int i = 0; i < MT; ++i) _mm512_mask_storeu_ps(y + (m0 + i) * ldy + n0, mask, acc[i]);
+  for (int i = 0; i < MT; ++i) _mm512_mask_storeu_ps(y + (m0 + i) * ldy, mask, acc[i]);
 }
 
-// Rows [m_begin, m_end) against the pair g0, g0 + 1. REQUIRES: m_begin % 16 == 0, and x has
-// panels; the tiles (16s, then 8, 4 and the rest) each stay inside one panel.
-template <GgmlType T>
-void RowsPair(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
-              int64_t m_begin, int64_t m_end, float* y, int64_t ldy) {
+// Rows [m_begin, m_end) against one pair, the first 16-row tile's weights from `first` and the
+// others' from `src`. y points at the pair's first output column. REQUIRES: m_begin % 16 == 0,
+// and x has panels; the tiles (16s, then 8, 4 and the rest) each stay inside one panel.
+template <GgmlType T, typename First, typename Src>
+void RowsPair(const First& first, const Src& src, const QuantizedActivations& x, int64_t m_begin,
+              int64_t m_end, float* y, int64_t ldy, __mmask16 mask) {
   int64_t m = m_begin;
-  // 16 activation rows a tile: the pair's unpacking shared by 16 rows (26 of the 32 registers).
-  if (m + 16 <= m_end && g0 + 4 <= w.groups) {  // the first tile fetches the next pair's weights
-    TilePair<T, 16, true>(w, g0, x, m, y, ldy);
+  // 16 activation rows a tile: the pair's weights shared by 16 rows (26 of the 32 registers).
+  if (m + 16 <= m_end) {
+    TilePair<T, 16>(first, x, m, y, ldy, mask);
     m += 16;
   }
-  for (; m + 16 <= m_end; m += 16) TilePair<T, 16>(w, g0, x, m, y, ldy);
+  for (; m + 16 <= m_end; m += 16) TilePair<T, 16>(src, x, m, y, ldy, mask);
   if (m + 8 <= m_end) {
-    TilePair<T, 8>(w, g0, x, m, y, ldy);
+    TilePair<T, 8>(src, x, m, y, ldy, mask);
     m += 8;
   }
   if (m + 4 <= m_end) {
-    TilePair<T, 4>(w, g0, x, m, y, ldy);
+    TilePair<T, 4>(src, x, m, y, ldy, mask);
     m += 4;
   }
   switch (m_end - m) {
     case 3:
-      TilePair<T, 3>(w, g0, x, m, y, ldy);
+      TilePair<T, 3>(src, x, m, y, ldy, mask);
       break;
     case 2:
-      TilePair<T, 2>(w, g0, x, m, y, ldy);
+      TilePair<T, 2>(src, x, m, y, ldy, mask);
       break;
     case 1:
-      TilePair<T, 1>(w, g0, x, m, y, ldy);
+      TilePair<T, 1>(src, x, m, y, ldy, mask);
       break;
     default:
       break;
   }
+}
+
+// The output columns of the pair g0, g0 + 1 that exist.
+inline __mmask16 PairMask(const PackedQuantMatrix& w, int64_t g0) {
+  return static_cast<__mmask16>((1u << std::min<int64_t>(16, w.n_out - g0 * 8)) - 1);
 }
 
 template <GgmlType T, int NG>
@@ -251,12 +347,6 @@ void Rows(const PackedQuantMatrix& w, int64_t g0, const QuantizedActivations& x,
 // accumulates exactly as TilePair does: bit-identical to the VNNI and portable kernels.
 constexpr int64_t kAmxMinRows = 128;
 
-struct AmxBlock {
-  alignas(64) uint8_t tile[8 * 64];
-  float dw[16];
-  float mw[16];
-};
-
 struct AmxTileConfig {
   uint8_t palette_id;
   uint8_t start_row;
@@ -279,7 +369,7 @@ __attribute__((target("amx-tile"))) inline void AmxConfigure() {
 
 // acc[i] += the block's contribution for panel row i, from the tile's int32 results in c.
 template <GgmlType T>
-__attribute__((always_inline)) inline void AmxEpilogue(const int32_t* c, const AmxBlock& blk,
+__attribute__((always_inline)) inline void AmxEpilogue(const int32_t* c, const PairBlock& blk,
                                                        const float* xd, const float* xs,
                                                        const int32_t* sq, __m512* acc) {
   constexpr PackedLayout L = LayoutOf(T);
@@ -299,28 +389,13 @@ __attribute__((always_inline)) inline void AmxEpilogue(const int32_t* c, const A
 template <GgmlType T>
 __attribute__((target("amx-tile,amx-int8"))) void AmxPair(const PackedQuantMatrix& w, int64_t g0,
                                                           const QuantizedActivations& x,
-                                                          AmxBlock* blocks, float* y, int64_t ldy) {
-  constexpr PackedLayout L = LayoutOf(T);
+                                                          PairBlock* blocks, float* y,
+                                                          int64_t ldy) {
   constexpr int64_t kP = QuantizedActivations::kPanelRows;
   const int64_t nb = x.cols / kBlock;
-  Unpacked a, c;
-  for (int64_t b = 0; b < nb; ++b) {
-    Unpack<T>(w, g0, b, nb, &a);
-    Unpack<T>(w, g0 + 1, b, nb, &c);
-    AmxBlock& blk = blocks[b];
-    for (int t = 0; t < 8; ++t) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(blk.tile + 64 * t), a.wv[t]);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(blk.tile + 64 * t + 32), c.wv[t]);
-    }
-    _mm256_storeu_ps(blk.dw, a.dw);
-    _mm256_storeu_ps(blk.dw + 8, c.dw);
-    if constexpr (L.has_min()) {
-      _mm256_storeu_ps(blk.mw, a.mw);
-      _mm256_storeu_ps(blk.mw + 8, c.mw);
-    }
-  }
+  StorePairBlocks<T>(w, g0, nb, blocks);
   const int64_t n0 = g0 * 8;
-  const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, w.n_out - n0)) - 1);
+  const __mmask16 mask = PairMask(w, g0);
   alignas(64) int32_t c0[256], c1[256];
   for (int64_t m0 = 0; m0 < x.rows; m0 += kP) {
     const int64_t panel = m0 / kP;
@@ -333,13 +408,13 @@ __attribute__((target("amx-tile,amx-int8"))) void AmxPair(const PackedQuantMatri
     auto issue0 = [&](int64_t b) {
       _tile_zero(0);
       _tile_loadd(2, x.qs.data() + slot(b) * kBlock, kBlock);
-      _tile_loadd(3, blocks[b].tile, 64);
+      _tile_loadd(3, blocks[b].wv, 64);
       _tile_dpbsud(0, 2, 3);
     };
     auto issue1 = [&](int64_t b) {
       _tile_zero(1);
       _tile_loadd(4, x.qs.data() + slot(b) * kBlock, kBlock);
-      _tile_loadd(5, blocks[b].tile, 64);
+      _tile_loadd(5, blocks[b].wv, 64);
       _tile_dpbsud(1, 4, 5);
     };
 #define PAGELLM_AMX_SCALE(c, b)                                            \
@@ -388,13 +463,10 @@ __attribute__((target("amx-tile,amx-int8"))) void GroupsAmx(const PackedQuantMat
                                                             int64_t g_begin, int64_t g_end,
                                                             const QuantizedActivations& x, float* y,
                                                             int64_t ldy) {
-  // This thread's unpacked pair: grows to the widest matrix, then is reused.
-  thread_local std::vector<AmxBlock> blocks;
-  const int64_t nb = x.cols / kBlock;
-  if (static_cast<int64_t>(blocks.size()) < nb) blocks.resize(nb);
+  PairBlock* blocks = PairBuffer(x.cols / kBlock);
   AmxConfigure();
   int64_t g = g_begin;
-  for (; g + 2 <= g_end; g += 2) AmxPair<T>(w, g, x, blocks.data(), y, ldy);
+  for (; g + 2 <= g_end; g += 2) AmxPair<T>(w, g, x, blocks, y, ldy);
   _tile_release();
   if (g < g_end) Rows<T, 1>(w, g, x, 0, x.rows, y, ldy);
 }
@@ -417,17 +489,47 @@ void Groups(const PackedQuantMatrix& w, int64_t g_begin, int64_t g_end,
     for (; g < g_end; ++g) Rows<T, 1>(w, g, x, 0, x.rows, y, ldy);
     return;
   }
-  // Activation rows in chunks that stay in L1 (24 KB) while this thread's weight groups stream
-  // past, each chunk reading the weights again (from L2 or L3 the second time) -- unless the
-  // weights are too large for the cache (the output projection of a large vocabulary): then the
-  // chunks take up to 256 KB (L2), so that the weights come from DRAM fewer times.
-  const int64_t weight_bytes = (g_end - g_begin) * (x.cols / kBlock) * w.block_bytes;
+  const int64_t nb = x.cols / kBlock;
+  if (x.rows >= kStoredMinRows) {
+    // Rows in equal chunks of up to 512 KB (L2). Each pair is unpacked once a chunk into this
+    // thread's buffer (L1), which all the chunk's tiles then read: loads in place of the
+    // unpacking's shifts, masks and inserts, which compete with the dpbusd for the same ports.
+    PairBlock* blocks = PairBuffer(nb);
+    const int64_t most = std::max<int64_t>(16, (kStoredChunkBytes / x.cols) / 16 * 16);
+    const int64_t chunks = (x.rows + most - 1) / most;
+    const int64_t chunk = ((x.rows + chunks - 1) / chunks + 15) / 16 * 16;
+    for (int64_t m0 = 0; m0 < x.rows; m0 += chunk) {
+      const int64_t m1 = std::min(x.rows, m0 + chunk);
+      int64_t g = g_begin;
+      for (; g + 2 <= g_end; g += 2) {
+        StorePairBlocks<T>(w, g, nb, blocks);
+        const StoredSource<T> src{blocks};
+        RowsPair<T>(src, src, x, m0, m1, y + g * 8, ldy, PairMask(w, g));
+      }
+      if (g < g_end) Rows<T, 1>(w, g, x, m0, m1, y, ldy);
+    }
+    return;
+  }
+  // Fewer rows: each tile unpacks its pair's blocks as it goes, the rows in chunks that stay in
+  // L1 (24 KB) while this thread's weight groups stream past, each chunk reading the weights
+  // again (from L2 or L3 the second time) -- unless the weights are too large for the cache (the
+  // output projection of a large vocabulary): then the chunks take up to 256 KB (L2), so that
+  // the weights come from DRAM fewer times.
+  const int64_t weight_bytes = (g_end - g_begin) * nb * w.block_bytes;
   const int64_t chunk_bytes = weight_bytes > (4 << 20) ? (256 << 10) : (24 << 10);
   const int64_t chunk = std::max<int64_t>(16, (chunk_bytes / x.cols) / 16 * 16);
   for (int64_t m0 = 0; m0 < x.rows; m0 += chunk) {
     const int64_t m1 = std::min(x.rows, m0 + chunk);
     int64_t g = g_begin;
-    for (; g + 2 <= g_end; g += 2) RowsPair<T>(w, g, x, m0, m1, y, ldy);
+    for (; g + 2 <= g_end; g += 2) {
+      const UnpackSource<T, false> src{w, g, nb};
+      if (g + 4 <= w.groups) {  // the first tile fetches the next pair's weights
+        RowsPair<T>(UnpackSource<T, true>{w, g, nb}, src, x, m0, m1, y + g * 8, ldy,
+                    PairMask(w, g));
+      } else {
+        RowsPair<T>(src, src, x, m0, m1, y + g * 8, ldy, PairMask(w, g));
+      }
+    }
     if (g < g_end) Rows<T, 1>(w, g, x, m0, m1, y, ldy);
   }
 }

@@ -146,16 +146,19 @@ const VectorKernel kAvx2{"AVX2",
 // The kernel's result on the shapes that reach each of its code paths equals the portable
 // kernel's, bit for bit. n: a partial group of 8 (45), an odd number of groups (70: AVX-512's
 // 512-bit pairs and a single group); m: the decode path (2) and the tiled one (7: tiles of 4 and
-// 3; 45: two chunks of rows, AVX-512 tiles of 16 (the first fetching the next pair's weights), 8,
-// 4 and 1; 150: AMX where the CPU has it (9 whole panels and one of 6 rows; the odd group on
-// VNNI), else the same).
+// 3; 20: AVX-512 unpacking as it goes, a tile of 16 (fetching the next pair's weights) and one
+// of 4; 45: AVX-512's pairs unpacked once into a buffer, tiles of 16, 8, 4 and 1; 1000: the same
+// in two chunks of rows; 150: AMX where the CPU has it (9 whole panels and one of 6 rows; the
+// odd group on VNNI), else the buffered pairs).
 void ExpectBitIdentical(const VectorKernel& kernel, GgmlType type) {
   if (!kernel.supported()) GTEST_SKIP() << "no " << kernel.name << " on this CPU";
   for (auto [m, n] : {std::pair<int64_t, int64_t>{7, 45},
                       {7, 70},
                       {2, 70},
                       {1, 45},
+                      {20, 70},
                       {45, 70},
+                      {1000, 70},
                       {150, 70},
                       {150, 45}}) {
     const int64_t k = RowLength(type, 576);
