@@ -3,7 +3,9 @@
 // with an online softmax. Each 16-position chunk of K and V is read from the pool (and widened
 // from fp16) once for the whole tile, into a per-thread buffer the tile's rows then stream from
 // L1; with AVX-512, K goes there transposed (16 positions per vector), so that the scores need
-// no lane reductions.
+// no lane reductions. Per chunk, all the tile's rows first get their scores, then the softmax
+// step runs 16 rows at a time with row r in lane r (the rows' maxima, factors and sums as
+// vectors, not as one scalar chain per row), then the rows take their values.
 //
 // The arithmetic is defined per query row, and neither the tile nor the CPU changes it (the
 // generic loop in paged_attention.cc performs it one query at a time, and tests compare the
@@ -44,9 +46,11 @@ struct AttentionTileArgs {
   float* scratch = nullptr;  // AttentionTileScratch() floats, 64-byte aligned
 };
 
-// Floats of scratch a tile of `rows` (queries x group) rows needs.
+// Floats of scratch a tile of `rows` (queries x group) rows needs (64-byte aligned once the
+// caller aligns its start: the last 16 floats are the room for that).
 constexpr int64_t AttentionTileScratch(int64_t rows, int64_t head_dim) {
-  return (2 * kAttentionChunk + 1 + rows) * head_dim + 2 * rows + 16;
+  const int64_t rows16 = (rows + 15) / 16 * 16;
+  return (2 * kAttentionChunk + 1 + 2 * rows) * head_dim + rows16 * (kAttentionChunk + 3) + 16;
 }
 
 using AttentionTileFn = void (*)(const AttentionTileArgs&);

@@ -2,6 +2,7 @@
 // and 8-15), as the other AVX2 kernels hold them.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/exp_x86.h"
@@ -47,12 +48,31 @@ struct V8x2 {
         _mm256_castsi256_ps(_mm256_cmpgt_epi32(nv, _mm256_add_epi32(lane, _mm256_set1_epi32(8))));
     return {_mm256_blendv_ps(f, a.lo, keep_lo), _mm256_blendv_ps(f, a.hi, keep_hi)};
   }
+  // a > b ? a : b, lane by lane (std::max(b, a)).
+  static R Max(R a, R b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+  static R ZeroWhereNegInf(R m, R x) {
+    const __m256 inf = _mm256_set1_ps(-INFINITY), zero = _mm256_setzero_ps();
+    return {_mm256_blendv_ps(x.lo, zero, _mm256_cmp_ps(m.lo, inf, _CMP_EQ_OQ)),
+            _mm256_blendv_ps(x.hi, zero, _mm256_cmp_ps(m.hi, inf, _CMP_EQ_OQ))};
+  }
   static float MaxLanes(R a) {
     const __m256 m8 = _mm256_max_ps(a.lo, a.hi);
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     return _mm_cvtss_f32(m);
+  }
+  // Lane r: MaxLanes and SumLanes of rows[r] for r < count, 0 beyond.
+  static int RowsRead(int count) { return count; }
+  static R MaxRows(const float (*rows)[16], int count) {
+    alignas(32) float out[16] = {};
+    for (int r = 0; r < count; ++r) out[r] = MaxLanes(Load(rows[r]));
+    return Load(out);
+  }
+  static R SumRows(const float (*rows)[16], int count) {
+    alignas(32) float out[16] = {};
+    for (int r = 0; r < count; ++r) out[r] = SumLanes(Load(rows[r]));
+    return Load(out);
   }
   // ReduceLanes16's order: lanes i and i + 8 (lo + hi), then i and i + 4 (the 128-bit halves),
   // i and i + 2, i and i + 1.

@@ -1,6 +1,7 @@
 // attention_tile.h's kernel with AVX-512: 16 lanes in one 512-bit vector.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/exp_x86.h"
@@ -17,8 +18,8 @@ namespace {
 
 struct V16 {
   using R = __m512;
-  // Rows of a query that share each K and V load: their queries stay in registers (4 or 8 of
-  // the 32 vectors a row), and three rows' fma chains fill the two FMA pipes.
+  // Consecutive rows (a query's heads, or several queries') share each K and V load, and three
+  // rows' fma chains fill the two FMA pipes (four measured no faster).
   static constexpr bool kTransposeK = true;
   template <int C>
   static constexpr int kValueRows = C <= 4 ? 3 : 2;
@@ -45,15 +46,22 @@ struct V16 {
     const auto keep = static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1);
     return _mm512_mask_blend_ps(keep, _mm512_set1_ps(fill), a);
   }
-  static float MaxLanes(R a) { return _mm512_reduce_max_ps(a); }
-  // ReduceLanes16's order: lanes i and i + 8, then 4, 2 and 1 apart.
-  static float SumLanes(R a) {
-    const __m256 r =
-        _mm256_add_ps(_mm512_castps512_ps256(a),
-                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
-    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
-    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+  // a > b ? a : b, lane by lane (std::max(b, a)).
+  static R Max(R a, R b) { return _mm512_max_ps(a, b); }
+  static R ZeroWhereNegInf(R m, R x) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), x,
+                                _mm512_setzero_ps());
+  }
+  // Lane r: the largest lane of rows[r], and ReduceLanes16 of rows[r]: rows 0 .. 3 are read
+  // where count <= 4 (a decode step's query), all 16 otherwise.
+  static int RowsRead(int count) { return count <= 4 ? 4 : 16; }
+  static R MaxRows(const float (*rows)[16], int count) {
+    const auto max = [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); };
+    return count <= 4 ? Butterfly4(rows, max) : Butterfly16(rows, max);
+  }
+  static R SumRows(const float (*rows)[16], int count) {
+    return count <= 4 ? Butterfly4(rows, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); })
+                      : ReduceRows16(rows);
   }
   // Row r's lane j: ReduceLanes16 of the fma lanes of q[r] and k[j] (through memory, then the
   // butterfly). Each K vector is loaded once for the rows.
@@ -75,25 +83,48 @@ struct V16 {
   // ReduceLanes16 of 16 rows at once: the same additions in the same pairs (lanes i and i + 8,
   // then 4, 2, 1 apart), as a butterfly across the rows that leaves row j's sum in lane j.
   static R ReduceRows16(const float (*rows)[16]) {
+    return Butterfly16(rows, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); });
+  }
+  // op over each of rows 0 .. 3's lanes in ReduceLanes16's pairs, row j's result in lane j
+  // (lanes 4 .. 15 unspecified).
+  template <typename Op>
+  static R Butterfly4(const float (*rows)[16], Op op) {
+    __m512 w[2];
+    for (int m = 0; m < 2; ++m) {  // rows 2m, 2m + 1: lanes i and i + 8
+      const __m512 a = _mm512_load_ps(rows[2 * m]), b = _mm512_load_ps(rows[2 * m + 1]);
+      w[m] = op(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    // Then i and i + 4: row j's four partial sums in the 128-bit lane j.
+    const __m512 x = op(_mm512_shuffle_f32x4(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                        _mm512_shuffle_f32x4(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 y = op(x, _mm512_shuffle_ps(x, x, _MM_SHUFFLE(1, 0, 3, 2)));  // i and i + 2
+    const __m512 z = op(y, _mm512_shuffle_ps(y, y, _MM_SHUFFLE(2, 3, 0, 1)));  // i and i + 1
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                                 z);
+  }
+  // op over each row's lanes, in ReduceLanes16's pairs, row j's result in lane j.
+  template <typename Op>
+  static R Butterfly16(const float (*rows)[16], Op op) {
     __m512 w[8], x[4], y[2];
     for (int m = 0; m < 8; ++m) {
       const __m512 a = _mm512_load_ps(rows[2 * m]), b = _mm512_load_ps(rows[2 * m + 1]);
-      w[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                           _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+      w[m] = op(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
     }
     for (int n = 0; n < 4; ++n) {
-      x[n] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                           _mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+      x[n] = op(_mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                _mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], _MM_SHUFFLE(3, 1, 3, 1)));
     }
     for (int s = 0; s < 2; ++s) {
-      y[s] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * s], x[2 * s + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                           _mm512_shuffle_ps(x[2 * s], x[2 * s + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+      y[s] = op(_mm512_shuffle_ps(x[2 * s], x[2 * s + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                _mm512_shuffle_ps(x[2 * s], x[2 * s + 1], _MM_SHUFFLE(3, 2, 3, 2)));
     }
-    const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                      _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
-    // Lane k of `sums` holds row 4 (k % 4) + k / 4: a 4 x 4 transpose, its own inverse.
+    const __m512 out = op(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    // Lane k of `out` holds row 4 (k % 4) + k / 4: a 4 x 4 transpose, its own inverse.
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm512_permutexvar_ps(order, sums);
+    return _mm512_permutexvar_ps(order, out);
   }
   static void HalvesToFloats(const uint16_t* h, float* f) { Store(f, Load(h)); }
 

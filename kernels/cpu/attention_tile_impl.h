@@ -2,11 +2,13 @@
 // instruction-set file defines before including this (attention_tile_avx512.cc: one __m512;
 // attention_tile_avx2.cc: two __m256). V provides, lane by lane and exactly as the scalar
 // operations: Zero, Set1, Load/Store (16 floats), Fma(a, b, c) = a * b + c rounded once, Add,
-// Mul, Sub, Exp (ExpApprox), KeepFirst(a, n, fill) (lanes j >= n replaced by fill), MaxLanes
-// (the largest lane), SumLanes (ReduceLanes16's sum), Scores<C, kRows>(q, k, out) (row r's lane
-// j = ReduceLanes16 of the 16 lanes of fma over the C vectors of q[r] and k[j], in order),
-// HalvesToFloats (16 fp16 to fp32) and Pin (its argument, kept in a register). And:
-//   - kValueRows<C>: how many rows of one query run together, sharing each K and V load;
+// Mul, Sub, Max(a, b) = a > b ? a : b, Exp (ExpApprox), KeepFirst(a, n, fill) (lanes j >= n
+// replaced by fill), ZeroWhereNegInf(m, x) (x, with 0 where m is -inf), MaxRows and SumRows
+// (lane r: the largest lane, and ReduceLanes16's sum, of the 16-float row r; they read rows 0
+// .. RowsRead(count) - 1), Scores<C, kRows>(q, k, out) (row r's lane j = ReduceLanes16 of
+// the 16 lanes of fma over the C vectors of q[r] and k[j], in order), HalvesToFloats (16 fp16 to
+// fp32) and Pin (its argument, kept in a register). And:
+//   - kValueRows<C>: how many consecutive rows run together, sharing each K and V load;
 //   - kTransposeK: whether tiles of more than kDirectRows rows transpose each K chunk
 //     (Transpose<C>(k rows, kt)) and take their scores from it without lane reductions.
 //
@@ -61,29 +63,35 @@ inline void AccumulateValues(const T* const* vp, const float (*p)[kChunk], const
   }
 }
 
-// The online-softmax step (attention_tile.h's formulas) of kRows rows of one query (they share
-// n) given their raw scores s: updates m and l, leaves the probabilities in p and the factors
-// for o in corr.
-template <class V, int kRows>
-inline void SoftmaxStep(typename V::R* s, int64_t n, float scale, float* m, float* l,
-                        float (*p)[kChunk], float* corr) {
-  alignas(64) float shift[16] = {};
-  float m_new[kRows];
-  for (int r = 0; r < kRows; ++r) {
-    s[r] = V::KeepFirst(V::Mul(s[r], V::Set1(scale)), n, -INFINITY);
-    m_new[r] = std::max(m[r], V::MaxLanes(s[r]));
-    shift[r] = m[r] - m_new[r];
+// The online-softmax step (attention_tile.h's formulas) of up to 16 rows at once, row r in lane
+// r of the per-row quantities (maximum, factor, sum). s[r] holds row r's scores (times the
+// scale, not yet masked) and receives its probabilities; n[r] (0 .. 16) of its positions are
+// causal. With n[r] = 0 the row sits the chunk out and its m and l keep their bits: the maximum
+// stays m, the factor is ExpApprox(0) = 1 and the sum 0. Updates m and l, leaves o's factors in
+// corr. Rows count .. V::RowsRead(count) - 1 are padding (scores -inf, probabilities 0); the
+// lanes from count on are not used. The maxima may pair lanes in another order than the generic
+// loop's std::max: only a zero's sign can differ, and ExpApprox(-0) = ExpApprox(+0) = 1.
+template <class V>
+inline void SoftmaxRows16(float (*s)[kChunk], const int64_t* n, int count, float* m, float* l,
+                          float* corr) {
+  using R = typename V::R;
+  for (int r = 0; r < count; ++r) {
+    if (n[r] < kChunk) V::Store(s[r], V::KeepFirst(V::Load(s[r]), n[r], -INFINITY));
   }
-  // One exponential for all the rows' factors: lane r is ExpApprox(m - m') of row r.
-  alignas(64) float factor[16];
-  V::Store(factor, V::Exp(V::Load(shift)));
-  for (int r = 0; r < kRows; ++r) {
-    corr[r] = m[r] == -INFINITY ? 0.0f : factor[r];
-    const auto e = V::KeepFirst(V::Exp(V::Sub(s[r], V::Set1(m_new[r]))), n, 0.0f);
-    V::Store(p[r], e);
-    l[r] = l[r] * corr[r] + V::SumLanes(e);
-    m[r] = m_new[r];
+  const int read = V::RowsRead(count);
+  for (int r = count; r < read; ++r) V::Store(s[r], V::Set1(-INFINITY));
+  const R m_old = V::Load(m);
+  const R m_new = V::Max(V::MaxRows(s, count), m_old);  // std::max(m, max_j s_j)
+  alignas(64) float shift[16];
+  V::Store(shift, m_new);
+  const R c = V::ZeroWhereNegInf(m_old, V::Exp(V::Sub(m_old, m_new)));
+  for (int r = 0; r < count; ++r) {
+    V::Store(s[r], V::KeepFirst(V::Exp(V::Sub(V::Load(s[r]), V::Set1(shift[r]))), n[r], 0.0f));
   }
+  for (int r = count; r < read; ++r) V::Store(s[r], V::Zero());
+  V::Store(l, V::Add(V::Mul(V::Load(l), c), V::SumRows(s, count)));
+  V::Store(m, m_new);
+  V::Store(corr, c);
 }
 
 // Where the chunk's K rows are: one pointer a position (fp32, or fp16 widened as read), or
@@ -136,44 +144,79 @@ inline void RowScores(const float* q, int64_t hd, KTransposed k, typename V::R* 
   sum(sum, 0, 1, s);
 }
 
-// A run of `run` (1 .. kRows) rows of one query through the chunk: scores, softmax step and
-// values, with the rows sharing each K and V load.
-template <class V, int C, typename K, typename T, int kRows = V::template kValueRows<C>>
-inline void RunRows(int64_t run, const float* q, K k, const T* const* vp, int64_t n, float scale,
-                    float* m, float* l, float (*prob)[kChunk], float* corr, float* o) {
-  constexpr int64_t hd = 16 * C;
+// Scores times the scale of `run` (1 .. kRows) consecutive rows of the tile, sharing each K
+// load.
+template <class V, int C, typename K, int kRows = V::template kValueRows<C>>
+inline void ScoreRows(int64_t run, const float* q, K k, float scale, float (*s)[kChunk]) {
   if constexpr (kRows > 1) {
-    if (run < kRows) {
-      RunRows<V, C, K, T, kRows - 1>(run, q, k, vp, n, scale, m, l, prob, corr, o);
-      return;
-    }
+    if (run < kRows) return ScoreRows<V, C, K, kRows - 1>(run, q, k, scale, s);
   }
-  typename V::R s[kRows];
-  RowScores<V, C, kRows>(q, hd, k, s);
-  SoftmaxStep<V, kRows>(s, n, scale, m, l, prob, corr);
-  AccumulateValues<V, C, kRows, T>(vp, prob, corr, n, o, hd);
+  typename V::R sr[kRows];
+  RowScores<V, C, kRows>(q, 16 * C, k, sr);
+  for (int r = 0; r < kRows; ++r) V::Store(s[r], V::Mul(sr[r], V::Set1(scale)));
 }
 
-// The chunk at c0 for every row of the tile, with its K and V rows at kp[j], vp[j] (fp32, or
-// fp16 widened as they are read).
+// Values of `run` (1 .. kRows) consecutive rows with the same n, sharing each V load.
+template <class V, int C, typename T, int kRows = V::template kValueRows<C>>
+inline void ValueRows(int64_t run, const T* const* vp, const float (*p)[kChunk], const float* corr,
+                      int64_t n, float* o) {
+  if constexpr (kRows > 1) {
+    if (run < kRows) return ValueRows<V, C, T, kRows - 1>(run, vp, p, corr, n, o);
+  }
+  AccumulateValues<V, C, kRows, T>(vp, p, corr, n, o, 16 * C);
+}
+
+// The tile's working rows (row r = query r / group, head r % group), in the scratch.
+struct TileRows {
+  int64_t rows = 0;
+  float* q = nullptr;            // [rows][head_dim], the queries gathered
+  float* o = nullptr;            // [rows][head_dim]
+  float (*s)[kChunk] = nullptr;  // [rows16][16] the chunk's scores, then probabilities
+  float* m = nullptr;            // [rows16] running maximum
+  float* l = nullptr;            // [rows16] running sum
+  float* corr = nullptr;         // [rows16] the chunk's factor for o
+};
+
+inline int64_t Causal(const AttentionTileArgs& a, int64_t i, int64_t c0) {
+  return std::clamp<int64_t>(a.pos[i] + 1 - c0, 0, kChunk);
+}
+
+// The chunk at c0 for every row of the tile, with its K rows as k and V rows at vp[j] (fp32,
+// or fp16 widened as they are read): first all the rows' scores (runs of rows sharing each K
+// load), then the softmax step 16 rows at a time, then the values (runs of rows with the same
+// number of causal positions, sharing each V load). Each row's operations are those of
+// attention_tile.h, whichever rows share a run or a block. Not inlined: in the tile's chunk
+// loop it left that loop's values spilled, and decode steps (a few rows, a few chunks) ran 4%
+// slower.
 template <class V, int C, typename K, typename T>
-inline void ChunkRows(const AttentionTileArgs& a, K k, const T* const* vp, int64_t c0, float* o,
-                      float* m, float* l) {
+__attribute__((noinline)) void ChunkRows(const AttentionTileArgs& a, const TileRows& t, K k,
+                                         const T* const* vp, int64_t c0) {
   constexpr int64_t hd = 16 * C;
   constexpr int64_t kRun = V::template kValueRows<C>;
-  alignas(64) float prob[kRun][kChunk];
-  float corr[kRun];
-  for (int64_t i = 0; i < a.num_queries; ++i) {
-    const int64_t n = std::min<int64_t>(kChunk, a.pos[i] + 1 - c0);
-    if (n <= 0) continue;
-    const float* qi = a.q + i * a.q_stride;
-    // The query's heads in runs of up to kRun, which then share the K and V loads.
-    for (int64_t g0 = 0; g0 < a.group; g0 += kRun) {
-      const int64_t run = std::min<int64_t>(kRun, a.group - g0);
-      const int64_t r0 = i * a.group + g0;
-      float* orow = o + r0 * hd;
-      RunRows<V, C, K, T>(run, qi + g0 * hd, k, vp, n, a.scale, m + r0, l + r0, prob, corr, orow);
+  // Positions grow along the tile: the queries before `first` end before the chunk.
+  int64_t first = 0;
+  while (first < a.num_queries && a.pos[first] < c0) ++first;
+  for (int64_t r = first * a.group; r < t.rows; r += kRun)
+    ScoreRows<V, C>(std::min(kRun, t.rows - r), t.q + r * hd, k, a.scale, t.s + r);
+  int64_t i = 0, g = 0;  // row b's query and head
+  for (int64_t b = 0; b < t.rows; b += 16) {
+    const int count = static_cast<int>(std::min<int64_t>(16, t.rows - b));
+    int64_t n[16];
+    for (int r = 0; r < count; ++r) {
+      n[r] = Causal(a, i, c0);
+      if (++g == a.group) g = 0, ++i;
     }
+    SoftmaxRows16<V>(t.s + b, n, count, t.m + b, t.l + b, t.corr + b);
+  }
+  for (i = first; i < a.num_queries;) {
+    const int64_t n = Causal(a, i, c0);
+    int64_t end = i + 1;
+    while (end < a.num_queries && Causal(a, end, c0) == n) ++end;
+    for (int64_t r = i * a.group; r < end * a.group; r += kRun) {
+      ValueRows<V, C, T>(std::min(kRun, end * a.group - r), vp, t.s + r, t.corr + r, n,
+                         t.o + r * hd);
+    }
+    i = end;
   }
 }
 
@@ -193,16 +236,24 @@ void AttentionTile(const AttentionTileArgs& a) {
   const bool widen = f16 && rows > kDirectRows;
   // Tiles with enough rows transpose each K chunk once for their scores (kbuf[d * 16 + j]).
   const bool transpose = V::kTransposeK && rows > kDirectRows;
+  const int64_t rows16 = (rows + 15) / 16 * 16;
   float* kbuf = a.scratch;
   float* vbuf = kbuf + kChunk * hd;
   float* zero = vbuf + kChunk * hd;
-  float* o = zero + hd;
-  float* m = o + rows * hd;
-  float* l = m + rows;
+  TileRows t;
+  t.rows = rows;
+  t.q = zero + hd;
+  t.o = t.q + rows * hd;
+  t.s = reinterpret_cast<float(*)[kChunk]>(t.o + rows * hd);
+  t.m = t.o + rows * hd + rows16 * kChunk;
+  t.l = t.m + rows16;
+  t.corr = t.l + rows16;
   std::fill(zero, zero + hd, 0.0f);
-  std::fill(o, o + rows * hd, 0.0f);
-  std::fill(m, m + rows, -INFINITY);
-  std::fill(l, l + rows, 0.0f);
+  for (int64_t i = 0; i < a.num_queries; ++i)
+    std::memcpy(t.q + i * a.group * hd, a.q + i * a.q_stride, a.group * hd * sizeof(float));
+  std::fill(t.o, t.o + rows * hd, 0.0f);
+  std::fill(t.m, t.m + rows16, -INFINITY);
+  std::fill(t.l, t.l + rows16, 0.0f);
 
   int64_t ctx = 0;
   for (int64_t i = 0; i < a.num_queries; ++i) ctx = std::max<int64_t>(ctx, a.pos[i] + 1);
@@ -231,7 +282,7 @@ void AttentionTile(const AttentionTileArgs& a) {
             j < valid ? reinterpret_cast<const uint16_t*>(vbase + a.kv_rows[c0 + j]) : kZeroHalves;
       }
       if (!widen) {
-        ChunkRows<V, C>(a, KRows<uint16_t>{kh}, vh, c0, o, m, l);
+        ChunkRows<V, C>(a, t, KRows<uint16_t>{kh}, vh, c0);
         continue;
       }
       for (int64_t j = 0; j < kChunk; ++j) {
@@ -251,17 +302,18 @@ void AttentionTile(const AttentionTileArgs& a) {
       if (transpose) V::template Transpose<C>(kp, kbuf);
     }
     if (transpose) {
-      ChunkRows<V, C>(a, KTransposed{kbuf}, vp, c0, o, m, l);
+      ChunkRows<V, C>(a, t, KTransposed{kbuf}, vp, c0);
     } else {
-      ChunkRows<V, C>(a, KRows<float>{kp}, vp, c0, o, m, l);
+      ChunkRows<V, C>(a, t, KRows<float>{kp}, vp, c0);
     }
   }
   for (int64_t i = 0; i < a.num_queries; ++i) {
     for (int64_t g = 0; g < a.group; ++g) {
       const int64_t r = i * a.group + g;
-      const auto inv = V::Set1(1.0f / l[r]);
+      const auto inv = V::Set1(1.0f / t.l[r]);
       float* out = a.out + i * a.out_stride + g * hd;
-      for (int k = 0; k < C; ++k) V::Store(out + 16 * k, V::Mul(V::Load(o + r * hd + 16 * k), inv));
+      for (int k = 0; k < C; ++k)
+        V::Store(out + 16 * k, V::Mul(V::Load(t.o + r * hd + 16 * k), inv));
     }
   }
 }
