@@ -51,6 +51,9 @@ using tcp = net::ip::tcp;
 using Strand = net::strand<net::io_context::executor_type>;
 
 constexpr size_t kWatchReadBytes = 4096;
+constexpr size_t kDrainReadBytes = 64 << 10;
+// The most a lingering close reads (whatever the declared body): it also stops after 2 s.
+constexpr uint64_t kMaxLingerBytes = uint64_t{1} << 30;
 
 std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
   return absl::ToChronoNanoseconds(d);
@@ -333,6 +336,8 @@ class Session final : public SessionBase {
 
   void ReadFailed(beast::error_code ec) {
     if (ec == http::error::body_limit) {
+      // The client may go on sending all the body it declared before it reads the answer.
+      if (parser_ && parser_->content_length()) declared_body_ = *parser_->content_length();
       return ServerError(413, absl::StrCat("the request body is larger than the limit of ",
                                            o().max_body_bytes, " bytes"));
     }
@@ -485,8 +490,10 @@ class Session final : public SessionBase {
   }
 
   // After an error the server answered while the client may still be sending (a body over the
-  // limit): stop sending, then read and drop what comes for a short while, so that the client
-  // reads the answer instead of a reset.
+  // limit): stop sending, then read and drop what comes for a short while (2 s at most, and no
+  // more than the declared body, up to kMaxLingerBytes, or the limits), so that the client reads
+  // the answer instead of a reset. Clients such as Python's urllib send the whole body before
+  // they read.
   void LingerClose() {
     linger_ = false;
     if constexpr (kTls) {
@@ -496,13 +503,15 @@ class Session final : public SessionBase {
       beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_send, ec);
       if (ec || watching_) return DoClose();
       beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
-      Drain(o().max_body_bytes + o().max_header_bytes);
+      const uint64_t body = std::max<uint64_t>(o().max_body_bytes,
+                                               std::min<uint64_t>(declared_body_, kMaxLingerBytes));
+      Drain(body + o().max_header_bytes);
     }
   }
 
   void Drain(size_t budget) {
     buffer_.consume(buffer_.size());
-    stream_.async_read_some(buffer_.prepare(kWatchReadBytes),
+    stream_.async_read_some(buffer_.prepare(kDrainReadBytes),
                             [self = Self(), budget](beast::error_code ec, size_t n) {
                               if (ec || n >= budget) return self->DoClose();
                               self->Drain(budget - n);
@@ -543,6 +552,7 @@ class Session final : public SessionBase {
   bool chunk_pending_ = false;  // wire_ holds a chunk to write (after the header write)
   bool end_requested_ = false;
   bool linger_ = false;               // close with LingerClose after the response
+  uint64_t declared_body_ = 0;        // Content-Length of a body over the limit
   bool restart_after_watch_ = false;  // the watch read was cancelled to parse buffered bytes
   bool ending_ = false;               // the last chunk is being written
 };
