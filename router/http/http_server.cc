@@ -493,20 +493,20 @@ class Session final : public SessionBase {
   // limit): stop sending, then read and drop what comes for a short while (2 s at most, and no
   // more than the declared body, up to kMaxLingerBytes, or the limits), so that the client reads
   // the answer instead of a reset. Clients such as Python's urllib send the whole body before
-  // they read.
+  // they read. Plain TCP also half-closes first (the client reads the end of the answer); TLS
+  // cannot half-close under the session, and needs not: the answer has its Content-Length.
   void LingerClose() {
     linger_ = false;
-    if constexpr (kTls) {
-      return DoClose();
-    } else {
+    if constexpr (!kTls) {
       beast::error_code ec;
       beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_send, ec);
-      if (ec || watching_) return DoClose();
-      beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
-      const uint64_t body = std::max<uint64_t>(o().max_body_bytes,
-                                               std::min<uint64_t>(declared_body_, kMaxLingerBytes));
-      Drain(body + o().max_header_bytes);
+      if (ec) return DoClose();
     }
+    if (watching_) return DoClose();
+    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
+    const uint64_t body =
+        std::max<uint64_t>(o().max_body_bytes, std::min<uint64_t>(declared_body_, kMaxLingerBytes));
+    Drain(body + o().max_header_bytes);
   }
 
   void Drain(size_t budget) {

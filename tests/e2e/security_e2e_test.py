@@ -139,6 +139,15 @@ class SecurityTest(unittest.TestCase):
         self.assertEqual(r.usage.completion_tokens, 3)
         self.assertTrue(self.Generate(KEY_B))
 
+    def test_a_body_over_the_limit_gets_413_over_https_too(self):
+        # 48 MB against the default 8 MB limit, more than the sockets' buffers hold: urllib
+        # writes the whole body before it reads, so it sees the 413 only if the server reads
+        # (and drops) the rest of the declared body before it closes.
+        status, body = self.HttpsStatus("/v1/completions", key=KEY_A,
+                                        body={"prompt": "a" * (48 << 20)})
+        self.assertEqual(status, 413, body[:200])
+        self.assertIn(b"larger than the limit", body)
+
     def test_plaintext_is_refused(self):
         with self.assertRaises(Exception):
             urllib.request.urlopen(f"http://127.0.0.1:{self.router.http_port}/health", timeout=5)
