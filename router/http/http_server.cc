@@ -494,7 +494,7 @@ class Session final : public SessionBase {
   // more than the declared body, up to kMaxLingerBytes, or the limits), so that the client reads
   // the answer instead of a reset. Clients such as Python's urllib send the whole body before
   // they read. Plain TCP also half-closes first (the client reads the end of the answer); TLS
-  // cannot half-close under the session, and needs not: the answer has its Content-Length.
+  // cannot half-close under the session, and need not: the answer has its Content-Length.
   void LingerClose() {
     linger_ = false;
     if constexpr (!kTls) {

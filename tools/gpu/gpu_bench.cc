@@ -63,7 +63,7 @@ absl::StatusOr<int64_t> CopyBytes() {
   size_t free = 0, total = 0;
   RETURN_IF_ERROR(cuda::CudaStatus(cudaMemGetInfo(&free, &total), "reading free device memory"));
   const int64_t fit = static_cast<int64_t>(free / 4) >> 20 << 20;
-  return std::min(asked, std::max<int64_t>(fit, std::min<int64_t>(asked, 256 << 20)));
+  return std::min(asked, std::max<int64_t>(fit, 256 << 20));
 }
 
 // Bytes read + written per second by a large device-to-device copy of `bytes` (median of 10).
