@@ -208,9 +208,12 @@ TEST_F(EngineTest, RejectsInvalidRequests) {
 TEST_F(EngineTest, RejectsARequestLargerThanTheKvPool) {
   std::unique_ptr<Engine> e = NewEngine();
   ASSERT_NE(e, nullptr);
-  ASSERT_GE(e->max_model_len(), 2100);
-  // 7 + 2000 tokens need 126 blocks of 16; the pool has 64.
-  absl::Status st = e->AddRequest("big", std::vector<int32_t>(7, 100), Greedy(2000));
+  // The model's 8,192 positions are lowered to what the pool of 64 blocks of 16 holds.
+  EXPECT_EQ(e->max_model_len(), 64 * 16);
+  // Two samples of 7 + 600 tokens need 2 x 38 blocks; the pool has 64.
+  SamplingParams two = Greedy(600);
+  two.n = 2;
+  absl::Status st = e->AddRequest("big", std::vector<int32_t>(7, 100), two);
   EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st;
   EXPECT_FALSE(e->HasUnfinished());
   // A failed request leaves its id free.

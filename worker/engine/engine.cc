@@ -20,6 +20,11 @@
 namespace pagellm {
 namespace {
 
+// Blocks a request may occupy: the pool less the admission watermark.
+int64_t UsableBlocks(int64_t num_kv_blocks, double watermark) {
+  return num_kv_blocks - static_cast<int64_t>(watermark * num_kv_blocks);
+}
+
 // A beam hypothesis' score; a final EOS does not count towards its length (HF).
 double HypothesisScore(const SamplingParams& p, const Sequence& s) {
   const bool eos_end = s.finish_reason == FinishReason::kStop;
@@ -49,6 +54,27 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
   e->options_ = options;
   const int64_t ctx = backend->config().max_position_embeddings;
   e->max_model_len_ = options.max_model_len > 0 ? std::min(options.max_model_len, ctx) : ctx;
+  // One sequence of max_model_len tokens must fit the pool, or requests within the limits (a
+  // chat request's default max_tokens is the rest of the context) could never run.
+  const int64_t bs = backend->block_size();
+  const int64_t usable = UsableBlocks(backend->num_kv_blocks(), options.watermark);
+  if (usable <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the KV pool of ", backend->num_kv_blocks(), " blocks has none usable"));
+  }
+  if (e->max_model_len_ > usable * bs) {
+    if (options.max_model_len > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_model_len ", e->max_model_len_, " needs ", (e->max_model_len_ + bs - 1) / bs,
+          " KV blocks for one sequence; the pool has ", usable, " usable (", usable * bs,
+          " tokens): enlarge the KV pool or lower max_model_len to at most ", usable * bs));
+    }
+    PLOG_WARN(
+        "max_model_len lowered from the model's {} to {} tokens: what the KV pool ({} usable "
+        "blocks of {}) holds for one sequence",
+        e->max_model_len_, usable * bs, usable, bs);
+    e->max_model_len_ = usable * bs;
+  }
   BlockManager::Options bo;
   bo.num_device_blocks = static_cast<int32_t>(backend->num_kv_blocks());
   bo.num_swap_blocks = static_cast<int32_t>(backend->num_swap_blocks());
@@ -123,8 +149,7 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   // could be preempted and re-admitted forever.
   const int64_t bs = backend_->block_size();
   const int64_t blocks = num_seqs * ((total + bs - 1) / bs);
-  const int64_t usable = backend_->num_kv_blocks() -
-                         static_cast<int64_t>(options_.watermark * backend_->num_kv_blocks());
+  const int64_t usable = UsableBlocks(backend_->num_kv_blocks(), options_.watermark);
   if (blocks > usable) {
     // OUT_OF_RANGE, not RESOURCE_EXHAUSTED: retrying cannot help (HTTP 400, not 429).
     return absl::OutOfRangeError(absl::StrCat("the request needs up to ", blocks,

@@ -35,7 +35,9 @@ struct EngineOptions {
   // See SchedulerOptions::long_prefill_token_threshold (0: no cap).
   int64_t long_prefill_token_threshold = 0;
   int64_t max_num_seqs = 256;
-  int64_t max_model_len = 0;  // 0: the model's context length
+  // Context limit. 0: the model's context length, lowered (with a warning) to what the KV pool
+  // holds for one sequence; Create refuses a larger explicit value.
+  int64_t max_model_len = 0;
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
   bool enable_prefix_caching = true;
   double watermark = 0.01;  // fraction of the KV pool kept free when admitting

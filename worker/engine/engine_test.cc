@@ -313,16 +313,47 @@ TEST_F(EngineTest, ARowThatCannotBeSampledAbortsOnlyItsRequest) {
 }
 
 TEST_F(EngineTest, RejectsWhatCannotRun) {
-  MakeBackend({.block_size = 4, .num_kv_blocks = 8, .max_model_len = 64});
+  MakeBackend({.block_size = 4, .num_kv_blocks = 16, .max_model_len = 64});
   std::unique_ptr<Engine> e = NewEngine();
   EXPECT_EQ(e->AddRequest("x", {}, Greedy(4)).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(e->AddRequest("x", {257}, Greedy(4)).code(), absl::StatusCode::kInvalidArgument);
   const absl::Status too_long = e->AddRequest("x", Prompt(1, 10), Greedy(60));
   EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(too_long.message()), HasSubstr("64"));
-  // 40 tokens need 10 blocks of 4; the pool has 8.
-  EXPECT_EQ(e->AddRequest("x", Prompt(1, 10), Greedy(30)).code(), absl::StatusCode::kOutOfRange);
+  // Two samples of 40 tokens need 2 x 10 blocks of 4; the pool has 16.
+  SamplingParams two = Greedy(30);
+  two.n = 2;
+  EXPECT_EQ(e->AddRequest("x", Prompt(1, 10), two).code(), absl::StatusCode::kOutOfRange);
   EXPECT_FALSE(e->HasUnfinished());
+}
+
+TEST_F(EngineTest, MaxModelLenIsAtMostWhatThePoolHoldsForOneSequence) {
+  // 8 blocks of 4 (a 1% watermark keeps none of 8 back) hold 32 tokens, not the model's 64.
+  MakeBackend({.block_size = 4, .num_kv_blocks = 8, .max_model_len = 64});
+  std::unique_ptr<Engine> e = NewEngine();
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->max_model_len(), 32);
+  // So a request the limit admits always fits the pool alone: 10 + 22 tokens run to the end.
+  ASSERT_TRUE(e->AddRequest("fits", Prompt(1, 10), Greedy(22)).ok());
+  const RunResult run = Drain(e.get());
+  EXPECT_EQ(run.tokens.at({"fits", 0}).size(), 22u);
+  EXPECT_EQ(e->AddRequest("x", Prompt(1, 10), Greedy(23)).code(),
+            absl::StatusCode::kInvalidArgument);
+  // An explicit limit the pool cannot hold is refused, naming the largest that fits.
+  EngineOptions o;
+  o.max_model_len = 48;
+  const auto refused = Engine::Create(backend_.get(), tokenizer_.get(), o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("at most 32"));
+  o.max_model_len = 32;
+  EXPECT_EQ(NewEngine(o)->max_model_len(), 32);
+  o.max_model_len = 20;
+  EXPECT_EQ(NewEngine(o)->max_model_len(), 20);
+  // A watermark that keeps the whole pool back leaves nothing to run.
+  o.max_model_len = 0;
+  o.watermark = 1.0;
+  EXPECT_EQ(Engine::Create(backend_.get(), tokenizer_.get(), o).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
