@@ -1,0 +1,462 @@
+#!/usr/bin/env python3
+"""A soak of the whole stack: a random mix of valid, hostile and abandoned requests at once.
+
+A pagellm-router (HTTP and gRPC) in front of two real-model workers whose KV pools are small
+(48 blocks of 16 tokens, a 29-block swap pool; one worker preempts by swapping where it can,
+the other by recomputing), so that preemption, swapping and chunked prefill happen all the time.
+For SOAK_SECONDS (default 60; run it longer by hand), SOAK_CLIENTS threads (default 10) each
+send one request after another, picked at random:
+
+  - OpenAI completions and chat completions, streamed or not, n 1 .. 4, logprobs, stop
+    strings, seeds, penalties, echo, chats without max_tokens (the rest of the context: the
+    workers' max_model_len is what their pools hold for one sequence, 768 of the model's 8,192
+    positions): each answer is checked for its shape (one choice per sample, finish reasons,
+    usage that adds up, one logprob per token, no stop string in the text);
+  - streams that the client drops after a few events, gRPC calls cancelled after their first
+    token or given deadlines of 50 ms .. 1 s, beam search over gRPC;
+  - invalid requests (wrong types, values out of range, unknown fields, broken JSON, invalid
+    UTF-8, a request larger than the KV pool, unknown paths): a 4xx with an OpenAI error object;
+  - probes: a greedy completion, a greedy chat and a seeded sampled completion (n = 2), answered
+    once at idle before the load; under the load their answers must be the same, token for
+    token (a row's tokens do not depend on its batch, its preemptions or prefix hits).
+
+No request may get a 5xx, hang (60 s) or a malformed answer. Afterwards, within 5 s, both
+workers hold no KV block (device and swap) and no running, waiting or swapped request, the
+router has no open stream and no queue; every process still runs and is SERVING; no process's
+resident memory grew by more than a quarter plus 64 MiB after the first quarter of the run; and
+no log holds a prompt's marker word. The summary (requests by kind and outcome, tokens,
+preemptions, resident memory) is printed.
+
+Run from the repository root: .venv/bin/python tests/e2e/soak_e2e_test.py [-v]
+(CTest runs it; it skips when the binaries or the model are missing, and fails instead when
+PAGELLM_REQUIRE_MODELS=1.)
+"""
+import collections
+import http.client
+import json
+import os
+import random
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serving_e2e_test as e2e  # noqa: E402  (processes, ports, stubs)
+sys.path.insert(0, os.path.join(e2e.ROOT, "tools", "bench"))
+from hardening_bench import Rss  # noqa: E402  (a process's resident bytes)
+
+import grpc  # noqa: E402
+import openai  # noqa: E402
+
+SECONDS = float(os.environ.get("SOAK_SECONDS", "60"))
+CLIENTS = int(os.environ.get("SOAK_CLIENTS", "10"))
+SEED = int(os.environ.get("SOAK_SEED", str(int(time.time()))))
+# In every prompt, so that finding it in a log cannot be a coincidence.
+MARKER = "Quokkafjord"
+WORDS = ("river mountain lantern copper violet orchard harbor thunder meadow quartz falcon "
+         "velvet ember glacier saffron compass").split()
+TIMEOUT = 60
+
+
+def Prompt(rng, words=None):
+    n = words if words is not None else rng.randint(1, 60)
+    text = " ".join(rng.choice(WORDS) for _ in range(n))
+    if rng.random() < 0.2:
+        text += " " + rng.choice(["naïve café", "日本語のテキスト", "emoji 🦘🌊", "Ωμέγα"])
+    return f"{MARKER} {text}"
+
+
+class Soak:
+    """The clients' shared state: outcome counts and failures (thread-safe)."""
+
+    def __init__(self, base, stub, model, max_model_len, probes):
+        self.base, self.stub, self.model, self.probes = base, stub, model, probes
+        self.max_model_len = max_model_len
+        self.lock = threading.Lock()
+        self.outcomes = collections.Counter()
+        self.failures = []
+        self.host, self.port = base.split("//")[1].split(":")
+        self.client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0,
+                                    timeout=TIMEOUT)
+
+    def Count(self, kind, outcome):
+        with self.lock:
+            self.outcomes[(kind, outcome)] += 1
+
+    def Fail(self, kind, what):
+        with self.lock:
+            self.failures.append(f"{kind}: {what}")
+
+    def Post(self, path, body, method="POST"):
+        """(status, parsed JSON or None) of one request on its own connection."""
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        conn = http.client.HTTPConnection(self.host, int(self.port), timeout=TIMEOUT)
+        try:
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            text = r.read()
+            try:
+                return r.status, json.loads(text)
+            except ValueError:
+                return r.status, None
+        finally:
+            conn.close()
+
+    # --- valid requests ---
+    def Sampling(self, rng, chat):
+        body = {"model": self.model, "max_tokens": rng.randint(1, 40)}
+        if rng.random() < 0.5:
+            body["temperature"] = 0
+        else:
+            body["temperature"] = round(rng.uniform(0.1, 1.5), 2)
+            body["n"] = rng.randint(1, 4)
+            if rng.random() < 0.5:
+                body["top_p"] = round(rng.uniform(0.05, 1.0), 2)
+            if rng.random() < 0.3:
+                body["top_k"] = rng.randint(1, 50)
+            if rng.random() < 0.3:
+                body["seed"] = rng.randint(0, 2**31)
+        if rng.random() < 0.3:
+            body["presence_penalty"] = round(rng.uniform(-2, 2), 2)
+            body["frequency_penalty"] = round(rng.uniform(-2, 2), 2)
+        if rng.random() < 0.3:
+            body["stop"] = [rng.choice(WORDS) for _ in range(rng.randint(1, 3))]
+        if rng.random() < 0.3:
+            if chat:
+                body["logprobs"], body["top_logprobs"] = True, rng.randint(0, 5)
+            else:
+                body["logprobs"] = rng.randint(0, 5)
+        if rng.random() < 0.3:
+            body["ignore_eos"] = True
+        return body
+
+    def CheckChoices(self, kind, body, r, prompts):
+        n = body.get("n", 1)
+        max_tokens = body.get("max_tokens", self.max_model_len)
+        choices = r["choices"]
+        if sorted(c["index"] for c in choices) != list(range(n * prompts)):
+            return self.Fail(kind, f"choice indices {[c['index'] for c in choices]}, n={n}")
+        total = 0
+        for c in choices:
+            text = c["message"]["content"] if kind.startswith("chat") else c["text"]
+            if body.get("echo"):
+                text = text[len(body["prompt"]):]
+            if c["finish_reason"] not in ("stop", "length"):
+                self.Fail(kind, f"finish_reason {c['finish_reason']!r}")
+            for s in body.get("stop", []):
+                if s in text:
+                    self.Fail(kind, f"stop string {s!r} left in the text")
+            lp = c.get("logprobs")
+            if "logprobs" in body and body["logprobs"] is not False:
+                count = len(lp["content"]) if kind.startswith("chat") else len(lp["tokens"])
+                total += count
+                if count > max_tokens or (c["finish_reason"] == "length" and
+                                          "max_tokens" in body and count != max_tokens):
+                    self.Fail(kind, f"{count} logprobs, max_tokens {max_tokens}, "
+                              f"finish {c['finish_reason']}")
+        u = r["usage"]
+        if u["total_tokens"] != u["prompt_tokens"] + u["completion_tokens"] or \
+                u["completion_tokens"] > n * prompts * max_tokens:
+            self.Fail(kind, f"usage {u}")
+        if "logprobs" in body and body["logprobs"] is not False and total != u["completion_tokens"]:
+            self.Fail(kind, f"{total} logprobs for {u['completion_tokens']} completion tokens")
+
+    def Completion(self, rng):
+        body = self.Sampling(rng, chat=False)
+        prompts = 1
+        if rng.random() < 0.2:
+            body["prompt"] = [Prompt(rng) for _ in range(2)]
+            prompts = 2
+        else:
+            body["prompt"] = Prompt(rng)
+            if rng.random() < 0.2 and "logprobs" not in body:  # echo + logprobs: unsupported
+                body["echo"] = True
+        status, r = self.Post("/v1/completions", body)
+        self.Count("completion", status)
+        if status == 200:
+            self.CheckChoices("completion", body, r, prompts)
+        elif status != 429:
+            self.Fail("completion", f"HTTP {status}: {r}")
+
+    def Chat(self, rng):
+        body = self.Sampling(rng, chat=True)
+        body["messages"] = [{"role": "system", "content": Prompt(rng, 5)},
+                            {"role": "user", "content": Prompt(rng)}]
+        kind = "chat"
+        if rng.random() < 0.05:  # the rest of the context, which the pool must hold
+            del body["max_tokens"]
+            kind = "chat_rest_of_context"
+        status, r = self.Post("/v1/chat/completions", body)
+        self.Count(kind, status)
+        if status == 200:
+            self.CheckChoices(kind, body, r, 1)
+        elif status != 429:
+            self.Fail(kind, f"HTTP {status}: {r}")
+
+    def Stream(self, rng):
+        """Streamed with the SDK; a third of them dropped after a few chunks."""
+        body = self.Sampling(rng, chat=True)
+        drop = rng.random() < 0.33
+        kwargs = {k: v for k, v in body.items() if k in ("model", "max_tokens", "temperature",
+                                                          "n", "top_p", "seed", "stop")}
+        stream = self.client.chat.completions.create(
+            messages=[{"role": "user", "content": Prompt(rng)}], stream=True,
+            stream_options={"include_usage": True}, **kwargs)
+        finished, chunks = collections.Counter(), 0
+        usage = None
+        for chunk in stream:
+            chunks += 1
+            if drop and chunks >= 3:
+                stream.close()
+                self.Count("stream", "dropped")
+                return
+            for c in chunk.choices:
+                if c.finish_reason:
+                    finished[c.index] += 1
+            if chunk.usage is not None:
+                usage = chunk.usage
+        self.Count("stream", "done")
+        n = body.get("n", 1)
+        if sorted(finished) != list(range(n)) or any(v != 1 for v in finished.values()):
+            self.Fail("stream", f"finish reasons per choice {dict(finished)}, n={n}")
+        if usage is None or usage.completion_tokens > n * body["max_tokens"]:
+            self.Fail("stream", f"usage {usage}")
+
+    def RawDrop(self, rng):
+        """A stream read for a few events, then the socket closed without a word."""
+        body = {"model": self.model, "prompt": Prompt(rng), "max_tokens": 40, "stream": True,
+                "ignore_eos": True, "n": rng.randint(1, 4), "temperature": 1.0}
+        conn = http.client.HTTPConnection(self.host, int(self.port), timeout=TIMEOUT)
+        conn.request("POST", "/v1/completions", body=json.dumps(body).encode(),
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        if r.status == 200:
+            for _ in range(rng.randint(0, 6)):
+                r.readline()
+        conn.sock.close()
+        self.Count("raw_drop", r.status)
+
+    def GrpcCancelled(self, rng):
+        req = e2e.GEN_PB2.GenerateRequest(text=Prompt(rng))
+        req.sampling.max_tokens, req.sampling.ignore_eos = 60, True
+        req.sampling.n = rng.randint(1, 4)
+        if rng.random() < 0.5:
+            call = self.stub.Generate(req, timeout=rng.uniform(0.05, 1.0))
+            try:
+                for _ in call:
+                    pass
+                self.Count("grpc_deadline", "ok")
+            except grpc.RpcError as e:
+                self.Count("grpc_deadline", e.code().name)
+                if e.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    grpc.StatusCode.RESOURCE_EXHAUSTED):
+                    self.Fail("grpc_deadline", f"{e.code()}: {e.details()}")
+        else:
+            call = self.stub.Generate(req, timeout=TIMEOUT)
+            try:
+                next(call)
+            except grpc.RpcError as e:
+                self.Fail("grpc_cancel", f"{e.code()}: {e.details()}")
+            call.cancel()
+            self.Count("grpc_cancel", "cancelled")
+
+    def Beam(self, rng):
+        width = rng.randint(2, 4)
+        try:
+            samples, usage = e2e.pagellm_client.Generate(
+                self.stub, e2e.GEN_PB2, prompt=Prompt(rng), timeout=TIMEOUT, beam_width=width,
+                temperature=0, max_tokens=rng.randint(1, 16))
+            self.Count("beam", "ok")
+            if not samples or usage is None:
+                self.Fail("beam", f"{len(samples)} samples, usage {usage}")
+        except grpc.RpcError as e:
+            self.Count("beam", e.code().name)
+            if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                self.Fail("beam", f"{e.code()}: {e.details()}")
+
+    # --- invalid requests ---
+    def Invalid(self, rng):
+        base = {"model": self.model, "prompt": Prompt(rng), "max_tokens": 8}
+        path = "/v1/completions"
+        mutations = [
+            ("max_tokens", "ten"), ("max_tokens", 0), ("max_tokens", -1), ("max_tokens", 10**12),
+            ("temperature", "hot"), ("temperature", -1), ("top_p", 0), ("top_p", 2.5),
+            ("n", 0), ("n", 10**6), ("n", 1.5), ("logprobs", 50), ("top_k", -5),
+            ("presence_penalty", 9), ("repetition_penalty", 0), ("stop", 5),
+            ("stop", ["x"] * 100), ("prompt", {"a": 1}), ("prompt", []), ("prompt", ""),
+            ("prompt", [49152 + 7]), ("prompt", [-1]), ("prompt", [[1, 2], "x"]),
+            ("frobnicate", 1), ("stream_options", {"include_usage": True}),
+            ("seed", "s"), ("echo", "yes"), ("best_of", 3),
+        ]
+        kind = rng.choice(["mutate", "mutate", "truncate", "utf8", "nested", "pool", "chat",
+                           "path"])
+        body, method = base, "POST"
+        if kind == "mutate":
+            field, value = rng.choice(mutations)
+            body = dict(base, **{field: value})
+        elif kind == "truncate":
+            raw = json.dumps(base).encode()
+            body = raw[:rng.randint(0, len(raw) - 1)]
+        elif kind == "utf8":
+            body = json.dumps(base).encode().replace(MARKER.encode(), b"\xff\xfe\xc3")
+        elif kind == "nested":
+            body = b'{"prompt": ' + b"[" * 100000 + b"]" * 100000 + b"}"
+        elif kind == "pool":  # beyond the context, or more KV blocks than the pool holds
+            body = rng.choice([dict(base, prompt=[100] * 900, max_tokens=100),
+                               dict(base, prompt=[100] * 200, max_tokens=100, n=4)])
+        elif kind == "chat":
+            path = "/v1/chat/completions"
+            body = {"model": self.model, rng.choice(["messages", "prompt"]): rng.choice(
+                ["hi", [{"role": "user", "content": 5}], [{"role": "user", "content": [{"type": "image"}]}],
+                 [{"content": "x"}], []])}
+        else:
+            path, method = rng.choice([("/v1/nope", "POST"), ("/v1/completions", "GET"),
+                                       ("/v1/models/x/y", "DELETE")])
+        status, r = self.Post(path, body, method)
+        self.Count(f"invalid_{kind}", status)
+        if not 400 <= status < 500 or status == 429:
+            self.Fail(f"invalid_{kind}", f"HTTP {status} for {str(body)[:200]!r}: {r}")
+        elif not (isinstance(r, dict) and isinstance(r.get("error"), dict) and
+                  r["error"].get("message")):
+            self.Fail(f"invalid_{kind}", f"HTTP {status} without an error object: {r}")
+
+    # --- probes ---
+    def Probe(self, rng):
+        name = rng.choice(sorted(self.probes))
+        path, body, expected = self.probes[name]
+        status, r = self.Post(path, body)
+        self.Count(f"probe_{name}", status)
+        if status == 429:
+            return
+        if status != 200:
+            return self.Fail(f"probe_{name}", f"HTTP {status}: {r}")
+        if ProbeTexts(r) != expected:
+            self.Fail(f"probe_{name}", f"{ProbeTexts(r)!r} under load, {expected!r} at idle")
+
+    def Client(self, index, deadline):
+        rng = random.Random(SEED * 1000 + index)
+        kinds = [(self.Completion, 20), (self.Chat, 12), (self.Stream, 12), (self.RawDrop, 6),
+                 (self.GrpcCancelled, 8), (self.Beam, 5), (self.Invalid, 22), (self.Probe, 15)]
+        fns, weights = zip(*kinds)
+        while time.time() < deadline:
+            fn = rng.choices(fns, weights)[0]
+            try:
+                fn(rng)
+            except Exception as e:  # pylint: disable=broad-except
+                self.Fail(fn.__name__, f"{type(e).__name__}: {e}")
+
+
+def Preemptions(worker):
+    return sum(worker.Metric("pagellm_preemptions_total", f'mode="{m}"') for m in ("swap",
+                                                                                  "recompute"))
+
+
+def ProbeTexts(r):
+    return [c["message"]["content"] if "message" in c else c["text"]
+            for c in sorted(r["choices"], key=lambda c: c["index"])]
+
+
+@unittest.skipIf(e2e.Skip(), "binaries or model missing (run tools/test.sh)")
+class SoakTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        common = ["--num-kv-blocks", "48", "--swap-space", "0.01", "--log-level", "info"]
+        cls.workers = [e2e.StartWorker("soak_worker0", common + ["--preemption-mode", "auto"]),
+                       e2e.StartWorker("soak_worker1", common + ["--preemption-mode", "recompute",
+                                                                 "--enable-prefix-caching"])]
+        for w in cls.workers:
+            w.WaitServing(timeout=120)
+        cls.router = e2e.StartRouter("soak_router", cls.workers, extra=["--log-level", "info"])
+        cls.router.WaitServing()
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in [getattr(cls, "router", None)] + getattr(cls, "workers", []):
+            if p is not None:
+                p.kill()
+
+    def Idle(self):
+        for w in self.workers:
+            for name, labels in (("pagellm_kv_cache_blocks_used", 'pool="device"'),
+                                 ("pagellm_kv_cache_blocks_used", 'pool="swap"'),
+                                 ("pagellm_requests_running", ""), ("pagellm_requests_waiting", ""),
+                                 ("pagellm_requests_swapped", "")):
+                if w.Metric(name, labels) != 0:
+                    return False
+        return (self.router.Metric("pagellm_router_active_streams") == 0 and
+                self.router.Metric("pagellm_router_queue_length") == 0)
+
+    def test_a_random_mix_of_requests_leaves_the_stack_as_it_found_it(self):
+        base = f"http://127.0.0.1:{self.router.http_port}"
+        stub = e2e.GEN_GRPC.GenerationStub(e2e.Channel(self.router.target))
+        info = openai.OpenAI(base_url=base + "/v1", api_key="x").models.list().data[0]
+        model, max_model_len = info.id, info.model_extra["max_model_len"]
+        # The model's 8,192 positions, lowered to what a pool of 48 blocks of 16 holds.
+        self.assertEqual(max_model_len, 48 * 16)
+        probe_bodies = {
+            "greedy": ("/v1/completions", {"model": model, "prompt": f"{MARKER} The capital of "
+                                           "France is", "max_tokens": 24, "temperature": 0,
+                                           "ignore_eos": True}),
+            "chat": ("/v1/chat/completions", {"model": model, "max_tokens": 24, "temperature": 0,
+                                              "messages": [{"role": "user", "content":
+                                                            f"{MARKER}: name three rivers."}]}),
+            "seeded": ("/v1/completions", {"model": model, "prompt": f"{MARKER} Once upon a",
+                                           "max_tokens": 24, "temperature": 0.9, "top_p": 0.95,
+                                           "seed": 1234, "n": 2, "ignore_eos": True}),
+        }
+        soak = Soak(base, stub, model, max_model_len, {})
+        for name, (path, body) in probe_bodies.items():
+            status, r = soak.Post(path, body)
+            self.assertEqual(status, 200, r)
+            soak.probes[name] = (path, body, ProbeTexts(r))
+        procs = [self.router] + self.workers
+        print(f"\nsoak: {SECONDS:.0f} s, {CLIENTS} clients, seed {SEED}", flush=True)
+        start = time.time()
+        threads = [threading.Thread(target=soak.Client, args=(i, start + SECONDS))
+                   for i in range(CLIENTS)]
+        for t in threads:
+            t.start()
+        time.sleep(SECONDS / 4)
+        rss_warm = {p.name: Rss(p.p.pid) for p in procs}
+        for t in threads:
+            t.join(timeout=SECONDS + 2 * TIMEOUT)
+            self.assertFalse(t.is_alive(), "a client is stuck")
+        elapsed = time.time() - start
+
+        e2e.WaitFor(self.Idle, 5.0, "no blocks, no requests and no streams anywhere")
+        rss_end = {p.name: Rss(p.p.pid) for p in procs}
+        for p in procs:
+            self.assertIsNone(p.p.poll(), f"{p.name} exited")
+            p.WaitServing(timeout=5)
+        by_kind = collections.defaultdict(dict)
+        for (kind, outcome), count in sorted(soak.outcomes.items(), key=str):
+            by_kind[kind][str(outcome)] = count
+        total = sum(soak.outcomes.values())
+        print(f"soak: {total} requests in {elapsed:.0f} s", flush=True)
+        for kind, counts in sorted(by_kind.items()):
+            print(f"  {kind:22s} {counts}")
+        for w in self.workers:
+            print(f"  {w.name}: {w.Metric('pagellm_generation_tokens_total')} tokens, "
+                  f"{Preemptions(w)} preemptions")
+        if soak.failures:
+            print("\n".join(soak.failures[:40]))
+        for p in procs:
+            print(f"  {p.name}: RSS {rss_warm[p.name] / 2**20:.0f} MiB after a quarter, "
+                  f"{rss_end[p.name] / 2**20:.0f} MiB at the end")
+        self.assertEqual(soak.failures, [], "\n".join(soak.failures[:30]))
+        for kind in ("completion", "chat", "chat_rest_of_context", "stream", "probe_greedy",
+                     "probe_seeded", "invalid_mutate", "invalid_pool"):
+            self.assertGreater(sum(by_kind[kind].values()), 0, f"no {kind} request ran")
+        self.assertGreater(sum(Preemptions(w) for w in self.workers), 0,
+                           "the pools were meant to be small enough to preempt")
+        for p in procs:
+            self.assertLess(rss_end[p.name], rss_warm[p.name] * 1.25 + 64 * 2**20, p.name)
+        for p in procs:
+            p.log.flush()
+            with open(p.log.name, "rb") as f:
+                self.assertNotIn(MARKER.encode(), f.read(), f"{p.name}'s log holds prompt text")
+
+
+if __name__ == "__main__":
+    e2e.Main()
