@@ -20,11 +20,14 @@ send one request after another, picked at random:
     once at idle before the load; under the load their answers must be the same, token for
     token (a row's tokens do not depend on its batch, its preemptions or prefix hits).
 
-No request may get a 5xx, hang (60 s) or a malformed answer. Afterwards, within 5 s, both
-workers hold no KV block (device and swap) and no running, waiting or swapped request, the
-router has no open stream and no queue; every process still runs and is SERVING; no process's
-resident memory grew by more than a quarter plus 64 MiB after the first quarter of the run; and
-no log holds a prompt's marker word. The summary (requests by kind and outcome, tokens,
+Halfway through, worker 1 is killed (SIGKILL) and started again on its port. No request may get
+a 5xx, hang (60 s) or a malformed answer, except that while worker 1 is down (until 5 s after
+its successor is ready) a request may be refused or cut off as unavailable (HTTP 503, gRPC
+UNAVAILABLE, a stream's error): those are counted. Afterwards, within 5 s, both workers hold no
+KV block (device and swap) and no running, waiting or swapped request, the router has no open
+stream and no queue; every process runs and is SERVING, and the router used the successor; the
+router's and worker 0's resident memory grew by no more than a quarter plus 64 MiB after the
+first quarter of the run; and no log holds a prompt's marker word. The summary (requests by kind and outcome, tokens,
 preemptions, resident memory) is printed.
 
 Run from the repository root: .venv/bin/python tests/e2e/soak_e2e_test.py [-v]
@@ -76,6 +79,8 @@ class Soak:
         self.lock = threading.Lock()
         self.outcomes = collections.Counter()
         self.failures = []
+        # When a worker was killed on purpose, and when its successor was ready.
+        self.killed_at, self.back_at = None, None
         self.host, self.port = base.split("//")[1].split(":")
         self.client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0,
                                     timeout=TIMEOUT)
@@ -84,8 +89,14 @@ class Soak:
         with self.lock:
             self.outcomes[(kind, outcome)] += 1
 
-    def Fail(self, kind, what):
+    def Fail(self, kind, what, unavailable=False):
+        """Records a failure. One that says a worker was unavailable is counted instead while
+        the killed worker is down (and 5 s after its successor is ready)."""
         with self.lock:
+            if unavailable and self.killed_at is not None and (
+                    self.back_at is None or time.time() < self.back_at + 5):
+                self.outcomes[(kind, "unavailable_while_killed")] += 1
+                return
             self.failures.append(f"{kind}: {what}")
 
     def Post(self, path, body, method="POST"):
@@ -177,7 +188,7 @@ class Soak:
         if status == 200:
             self.CheckChoices("completion", body, r, prompts)
         elif status != 429:
-            self.Fail("completion", f"HTTP {status}: {r}")
+            self.Fail("completion", f"HTTP {status}: {r}", unavailable=status == 503)
 
     def Chat(self, rng):
         body = self.Sampling(rng, chat=True)
@@ -192,7 +203,7 @@ class Soak:
         if status == 200:
             self.CheckChoices(kind, body, r, 1)
         elif status != 429:
-            self.Fail(kind, f"HTTP {status}: {r}")
+            self.Fail(kind, f"HTTP {status}: {r}", unavailable=status == 503)
 
     def Stream(self, rng):
         """Streamed with the SDK; a third of them dropped after a few chunks."""
@@ -251,13 +262,15 @@ class Soak:
                 self.Count("grpc_deadline", e.code().name)
                 if e.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED,
                                     grpc.StatusCode.RESOURCE_EXHAUSTED):
-                    self.Fail("grpc_deadline", f"{e.code()}: {e.details()}")
+                    self.Fail("grpc_deadline", f"{e.code()}: {e.details()}",
+                              unavailable=e.code() == grpc.StatusCode.UNAVAILABLE)
         else:
             call = self.stub.Generate(req, timeout=TIMEOUT)
             try:
                 next(call)
             except grpc.RpcError as e:
-                self.Fail("grpc_cancel", f"{e.code()}: {e.details()}")
+                self.Fail("grpc_cancel", f"{e.code()}: {e.details()}",
+                          unavailable=e.code() == grpc.StatusCode.UNAVAILABLE)
             call.cancel()
             self.Count("grpc_cancel", "cancelled")
 
@@ -273,7 +286,8 @@ class Soak:
         except grpc.RpcError as e:
             self.Count("beam", e.code().name)
             if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                self.Fail("beam", f"{e.code()}: {e.details()}")
+                self.Fail("beam", f"{e.code()}: {e.details()}",
+                          unavailable=e.code() == grpc.StatusCode.UNAVAILABLE)
 
     # --- invalid requests ---
     def Invalid(self, rng):
@@ -316,7 +330,8 @@ class Soak:
         status, r = self.Post(path, body, method)
         self.Count(f"invalid_{kind}", status)
         if not 400 <= status < 500 or status == 429:
-            self.Fail(f"invalid_{kind}", f"HTTP {status} for {str(body)[:200]!r}: {r}")
+            self.Fail(f"invalid_{kind}", f"HTTP {status} for {str(body)[:200]!r}: {r}",
+                      unavailable=status == 503)
         elif not (isinstance(r, dict) and isinstance(r.get("error"), dict) and
                   r["error"].get("message")):
             self.Fail(f"invalid_{kind}", f"HTTP {status} without an error object: {r}")
@@ -330,7 +345,7 @@ class Soak:
         if status == 429:
             return
         if status != 200:
-            return self.Fail(f"probe_{name}", f"HTTP {status}: {r}")
+            return self.Fail(f"probe_{name}", f"HTTP {status}: {r}", unavailable=status == 503)
         if ProbeTexts(r) != expected:
             self.Fail(f"probe_{name}", f"{ProbeTexts(r)!r} under load, {expected!r} at idle")
 
@@ -344,7 +359,8 @@ class Soak:
             try:
                 fn(rng)
             except Exception as e:  # pylint: disable=broad-except
-                self.Fail(fn.__name__, f"{type(e).__name__}: {e}")
+                self.Fail(fn.__name__, f"{type(e).__name__}: {e}", unavailable=isinstance(
+                    e, (openai.APIError, grpc.RpcError, OSError, http.client.HTTPException)))
 
 
 def Preemptions(worker):
@@ -362,9 +378,10 @@ class SoakTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         common = ["--num-kv-blocks", "48", "--swap-space", "0.01", "--log-level", "info"]
+        cls.worker1_args = common + ["--preemption-mode", "recompute", "--enable-prefix-caching"]
         cls.workers = [e2e.StartWorker("soak_worker0", common + ["--preemption-mode", "auto"]),
-                       e2e.StartWorker("soak_worker1", common + ["--preemption-mode", "recompute",
-                                                                 "--enable-prefix-caching"])]
+                       e2e.StartWorker("soak_worker1", cls.worker1_args)]
+        cls.killed = []
         for w in cls.workers:
             w.WaitServing(timeout=120)
         cls.router = e2e.StartRouter("soak_router", cls.workers, extra=["--log-level", "info"])
@@ -372,7 +389,8 @@ class SoakTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for p in [getattr(cls, "router", None)] + getattr(cls, "workers", []):
+        for p in [getattr(cls, "router", None)] + getattr(cls, "workers", []) + \
+                getattr(cls, "killed", []):
             if p is not None:
                 p.kill()
 
@@ -419,21 +437,37 @@ class SoakTest(unittest.TestCase):
             t.start()
         time.sleep(SECONDS / 4)
         rss_warm = {p.name: Rss(p.p.pid) for p in procs}
+        # Halfway, kill -9 worker 1 and start it again on its port.
+        time.sleep(start + SECONDS / 2 - time.time())
+        victim = self.workers[1]
+        soak.killed_at = time.time()
+        victim.kill()
+        self.killed.append(victim)
+        time.sleep(1)
+        successor = e2e.StartWorker("soak_worker1b", self.worker1_args, port=victim.port)
+        self.workers[1] = successor
+        successor.WaitServing(timeout=120)
+        e2e.WaitFor(lambda: self.router.Metric("pagellm_router_workers_ready") == 2, 30,
+                    "the router counts the restarted worker ready")
+        soak.back_at = time.time()
         for t in threads:
             t.join(timeout=SECONDS + 2 * TIMEOUT)
             self.assertFalse(t.is_alive(), "a client is stuck")
         elapsed = time.time() - start
 
         e2e.WaitFor(self.Idle, 5.0, "no blocks, no requests and no streams anywhere")
+        procs = [self.router, self.workers[0]]  # alive all along (worker 1 was restarted)
         rss_end = {p.name: Rss(p.p.pid) for p in procs}
-        for p in procs:
+        for p in procs + [successor]:
             self.assertIsNone(p.p.poll(), f"{p.name} exited")
             p.WaitServing(timeout=5)
         by_kind = collections.defaultdict(dict)
         for (kind, outcome), count in sorted(soak.outcomes.items(), key=str):
             by_kind[kind][str(outcome)] = count
         total = sum(soak.outcomes.values())
-        print(f"soak: {total} requests in {elapsed:.0f} s", flush=True)
+        print(f"soak: {total} requests in {elapsed:.0f} s; worker 1 killed at "
+              f"{soak.killed_at - start:.0f} s, its successor ready "
+              f"{soak.back_at - soak.killed_at:.1f} s later", flush=True)
         for kind, counts in sorted(by_kind.items()):
             print(f"  {kind:22s} {counts}")
         for w in self.workers:
@@ -452,7 +486,9 @@ class SoakTest(unittest.TestCase):
                            "the pools were meant to be small enough to preempt")
         for p in procs:
             self.assertLess(rss_end[p.name], rss_warm[p.name] * 1.25 + 64 * 2**20, p.name)
-        for p in procs:
+        self.assertGreater(successor.Metric("pagellm_generation_tokens_total"), 0,
+                           "the router did not use the restarted worker")
+        for p in procs + [successor, victim]:
             p.log.flush()
             with open(p.log.name, "rb") as f:
                 self.assertNotIn(MARKER.encode(), f.read(), f"{p.name}'s log holds prompt text")
