@@ -245,7 +245,14 @@ void RoutedStream::OnWorkerDone(const grpc::Status& status) {
       const bool worker_failed =
           code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::CANCELLED;
       if (code == grpc::StatusCode::UNAVAILABLE) after.report_down = placement_.worker;
-      if (worker_failed && !got_response_ && attempts_ < kMaxAttempts) {
+      // After messages only when the client kept them to itself, and has them all (none in the
+      // ring, none being written).
+      const bool restart = got_response_ && client_->Restartable() && !writing_ && count_ == 0;
+      if (worker_failed && (!got_response_ || restart) && attempts_ < kMaxAttempts) {
+        if (restart) {
+          client_->Restart();
+          got_response_ = false;
+        }
         failed_worker_ = placement_.worker;
         ticket_.avoid = failed_worker_.get();
         queue_id_ = deps_.queue->PushFront(this, ticket_);

@@ -13,7 +13,9 @@
 //      ring is full (the client's flow control reaches the worker);
 //   4. the worker's status ends the stream (Client::Finish) once the ring is written out. A
 //      worker that fails with UNAVAILABLE (or drops the call) before sending anything is
-//      retried once elsewhere; after that the client gets UNAVAILABLE.
+//      retried once elsewhere; after that the client gets UNAVAILABLE. So is one that fails
+//      after sending something, when the client is Restartable (it keeps the whole answer
+//      until Finish, so nobody has seen the first attempt's messages): Restart() first.
 // Cancellation (Cancel: the client left; or the deadline) withdraws a queued request or
 // cancels the worker call; the stream finishes when the worker call is over.
 //
@@ -57,6 +59,12 @@ class RoutedStream final : public QueuedRequest {
     // The stream is over with `status`; called once, and last: the client may destroy the
     // stream inside this call.
     virtual void Finish(const absl::Status& status) = 0;
+    // True when what the stream writes reaches nobody before Finish (a client that buffers
+    // the whole answer). The same value for the client's whole life.
+    [[nodiscard]] virtual bool Restartable() const { return false; }
+    // Only for a Restartable client: forget every message written so far, the stream starts
+    // over on another worker. Called with the stream's lock held: it must not call the stream.
+    virtual void Restart() {}
   };
 
   // Borrowed collaborators; they outlive every stream.

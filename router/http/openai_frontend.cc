@@ -5,7 +5,9 @@
 //     delivers its next message. At most one Send is outstanding; text that arrives meanwhile
 //     goes out with the next one. The HTTP status is sent with the first message, so a request
 //     refused before any output (bad request, full queue, no worker) gets its real status;
-//   - not streamed: messages are accumulated and the body is sent when every call is over;
+//   - not streamed: messages are accumulated and the body is sent when every call is over; a
+//     call whose worker fails mid-way starts over on another worker (RoutedStream's restart),
+//     its choices reset;
 //   - the first failed call cancels the others; the client leaving cancels every call.
 // All state is under mu_. The streams are called with mu_ released (they may call back at
 // once); the exchange only posts to the HTTP server's threads, so it is called under mu_.
@@ -148,6 +150,10 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
       std::shared_ptr<Generation> keep = std::move(self);
       keep->OnCallDone(index, status);
     }
+    // Not streamed, the answer goes out whole at the end: a worker that fails mid-way is
+    // retried elsewhere from the start.
+    bool Restartable() const override { return !generation->request_.stream; }
+    void Restart() override { generation->OnRestart(index); }
 
     Generation* const generation;
     const int index;
@@ -183,6 +189,12 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     waiting_.push_back(k);
     FlushLocked();
     return false;
+  }
+
+  // Stream k starts over on another worker (not streamed): its choices so far are dropped.
+  void OnRestart(int k) {
+    absl::MutexLock lock(&mu_);
+    response_.Reset(k);
   }
 
   void OnCallDone(int k, const absl::Status& status) {

@@ -380,6 +380,48 @@ TEST_F(OpenAiFrontendTest, ClientThatDisconnectsCancelsItsWorkerStream) {
   EXPECT_EQ(w.completed(), 0);
 }
 
+// A worker that dies mid-answer: a request that is not streamed starts over on another worker
+// (its client saw nothing of the first attempt) and gets the whole answer, once; a streamed
+// one, whose client has seen tokens, ends with an error event.
+TEST_F(OpenAiFrontendTest, WorkerDeathMidAnswerIsRetriedElsewhereUnlessStreamed) {
+  FakeWorker::Options slow;
+  slow.token_interval = absl::Milliseconds(100);
+  slow.load = testing::Load(1000);
+  FakeWorker& a = AddWorker(slow);
+  FakeWorker::Options other;
+  other.load = testing::Load(500);  // fewer free blocks: the router prefers a
+  FakeWorker& b = AddWorker(other);
+  StartRouter();
+  HttpResult r;
+  std::thread client([&] {
+    r = Post(port(), "/v1/completions", {{"prompt", "hello"}, {"max_tokens", 8}, {"echo", true}});
+  });
+  ASSERT_TRUE(WaitFor([&] { return a.tokens_sent() >= 3; }));
+  a.Kill();
+  client.join();
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = Json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 1u);
+  EXPECT_EQ(j["choices"][0]["text"], "helloabcdefgh") << "echoed once, then b's 8 tokens";
+  EXPECT_EQ(j["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(a.generate_calls(), 1);
+  EXPECT_EQ(b.generate_calls(), 1);
+
+  a.Restart();
+  b.SetLoad(testing::Load(10));
+  ASSERT_TRUE(WaitFor([&] { return router_->worker_stats().ready == 2; }));
+  const int64_t sent = a.tokens_sent();
+  std::thread streamed([&] {
+    r = Post(port(), "/v1/completions", {{"prompt", "hello"}, {"max_tokens", 8}, {"stream", true}});
+  });
+  ASSERT_TRUE(WaitFor([&] { return a.tokens_sent() >= sent + 3; }));
+  a.Kill();
+  streamed.join();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("\"error\"")) << "the stream's last event before [DONE]";
+  EXPECT_EQ(b.generate_calls(), 1) << "no retry for a streamed answer";
+}
+
 TEST_F(OpenAiFrontendTest, ApiKeysGuardBothApisAndCanBeReplacedWhileServing) {
   AddWorker();
   auto keys = std::make_shared<ReloadableSecrets>();

@@ -190,6 +190,11 @@ void OpenAiResponse::Append(int prompt, const v1::GenerateResponse& response, st
   }
 }
 
+void OpenAiResponse::Reset(int prompt) {
+  if (prompt < 0 || prompt >= config_.prompts) return;
+  for (int s = 0; s < config_.n; ++s) choices_[prompt * config_.n + s] = Choice{};
+}
+
 void OpenAiResponse::AppendEnd(std::string* out) {
   if (config_.include_usage) {
     Json usage = {{"prompt_tokens", prompt_tokens_},

@@ -43,6 +43,8 @@ class OpenAiResponse {
 
   void AppendStart(std::string* out);
   void Append(int prompt, const v1::GenerateResponse& response, std::string* out);
+  // Forgets what was appended for `prompt` (not streamed: it starts over).
+  void Reset(int prompt);
   void AppendEnd(std::string* out);
   // The non-streamed answer.
   [[nodiscard]] std::string Body() const;
