@@ -22,8 +22,9 @@ send one request after another, picked at random:
 
 Halfway through, worker 1 is killed (SIGKILL) and started again on its port. No request may get
 a 5xx, hang (60 s) or a malformed answer, except that while worker 1 is down (until 5 s after
-its successor is ready) a request may be refused or cut off as unavailable (HTTP 503, gRPC
-UNAVAILABLE, a stream's error): those are counted. Afterwards, within 5 s, both workers hold no
+its successor is ready) a stream it was serving may be cut off as unavailable (gRPC
+UNAVAILABLE, an SSE error event): those are counted. Requests that are not streamed start over
+on worker 0 (the router retries them whole) and must succeed. Afterwards, within 5 s, both workers hold no
 KV block (device and swap) and no running, waiting or swapped request, the router has no open
 stream and no queue; every process runs and is SERVING, and the router used the successor; the
 router's and worker 0's resident memory grew by no more than a quarter plus 64 MiB after the
@@ -188,7 +189,7 @@ class Soak:
         if status == 200:
             self.CheckChoices("completion", body, r, prompts)
         elif status != 429:
-            self.Fail("completion", f"HTTP {status}: {r}", unavailable=status == 503)
+            self.Fail("completion", f"HTTP {status}: {r}")
 
     def Chat(self, rng):
         body = self.Sampling(rng, chat=True)
@@ -203,7 +204,7 @@ class Soak:
         if status == 200:
             self.CheckChoices(kind, body, r, 1)
         elif status != 429:
-            self.Fail(kind, f"HTTP {status}: {r}", unavailable=status == 503)
+            self.Fail(kind, f"HTTP {status}: {r}")
 
     def Stream(self, rng):
         """Streamed with the SDK; a third of them dropped after a few chunks."""
@@ -330,8 +331,7 @@ class Soak:
         status, r = self.Post(path, body, method)
         self.Count(f"invalid_{kind}", status)
         if not 400 <= status < 500 or status == 429:
-            self.Fail(f"invalid_{kind}", f"HTTP {status} for {str(body)[:200]!r}: {r}",
-                      unavailable=status == 503)
+            self.Fail(f"invalid_{kind}", f"HTTP {status} for {str(body)[:200]!r}: {r}")
         elif not (isinstance(r, dict) and isinstance(r.get("error"), dict) and
                   r["error"].get("message")):
             self.Fail(f"invalid_{kind}", f"HTTP {status} without an error object: {r}")
@@ -345,7 +345,7 @@ class Soak:
         if status == 429:
             return
         if status != 200:
-            return self.Fail(f"probe_{name}", f"HTTP {status}: {r}", unavailable=status == 503)
+            return self.Fail(f"probe_{name}", f"HTTP {status}: {r}")
         if ProbeTexts(r) != expected:
             self.Fail(f"probe_{name}", f"{ProbeTexts(r)!r} under load, {expected!r} at idle")
 
