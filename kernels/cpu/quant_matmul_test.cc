@@ -329,17 +329,28 @@ void ExpectQuantizeIdentical(bool supported, QuantizeRowFn vector_fn) {
   for (int i = 0; i < 8; ++i) x[65 + i] = ties[i];
   x[96] = 3e38f;
   for (int i = 1; i < 32; ++i) x[96 + i] = 1e-30f * i;
-  std::vector<int8_t> qa(x.size()), qb(x.size());
-  std::vector<float> da(kBlocks), db(kBlocks), sa(kBlocks), sb(kBlocks);
-  std::vector<int32_t> ua(kBlocks), ub(kBlocks), la(kBlocks), lb(kBlocks);
+  // Whole rows and a row of 18 blocks (SmolLM2's 576), in consecutive slots or in a panel's
+  // (16 slots apart).
+  for (auto [nb, stride] : {std::pair<int64_t, int64_t>{kBlocks, 1}, {18, 1}, {18, 16}, {50, 16}}) {
+    SCOPED_TRACE(::testing::Message() << nb << " blocks, stride " << stride);
+    const int64_t slots = (nb - 1) * stride + 1;
+    std::vector<int8_t> qa(slots * 32), qb(slots * 32);
+    std::vector<float> da(slots), db(slots), sa(slots), sb(slots);
+    std::vector<int32_t> ua(slots), ub(slots), la(slots), lb(slots);
+    internal::QuantizeRowPortable(x.data(), nb, stride, qa.data(), da.data(), sa.data(), ua.data(),
+                                  la.data());
+    vector_fn(x.data(), nb, stride, qb.data(), db.data(), sb.data(), ub.data(), lb.data());
+    EXPECT_EQ(qa, qb);
+    EXPECT_EQ(0, std::memcmp(da.data(), db.data(), slots * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), slots * sizeof(float)));
+    EXPECT_EQ(ua, ub);
+    EXPECT_EQ(la, lb);
+  }
+  std::vector<int8_t> qa(x.size());
+  std::vector<float> da(kBlocks), sa(kBlocks);
+  std::vector<int32_t> ua(kBlocks), la(kBlocks);
   internal::QuantizeRowPortable(x.data(), kBlocks, 1, qa.data(), da.data(), sa.data(), ua.data(),
                                 la.data());
-  vector_fn(x.data(), kBlocks, 1, qb.data(), db.data(), sb.data(), ub.data(), lb.data());
-  EXPECT_EQ(qa, qb);
-  EXPECT_EQ(0, std::memcmp(da.data(), db.data(), kBlocks * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), kBlocks * sizeof(float)));
-  EXPECT_EQ(ua, ub);
-  EXPECT_EQ(la, lb);
   const int8_t want_ties[] = {0, 2, -2, 4, 0, 126, -126, 2};
   for (int i = 0; i < 8; ++i) EXPECT_EQ(want_ties[i], qa[65 + i]) << ties[i];
   EXPECT_EQ(127, qa[64]);
