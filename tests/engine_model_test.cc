@@ -3,16 +3,19 @@
 // Skipped when the model file is absent, unless PAGELLM_REQUIRE_MODELS=1 (then they fail).
 // Generations are kept short: the whole suite should run in well under a minute on 2 cores.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_util.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/testing/sampling.h"
@@ -49,6 +52,7 @@ struct Completion {
   std::vector<int32_t> tokens;
   std::string text;
   std::vector<SampleResult> logprobs;
+  std::vector<SampleResult> prompt_logprobs;
   FinishReason finish = FinishReason::kNone;
 };
 using Completions = std::map<std::string, Completion>;
@@ -119,6 +123,12 @@ class EngineTest : public ::testing::Test {
       r.tokens.insert(r.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
       r.text += o.text;
       r.logprobs.insert(r.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+      if (!o.prompt_logprobs.empty()) {
+        EXPECT_EQ(o.sample_index, 0);
+        EXPECT_TRUE(r.tokens.empty()) << o.request_id << ": prompt logprobs after a token";
+        r.prompt_logprobs.insert(r.prompt_logprobs.end(), o.prompt_logprobs.begin(),
+                                 o.prompt_logprobs.end());
+      }
       r.finish = o.finish_reason;
     }
   }
@@ -455,6 +465,149 @@ TEST_F(EngineTest, LogprobsComeOnePerTokenWithTheRequestedTopN) {
   }
   // Without the request, no logprobs come back.
   EXPECT_TRUE(RunOne("The capital of France is", Greedy(2)).logprobs.empty());
+}
+
+// The prompt logprobs every test below compares with: log_softmax of one prefill's logits at
+// each position, for the prompt's next token, and its `top` best.
+std::vector<SampleResult> ReferencePromptLogprobs(Backend* backend,
+                                                  const std::vector<int32_t>& prompt, int top) {
+  absl::StatusOr<std::vector<float>> logits = testing::AllPositionLogits(backend, prompt);
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  if (!logits.ok()) return {};
+  const int64_t vocab = backend->config().vocab_size;
+  std::vector<SampleResult> out;
+  for (size_t p = 0; p + 1 < prompt.size(); ++p) {
+    const float* row = logits->data() + p * vocab;
+    double max = row[0];
+    for (int64_t i = 0; i < vocab; ++i) max = std::max(max, static_cast<double>(row[i]));
+    double sum = 0;
+    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(row[i] - max);
+    const double log_z = max + std::log(sum);
+    SampleResult r;
+    r.token_id = prompt[p + 1];
+    r.logprob = static_cast<float>(row[r.token_id] - log_z);
+    r.rank = 1;
+    for (int64_t i = 0; i < vocab; ++i) r.rank += row[i] > row[r.token_id];
+    std::vector<int32_t> order(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + top, order.end(), [row](int32_t a, int32_t b) {
+      return row[a] > row[b] || (row[a] == row[b] && a < b);
+    });
+    for (int k = 0; k < top; ++k) {
+      r.top_logprobs_storage[k] = {order[k], static_cast<float>(row[order[k]] - log_z)};
+    }
+    r.num_top_logprobs = top;
+    out.push_back(r);
+  }
+  return out;
+}
+
+void ExpectSamePromptLogprobs(const std::vector<SampleResult>& got,
+                              const std::vector<SampleResult>& want) {
+  ASSERT_EQ(got.size(), want.size()) << "one per prompt token after the first";
+  for (size_t p = 0; p < want.size(); ++p) {
+    SCOPED_TRACE(p + 1);
+    EXPECT_EQ(got[p].token_id, want[p].token_id);
+    EXPECT_NEAR(got[p].logprob, want[p].logprob, 1e-4);
+    EXPECT_EQ(got[p].rank, want[p].rank);
+    ASSERT_EQ(got[p].top_logprobs().size(), want[p].top_logprobs().size());
+    for (size_t k = 0; k < want[p].top_logprobs().size(); ++k) {
+      EXPECT_EQ(got[p].top_logprobs()[k].token_id, want[p].top_logprobs()[k].token_id);
+      EXPECT_NEAR(got[p].top_logprobs()[k].logprob, want[p].top_logprobs()[k].logprob, 1e-4);
+    }
+  }
+}
+
+constexpr char kLongPrompt[] =
+    "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg "
+    "combined movable metal type, oil-based ink and a wooden press adapted from wine making. "
+    "Within fifty years, presses in more than two hundred European cities had printed millions "
+    "of books, and";
+
+TEST_F(EngineTest, PromptLogprobsAreEachPrefixsNextTokenLogprob) {
+  const std::vector<int32_t> prompt = Ids(kLongPrompt);
+  ASSERT_GT(prompt.size(), 40u);
+  const std::vector<SampleResult> want = ReferencePromptLogprobs(backend(), prompt, 5);
+  SamplingParams p = Greedy(3);
+  p.prompt_logprobs = 5;
+  // Computed in one chunk, in chunks of 16 next to another request, and after the same prompt
+  // filled the prefix cache (whose blocks must not be reused: their logits were never kept).
+  for (int64_t budget : {2048, 16}) {
+    SCOPED_TRACE(budget);
+    std::unique_ptr<Engine> e = NewEngine({.max_num_batched_tokens = budget});
+    ASSERT_TRUE(e->AddRequest("warm", prompt, Greedy(3)).ok());
+    Completions warm = RunAll(e.get());
+    EXPECT_TRUE(warm["warm"].prompt_logprobs.empty()) << "not asked for";
+    ASSERT_TRUE(e->AddRequest("other", Ids("Hello there"), Greedy(8)).ok());
+    ASSERT_TRUE(e->AddRequest("r", prompt, p).ok());
+    Completions c = RunAll(e.get());
+    ExpectSamePromptLogprobs(c["r"].prompt_logprobs, want);
+    EXPECT_EQ(c["r"].tokens, warm["warm"].tokens) << "the completion is unchanged";
+    EXPECT_EQ(e->stats().prefix_cache_hit_tokens, 0);
+  }
+  // 0 top logprobs: each prompt token's own logprob and rank only.
+  p.prompt_logprobs = 0;
+  const Completion c = RunOne(kLongPrompt, p);
+  ASSERT_EQ(c.prompt_logprobs.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(c.prompt_logprobs[i].top_logprobs().empty());
+    EXPECT_NEAR(c.prompt_logprobs[i].logprob, want[i].logprob, 1e-4);
+  }
+  // A one-token prompt has none.
+  EXPECT_TRUE(RunOne("Hi", p).prompt_logprobs.empty());
+}
+
+TEST_F(EngineTest, PromptLogprobsSurviveRecomputePreemptionMidPrompt) {
+  // 6 blocks of 16: a decoding request grows into the blocks of a prompt being scored in small
+  // chunks, which is preempted by recompute midway and later computed again from position 0;
+  // positions already reported are not reported again.
+  const std::vector<int32_t> prompt = Ids(kLongPrompt);
+  ASSERT_GT(prompt.size(), 48u);
+  ASSERT_LE(prompt.size(), 64u);
+  absl::StatusOr<Model> tiny = OpenModel(6);
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  std::unique_ptr<Engine> e = NewEngine(
+      tiny->backend.get(),
+      {.max_num_batched_tokens = 4, .preemption_mode = PreemptionMode::kRecompute, .watermark = 0});
+  std::vector<int32_t> first = Ids("Count from one to one hundred: one, two,");
+  first.resize(17, first.back());
+  ASSERT_TRUE(e->AddRequest("decoding", first, Greedy(40)).ok());
+  SamplingParams p = Greedy(2);
+  p.prompt_logprobs = 2;
+  ASSERT_TRUE(e->AddRequest("scored", prompt, p).ok());
+  Completions c = RunAll(e.get());
+  EXPECT_GT(e->stats().preemptions_recompute, 0);
+  ExpectSamePromptLogprobs(c["scored"].prompt_logprobs,
+                           ReferencePromptLogprobs(backend(), prompt, 2));
+  EXPECT_EQ(c["scored"].tokens.size(), 2u);
+}
+
+TEST_F(EngineTest, ParallelSamplesShareOneSetOfPromptLogprobs) {
+  SamplingParams p = Seeded(11, 4);
+  p.n = 3;
+  p.prompt_logprobs = 1;
+  std::unique_ptr<Engine> e = NewEngine();
+  const std::vector<int32_t> prompt = Ids("The quick brown fox");
+  ASSERT_TRUE(e->AddRequest("r", prompt, p).ok());
+  std::vector<SampleResult> prompt_logprobs;
+  std::map<int32_t, int64_t> tokens;  // per sample
+  std::vector<SequenceOutput> outs;
+  while (e->HasUnfinished()) {
+    outs.clear();
+    ASSERT_TRUE(e->Step(&outs).ok());
+    for (const SequenceOutput& o : outs) {
+      if (!o.prompt_logprobs.empty()) {
+        EXPECT_EQ(o.sample_index, 0);
+        EXPECT_TRUE(tokens.empty()) << "prompt logprobs after a token";
+      }
+      prompt_logprobs.insert(prompt_logprobs.end(), o.prompt_logprobs.begin(),
+                             o.prompt_logprobs.end());
+      tokens[o.sample_index] += static_cast<int64_t>(o.new_token_ids.size());
+    }
+  }
+  EXPECT_EQ(e->num_used_blocks(), 0);
+  ExpectSamePromptLogprobs(prompt_logprobs, ReferencePromptLogprobs(backend(), prompt, 1));
+  EXPECT_EQ(tokens, (std::map<int32_t, int64_t>{{0, 4}, {1, 4}, {2, 4}}));
 }
 
 }  // namespace

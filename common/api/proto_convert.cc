@@ -26,6 +26,7 @@ SamplingParams SamplingParamsFromProto(const v1::SamplingParams& p) {
     s.include_stop_str_in_output = p.include_stop_str_in_output();
   }
   if (p.has_logprobs()) s.logprobs = p.logprobs();
+  if (p.has_prompt_logprobs()) s.prompt_logprobs = p.prompt_logprobs();
   if (p.has_skip_special_tokens()) s.skip_special_tokens = p.skip_special_tokens();
   if (p.has_n()) s.n = p.n();
   if (p.has_beam_width()) s.beam_width = p.beam_width();
@@ -50,6 +51,7 @@ void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out) {
   for (int32_t id : s.stop_token_ids) out->add_stop_token_ids(id);
   out->set_include_stop_str_in_output(s.include_stop_str_in_output);
   if (s.logprobs.has_value()) out->set_logprobs(*s.logprobs);
+  if (s.prompt_logprobs.has_value()) out->set_prompt_logprobs(*s.prompt_logprobs);
   out->set_skip_special_tokens(s.skip_special_tokens);
   out->set_n(s.n);
   out->set_beam_width(s.beam_width);

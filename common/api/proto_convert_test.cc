@@ -15,6 +15,7 @@ TEST(ProtoConvertTest, UnsetSamplingFieldsKeepTheDefaults) {
   EXPECT_TRUE(s.skip_special_tokens);
   EXPECT_FALSE(s.seed.has_value());
   EXPECT_FALSE(s.logprobs.has_value());
+  EXPECT_FALSE(s.prompt_logprobs.has_value());
 }
 
 TEST(ProtoConvertTest, SetSamplingFieldsComeThroughIncludingZeros) {
@@ -23,6 +24,7 @@ TEST(ProtoConvertTest, SetSamplingFieldsComeThroughIncludingZeros) {
   p.set_max_tokens(7);
   p.set_seed(0);
   p.set_logprobs(0);
+  p.set_prompt_logprobs(0);
   p.set_n(3);
   p.add_stop("END");
   p.add_stop_token_ids(5);
@@ -32,6 +34,7 @@ TEST(ProtoConvertTest, SetSamplingFieldsComeThroughIncludingZeros) {
   EXPECT_EQ(s.max_tokens, 7);
   EXPECT_EQ(s.seed, 0u);
   EXPECT_EQ(s.logprobs, 0);
+  EXPECT_EQ(s.prompt_logprobs, 0);
   EXPECT_EQ(s.n, 3);
   EXPECT_EQ(s.stop, std::vector<std::string>{"END"});
   EXPECT_EQ(s.stop_token_ids, std::vector<int32_t>{5});
@@ -43,6 +46,7 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   s.temperature = 0.5f;
   s.seed = 9;
   s.logprobs = 3;
+  s.prompt_logprobs = 5;
   s.n = 2;
   s.stop = {"a", "b"};
   s.skip_special_tokens = false;
@@ -52,6 +56,7 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   EXPECT_EQ(back.temperature, 0.5f);
   EXPECT_EQ(back.seed, 9u);
   EXPECT_EQ(back.logprobs, 3);
+  EXPECT_EQ(back.prompt_logprobs, 5);
   EXPECT_EQ(back.n, 2);
   EXPECT_EQ(back.stop, s.stop);
   EXPECT_FALSE(back.skip_special_tokens);

@@ -48,6 +48,10 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
   if (logprobs.has_value() && (*logprobs < 0 || *logprobs > kMaxLogprobs)) {
     return Bad("logprobs", absl::StrCat("must be in [0, ", kMaxLogprobs, "]"), *logprobs);
   }
+  if (prompt_logprobs.has_value() && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxLogprobs)) {
+    return Bad("prompt_logprobs", absl::StrCat("must be in [0, ", kMaxLogprobs, "]"),
+               *prompt_logprobs);
+  }
   if (stop_token_ids.size() > static_cast<size_t>(kMaxStopTokenIds)) {
     return Bad("stop_token_ids", absl::StrCat("may have at most ", kMaxStopTokenIds, " entries"),
                static_cast<double>(stop_token_ids.size()));

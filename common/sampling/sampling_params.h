@@ -74,6 +74,11 @@ struct SamplingParams {
   // Unset: no logprobs. N: the sampled token's logprob plus the N most likely tokens'
   // (0 = the sampled token's only). At most kMaxLogprobs.
   std::optional<int32_t> logprobs = std::nullopt;
+  // Unset: none. N: for every prompt token after the first, its logprob given the tokens before
+  // it, its rank, and the N most likely tokens' logprobs (vLLM's prompt_logprobs; the OpenAI
+  // completions API's echo with logprobs). At most kMaxLogprobs. The prompt is then computed in
+  // full: cached prefix blocks are not reused for it (their logits were never kept).
+  std::optional<int32_t> prompt_logprobs = std::nullopt;
   // Leave special tokens out of the detokenized text (used by the detokenizer).
   bool skip_special_tokens = true;
   // Parallel samples: the prompt is computed once and its KV blocks shared; sample i draws from

@@ -375,6 +375,9 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   config.prompts = static_cast<int>(request->prompts.size());
   config.n = request->n;
   config.logprobs = request->logprobs;
+  config.echo_logprobs = request->echo_logprobs;
+  config.echo_only = request->echo_only;
+  config.prompt_logprobs = request->prompt_logprobs;
   config.include_usage = request->include_usage;
   for (size_t i = 0; i < request->prompts.size(); ++i) {
     v1::GenerateRequest& p = request->prompts[i];

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/json/strict_json.h"
+#include "common/sampling/sampling_params.h"
 #include "common/status_macros.h"
 
 namespace pagellm {
@@ -115,7 +116,7 @@ absl::StatusOr<std::optional<std::string>> GetString(const Json& obj, absl::stri
 constexpr const char* kSamplingFields =
     "model temperature top_p top_k min_p repetition_penalty presence_penalty frequency_penalty "
     "seed min_tokens ignore_eos include_stop_str_in_output skip_special_tokens n stop "
-    "stop_token_ids stream stream_options user logit_bias";
+    "stop_token_ids stream stream_options user logit_bias prompt_logprobs";
 
 // Field names, from space-separated lists.
 class FieldSet {
@@ -224,6 +225,19 @@ absl::Status ParseCommonSampling(const Json& j, OpenAiRequest* out, v1::Sampling
       return Error("stream_options.continuous_usage_stats",
                    "stream_options.continuous_usage_stats is not supported");
     }
+  }
+
+  ASSIGN_OR_RETURN(auto prompt_logprobs, GetInt32(j, "prompt_logprobs"));
+  if (prompt_logprobs) {
+    if (*prompt_logprobs < 0 || *prompt_logprobs > kMaxLogprobs) {
+      return Error("prompt_logprobs", absl::StrCat("prompt_logprobs must be in [0, ", kMaxLogprobs,
+                                                   "], got ", *prompt_logprobs));
+    }
+    if (out->stream) {  // as vLLM
+      return Error("prompt_logprobs", "prompt_logprobs are not available when stream is true");
+    }
+    s->set_prompt_logprobs(*prompt_logprobs);
+    out->prompt_logprobs = *prompt_logprobs;
   }
 
   ASSIGN_OR_RETURN(auto model, GetString(j, "model", kMaxIdentifierBytes));
@@ -385,8 +399,6 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body_view)
   v1::GenerateRequest base;
   v1::SamplingParams* s = base.mutable_sampling();
   RETURN_IF_ERROR(ParseCommonSampling(j, &out, s));
-  ASSIGN_OR_RETURN(auto max_tokens, GetInt32(j, "max_tokens"));
-  if (max_tokens) s->set_max_tokens(*max_tokens);
   ASSIGN_OR_RETURN(auto logprobs, GetInt32(j, "logprobs"));
   if (logprobs) {
     if (*logprobs < 0) {
@@ -397,8 +409,19 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body_view)
   }
   ASSIGN_OR_RETURN(auto echo, GetBool(j, "echo"));
   out.echo = echo.value_or(false);
+  ASSIGN_OR_RETURN(auto max_tokens, GetInt32(j, "max_tokens"));
+  if (max_tokens) s->set_max_tokens(*max_tokens);
+  if (out.echo && max_tokens == 0) {
+    // Only the prompt comes back (scoring it, with logprobs): one token is generated and
+    // dropped, as vLLM does.
+    out.echo_only = true;
+    s->set_max_tokens(1);
+    s->clear_min_tokens();
+  }
   if (out.echo && out.logprobs.has_value()) {
-    return Error("echo", "echo together with logprobs (the prompt's logprobs) is not supported");
+    // The prompt's tokens lead each choice's logprobs (the legacy completions API).
+    if (!s->has_prompt_logprobs()) s->set_prompt_logprobs(*out.logprobs);
+    out.echo_logprobs = true;
   }
   ASSIGN_OR_RETURN(auto best_of, GetInt32(j, "best_of"));
   if (best_of && *best_of != out.n) {

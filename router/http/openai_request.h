@@ -46,6 +46,15 @@ struct OpenAiRequest {
   // Completions: `logprobs` (the N best alternatives per token; 0: only the chosen token's).
   // Chat: `top_logprobs` when `logprobs` is true. nullopt: no logprobs.
   std::optional<int> logprobs;
+  // Completions: echo with logprobs: each choice's logprobs start with the prompt's tokens (the
+  // first with null logprobs), scored by the worker (SamplingParams.prompt_logprobs).
+  bool echo_logprobs = false;
+  // Completions: echo with max_tokens 0: the choices hold the prompt alone (one token is
+  // generated and dropped, as vLLM does; it is not counted in usage).
+  bool echo_only = false;
+  // vLLM's prompt_logprobs (not streamed): the prompt tokens' logprobs and the N best, in the
+  // choice (completions) or the response (chat).
+  std::optional<int> prompt_logprobs;
 };
 
 // InvalidArgument (with the param payload) for a body that is not a JSON object of the

@@ -51,6 +51,52 @@ TEST(OpenAiRequestTest, CompletionFieldsMapOntoTheRouterRequest) {
   EXPECT_FALSE(s.skip_special_tokens());
 }
 
+TEST(OpenAiRequestTest, EchoWithLogprobsScoresThePrompt) {
+  // The legacy completions API (lm-evaluation-harness' loglikelihood requests): the prompt's
+  // logprobs lead each choice's.
+  absl::StatusOr<OpenAiRequest> r =
+      ParseCompletionRequest(R"({"prompt": "a b", "echo": true, "logprobs": 3, "max_tokens": 2})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->echo && r->echo_logprobs);
+  EXPECT_FALSE(r->echo_only);
+  EXPECT_FALSE(r->prompt_logprobs.has_value());  // not vLLM's separate field
+  const v1::SamplingParams& s = r->prompts[0].sampling();
+  EXPECT_EQ(s.prompt_logprobs(), 3);
+  EXPECT_EQ(s.logprobs(), 3);
+  EXPECT_EQ(s.max_tokens(), 2);
+
+  // max_tokens 0: the prompt alone comes back; one token is generated and dropped (vLLM).
+  r = ParseCompletionRequest(
+      R"({"prompt": "a", "echo": true, "logprobs": 0, "max_tokens": 0, "min_tokens": 0})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->echo_only);
+  EXPECT_EQ(r->prompts[0].sampling().max_tokens(), 1);
+  EXPECT_EQ(r->prompts[0].sampling().prompt_logprobs(), 0);
+  // Without echo, max_tokens 0 is left to the validator's "must be >= 1".
+  r = ParseCompletionRequest(R"({"prompt": "a", "max_tokens": 0})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->echo_only);
+  EXPECT_EQ(r->prompts[0].sampling().max_tokens(), 0);
+}
+
+TEST(OpenAiRequestTest, VllmPromptLogprobsOnBothEndpoints) {
+  absl::StatusOr<OpenAiRequest> r =
+      ParseCompletionRequest(R"({"prompt": "a", "prompt_logprobs": 2, "logprobs": 1})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompt_logprobs, 2);
+  EXPECT_FALSE(r->echo_logprobs);
+  EXPECT_EQ(r->prompts[0].sampling().prompt_logprobs(), 2);
+  r = ParseChatRequest(R"({"messages": [{"role": "user", "content": "a"}], "prompt_logprobs": 0})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompt_logprobs, 0);
+  EXPECT_EQ(r->prompts[0].sampling().prompt_logprobs(), 0);
+  // With echo and logprobs too, the explicit count wins for the worker.
+  r = ParseCompletionRequest(
+      R"({"prompt": "a", "prompt_logprobs": 4, "echo": true, "logprobs": 1})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].sampling().prompt_logprobs(), 4);
+}
+
 TEST(OpenAiRequestTest, UnsetFieldsStayUnsetSoTheRouterDefaultsApply) {
   absl::StatusOr<OpenAiRequest> r =
       ParseCompletionRequest(R"({"prompt": "x", "temperature": null, "stop": null})");
@@ -152,8 +198,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"LogitBias", false, R"({"prompt": "a", "logit_bias": {"1": 5}})", "logit_bias",
                 "not supported"},
         BadCase{"BestOf", false, R"({"prompt": "a", "best_of": 3})", "best_of", "not supported"},
-        BadCase{"EchoLogprobs", false, R"({"prompt": "a", "echo": true, "logprobs": 1})", "echo",
-                "not supported"},
+        BadCase{"PromptLogprobsStreamed", false,
+                R"({"prompt": "a", "stream": true, "prompt_logprobs": 1})", "prompt_logprobs",
+                "not available when stream"},
+        BadCase{"PromptLogprobsTooMany", true,
+                R"({"messages": [{"role": "user", "content": "a"}], "prompt_logprobs": 21})",
+                "prompt_logprobs", "[0, 20]"},
+        BadCase{"PromptLogprobsNegative", false, R"({"prompt": "a", "prompt_logprobs": -1})",
+                "prompt_logprobs", "[0, 20]"},
         BadCase{"StreamOptionsWithoutStream", false,
                 R"({"prompt": "a", "stream_options": {"include_usage": true}})", "stream_options",
                 "only allowed when stream is true"},

@@ -51,6 +51,73 @@ const char* ErrorType(int status) {
   }
 }
 
+// The completions API's `logprobs`: four parallel lists, appended to by the functions below.
+Json EmptyCompletionLogprobs() {
+  return {{"text_offset", Json::array()},
+          {"token_logprobs", Json::array()},
+          {"tokens", Json::array()},
+          {"top_logprobs", Json::array()}};
+}
+
+// A token without a logprob (a prompt's first token), as vLLM lists it: nulls.
+void AppendUnscored(const Tokenizer& tokenizer, int32_t id, int64_t* text_offset, Json* lists) {
+  const std::string_view piece = tokenizer.TokenPiece(id);
+  (*lists)["text_offset"].push_back(*text_offset);
+  *text_offset += static_cast<int64_t>(piece.size());
+  (*lists)["token_logprobs"].push_back(nullptr);
+  (*lists)["tokens"].push_back(piece);
+  (*lists)["top_logprobs"].push_back(nullptr);
+}
+
+// `text_offset` advances past each token's text.
+template <typename Tokens>
+void AppendCompletionLogprobs(const Tokenizer& tokenizer, const Tokens& tokens,
+                              int64_t* text_offset, Json* lists) {
+  Json& offsets = (*lists)["text_offset"];
+  Json& values = (*lists)["token_logprobs"];
+  Json& pieces = (*lists)["tokens"];
+  Json& tops = (*lists)["top_logprobs"];
+  for (const v1::TokenLogprob& t : tokens) {
+    const std::string_view piece = tokenizer.TokenPiece(t.token_id());
+    offsets.push_back(*text_offset);
+    *text_offset += static_cast<int64_t>(piece.size());
+    values.push_back(t.logprob());
+    pieces.push_back(piece);
+    // The chosen token and the N best, as vLLM lists them.
+    Json top = Json::object();
+    for (const v1::TopLogprob& alt : t.top()) {
+      top[std::string(tokenizer.TokenPiece(alt.token_id()))] = alt.logprob();
+    }
+    top[std::string(piece)] = t.logprob();
+    tops.push_back(std::move(top));
+  }
+}
+
+// vLLM's `prompt_logprobs`: null for the first token, then per token {"<id>": {"logprob",
+// "rank", "decoded_token"}} for the prompt's token and the N best.
+Json PromptLogprobsJson(const Tokenizer& tokenizer, const std::vector<int32_t>& ids,
+                        const std::vector<v1::TokenLogprob>& logprobs) {
+  Json list = Json::array();
+  if (ids.empty()) return list;
+  list.push_back(nullptr);
+  for (const v1::TokenLogprob& t : logprobs) {
+    Json entry = Json::object();
+    entry[std::to_string(t.token_id())] = {{"logprob", t.logprob()},
+                                           {"rank", t.rank()},
+                                           {"decoded_token", tokenizer.TokenPiece(t.token_id())}};
+    for (int i = 0; i < t.top_size(); ++i) {
+      const v1::TopLogprob& alt = t.top(i);
+      const std::string key = std::to_string(alt.token_id());
+      if (entry.contains(key)) continue;
+      entry[key] = {{"logprob", alt.logprob()},
+                    {"rank", i + 1},
+                    {"decoded_token", tokenizer.TokenPiece(alt.token_id())}};
+    }
+    list.push_back(std::move(entry));
+  }
+  return list;
+}
+
 // The `logprobs` of a choice for `tokens`: chat {"content": [...]}, completions the four
 // parallel lists; `text_offset` (completions) advances past each token's text.
 template <typename Tokens>
@@ -72,26 +139,18 @@ Json LogprobsJson(const Tokenizer& tokenizer, bool chat, const Tokens& tokens,
     }
     return {{"content", std::move(content)}};
   }
-  Json offsets = Json::array(), values = Json::array(), pieces = Json::array(),
-       tops = Json::array();
-  for (const v1::TokenLogprob& t : tokens) {
-    const std::string_view piece = tokenizer.TokenPiece(t.token_id());
-    offsets.push_back(*text_offset);
-    *text_offset += static_cast<int64_t>(piece.size());
-    values.push_back(t.logprob());
-    pieces.push_back(piece);
-    // The chosen token and the N best, as vLLM lists them.
-    Json top = Json::object();
-    for (const v1::TopLogprob& alt : t.top()) {
-      top[std::string(tokenizer.TokenPiece(alt.token_id()))] = alt.logprob();
-    }
-    top[std::string(piece)] = t.logprob();
-    tops.push_back(std::move(top));
-  }
-  return {{"text_offset", std::move(offsets)},
-          {"token_logprobs", std::move(values)},
-          {"tokens", std::move(pieces)},
-          {"top_logprobs", std::move(tops)}};
+  Json lists = EmptyCompletionLogprobs();
+  AppendCompletionLogprobs(tokenizer, tokens, text_offset, &lists);
+  return lists;
+}
+
+// Echo with logprobs: the prompt's tokens (the first unscored) lead a choice's logprobs.
+Json LeadingPromptLogprobs(const Tokenizer& tokenizer, const std::vector<int32_t>& ids,
+                           const std::vector<v1::TokenLogprob>& logprobs, int64_t* text_offset) {
+  Json lists = EmptyCompletionLogprobs();
+  if (!ids.empty()) AppendUnscored(tokenizer, ids.front(), text_offset, &lists);
+  AppendCompletionLogprobs(tokenizer, logprobs, text_offset, &lists);
+  return lists;
 }
 
 }  // namespace
@@ -100,7 +159,8 @@ OpenAiResponse::OpenAiResponse(Config config, const Tokenizer* tokenizer)
     : config_(std::move(config)),
       tokenizer_(tokenizer),
       prefix_(MakePrefix()),
-      choices_(static_cast<size_t>(config_.prompts) * config_.n) {}
+      choices_(static_cast<size_t>(config_.prompts) * config_.n),
+      prompt_info_(static_cast<size_t>(config_.prompts)) {}
 
 std::string OpenAiResponse::MakePrefix() const {
   // The fields every chunk and body starts with, less the closing brace.
@@ -128,7 +188,7 @@ void OpenAiResponse::AppendStart(std::string* out) {
 }
 
 void OpenAiResponse::AppendChunk(int index, std::string_view text, const v1::SampleDelta* delta,
-                                 std::string* out) {
+                                 const Prompt* lead, std::string* out) {
   // Per token on the streaming path: the chunk is assembled around the escaped text, with no
   // JSON tree; only logprobs (asked for) go through one.
   const bool chat = config_.kind == OpenAiRequest::Kind::kChat;
@@ -144,7 +204,14 @@ void OpenAiResponse::AppendChunk(int index, std::string_view text, const v1::Sam
     absl::StrAppend(out, ",\"text\":", Dump(Json(text)));
   }
   out->append(",\"logprobs\":");
-  if (config_.logprobs.has_value() && delta != nullptr && delta->logprobs_size() > 0) {
+  const bool delta_logprobs = delta != nullptr && delta->logprobs_size() > 0 && !config_.echo_only;
+  if (config_.logprobs.has_value() && lead != nullptr) {
+    Json lists = LeadingPromptLogprobs(*tokenizer_, lead->ids, lead->logprobs, &c.text_offset);
+    if (delta_logprobs) {
+      AppendCompletionLogprobs(*tokenizer_, delta->logprobs(), &c.text_offset, &lists);
+    }
+    out->append(Dump(lists));
+  } else if (config_.logprobs.has_value() && delta_logprobs) {
     out->append(Dump(LogprobsJson(*tokenizer_, chat, delta->logprobs(), &c.text_offset)));
   } else {
     out->append("null");
@@ -160,6 +227,12 @@ void OpenAiResponse::AppendChunk(int index, std::string_view text, const v1::Sam
 
 void OpenAiResponse::Append(int prompt, const v1::GenerateResponse& response, std::string* out) {
   if (prompt < 0 || prompt >= config_.prompts) return;
+  Prompt& info = prompt_info_[prompt];
+  if (response.prompt_token_ids_size() > 0) {
+    info.ids.assign(response.prompt_token_ids().begin(), response.prompt_token_ids().end());
+  }
+  info.logprobs.insert(info.logprobs.end(), response.prompt_logprobs().begin(),
+                       response.prompt_logprobs().end());
   for (const v1::SampleDelta& d : response.deltas()) {
     if (d.sample_index() < 0 || d.sample_index() >= config_.n) continue;
     const int index = prompt * config_.n + d.sample_index();
@@ -167,32 +240,41 @@ void OpenAiResponse::Append(int prompt, const v1::GenerateResponse& response, st
     if (d.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       c.finish_reason = FinishReasonName(d.finish_reason());
     }
-    std::string_view text = d.text();
+    // echo with max_tokens 0: the generated token is dropped.
+    std::string_view text = config_.echo_only ? std::string_view() : d.text();
     std::string echoed;
+    const Prompt* lead = nullptr;
     if (!c.echoed && !config_.echo.empty()) {
       c.echoed = true;
       echoed = absl::StrCat(config_.echo[prompt], absl::string_view(text.data(), text.size()));
       text = echoed;
-      c.text_offset = static_cast<int64_t>(config_.echo[prompt].size());
+      if (config_.echo_logprobs) {
+        lead = &info;  // the offsets count the prompt's tokens
+      } else {
+        c.text_offset = static_cast<int64_t>(config_.echo[prompt].size());
+      }
     }
     if (out != nullptr) {
-      if (!text.empty() || !c.finish_reason.empty() || d.logprobs_size() > 0) {
-        AppendChunk(index, text, &d, out);
+      if (!text.empty() || !c.finish_reason.empty() || d.logprobs_size() > 0 || lead != nullptr) {
+        AppendChunk(index, text, &d, lead, out);
       }
     } else {
       c.text.append(text);
-      for (const v1::TokenLogprob& t : d.logprobs()) c.logprobs.push_back(t);
+      if (!config_.echo_only) {
+        for (const v1::TokenLogprob& t : d.logprobs()) c.logprobs.push_back(t);
+      }
     }
   }
   if (response.finished()) {
     prompt_tokens_ += response.usage().prompt_tokens();
-    completion_tokens_ += response.usage().completion_tokens();
+    if (!config_.echo_only) completion_tokens_ += response.usage().completion_tokens();
   }
 }
 
 void OpenAiResponse::Reset(int prompt) {
   if (prompt < 0 || prompt >= config_.prompts) return;
   for (int s = 0; s < config_.n; ++s) choices_[prompt * config_.n + s] = Choice{};
+  prompt_info_[prompt] = Prompt{};
 }
 
 void OpenAiResponse::AppendEnd(std::string* out) {
@@ -222,7 +304,13 @@ std::string OpenAiResponse::Body() const {
     } else {
       choice["text"] = c.text;
     }
-    if (config_.logprobs.has_value()) {
+    const Prompt& info = prompt_info_[i / config_.n];
+    if (config_.logprobs.has_value() && config_.echo_logprobs) {
+      int64_t offset = 0;  // the prompt's tokens come first
+      Json lists = LeadingPromptLogprobs(*tokenizer_, info.ids, info.logprobs, &offset);
+      AppendCompletionLogprobs(*tokenizer_, c.logprobs, &offset, &lists);
+      choice["logprobs"] = std::move(lists);
+    } else if (config_.logprobs.has_value()) {
       // Offsets count from the start of the choice's text, echo included.
       int64_t offset =
           config_.echo.empty() ? 0 : static_cast<int64_t>(config_.echo[i / config_.n].size());
@@ -231,9 +319,16 @@ std::string OpenAiResponse::Body() const {
       choice["logprobs"] = nullptr;
     }
     choice["finish_reason"] = c.finish_reason.empty() ? Json(nullptr) : Json(c.finish_reason);
+    if (!chat && config_.prompt_logprobs.has_value()) {
+      choice["prompt_logprobs"] = PromptLogprobsJson(*tokenizer_, info.ids, info.logprobs);
+    }
     choices.push_back(std::move(choice));
   }
   j["choices"] = std::move(choices);
+  if (chat && config_.prompt_logprobs.has_value()) {  // vLLM: on the response
+    j["prompt_logprobs"] =
+        PromptLogprobsJson(*tokenizer_, prompt_info_.front().ids, prompt_info_.front().logprobs);
+  }
   j["usage"] = {{"prompt_tokens", prompt_tokens_},
                 {"completion_tokens", completion_tokens_},
                 {"total_tokens", prompt_tokens_ + completion_tokens_}};

@@ -36,6 +36,9 @@ class OpenAiResponse {
     bool include_usage = false;
     // echo: per prompt, the text that starts each of its choices (empty: no echo).
     std::vector<std::string> echo;
+    bool echo_logprobs = false;  // as in OpenAiRequest
+    bool echo_only = false;
+    std::optional<int> prompt_logprobs;
   };
 
   // `tokenizer` is borrowed and must outlive the response.
@@ -50,6 +53,11 @@ class OpenAiResponse {
   [[nodiscard]] std::string Body() const;
 
  private:
+  // What the worker reported about one prompt (SamplingParams.prompt_logprobs).
+  struct Prompt {
+    std::vector<int32_t> ids;
+    std::vector<v1::TokenLogprob> logprobs;  // of ids[1], ids[2], ...
+  };
   struct Choice {
     std::string text;
     std::string finish_reason;  // empty while running
@@ -59,9 +67,10 @@ class OpenAiResponse {
     bool echoed = false;
   };
 
-  // One streamed chunk for `delta` of choice `index`.
+  // One streamed chunk for `delta` of choice `index`; `lead` (echo with logprobs, the choice's
+  // first chunk) puts the prompt's tokens before the delta's in its logprobs.
   void AppendChunk(int index, std::string_view text, const v1::SampleDelta* delta,
-                   std::string* out);
+                   const Prompt* lead, std::string* out);
   [[nodiscard]] std::string MakePrefix() const;
 
   const Config config_;
@@ -69,6 +78,7 @@ class OpenAiResponse {
   // The fields every chunk starts with, less the closing brace; built once.
   const std::string prefix_;
   std::vector<Choice> choices_;
+  std::vector<Prompt> prompt_info_;  // per prompt
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;
 };

@@ -207,6 +207,90 @@ class OpenAiApiTest(unittest.TestCase):
             self.assertEqual(t.top_logprobs[0].logprob, t.logprob)
             self.assertEqual(bytes(t.bytes).decode(errors="replace"), t.token)
 
+    def test_echo_with_logprobs_scores_the_prompt_as_generation_scored_it(self):
+        # gRPC: a greedy continuation with its logprobs, and the prompt's logprobs.
+        req = e2e.GEN_PB2.GenerateRequest(text=PROMPTS[3])
+        req.sampling.max_tokens = 8
+        req.sampling.temperature = 0
+        req.sampling.ignore_eos = True
+        req.sampling.logprobs = 1
+        req.sampling.prompt_logprobs = 1
+        prompt_ids, prompt_lp, gen_ids, gen_lp, first_delta_msg = [], [], [], [], None
+        for i, m in enumerate(self.stub.Generate(req, timeout=120)):
+            if i == 0:
+                prompt_ids = list(m.prompt_token_ids)
+            self.assertTrue(i == 0 or not m.prompt_token_ids, "prompt ids on the first message")
+            if m.prompt_logprobs:
+                self.assertTrue(first_delta_msg is None or first_delta_msg == i,
+                                "prompt logprobs come before (or with) the first token")
+            prompt_lp += [t.logprob for t in m.prompt_logprobs]
+            for d in m.deltas:
+                if first_delta_msg is None:
+                    first_delta_msg = i
+                gen_ids += list(d.token_ids)
+                gen_lp += [t.logprob for t in d.logprobs]
+        self.assertGreater(len(prompt_ids), 5)
+        self.assertEqual(len(prompt_lp), len(prompt_ids) - 1)
+        self.assertEqual(len(gen_ids), 8)
+
+        # The legacy completions API as lm-evaluation-harness uses it: echo the prompt (here
+        # the whole sequence, as token ids) with logprobs and max_tokens 0. Each generated
+        # token's logprob given the tokens before it must be what generation reported.
+        r = self.client.completions.create(model=self.model, prompt=prompt_ids + gen_ids,
+                                           echo=True, logprobs=1, max_tokens=0, temperature=0)
+        c = r.choices[0]
+        lp = c.logprobs
+        n = len(prompt_ids) + len(gen_ids)
+        self.assertEqual(len(lp.tokens), n)
+        self.assertEqual("".join(lp.tokens), c.text, "the echo, and nothing generated")
+        self.assertIsNone(lp.token_logprobs[0])
+        self.assertIsNone(lp.top_logprobs[0])
+        diffs = [abs(got - want) for got, want in zip(lp.token_logprobs[1:], prompt_lp + gen_lp)]
+        print(f"\necho-scored vs reported logprobs: {len(diffs)} tokens, max |diff| "
+              f"{max(diffs):.1e}", file=sys.stderr)
+        self.assertLessEqual(max(diffs), 2e-3)
+        for k in range(1, n):
+            self.assertIn(lp.tokens[k], lp.top_logprobs[k])
+            self.assertLessEqual(len(lp.top_logprobs[k]), 2)
+        self.assertEqual(lp.text_offset[0], 0)
+        self.assertEqual(r.usage.completion_tokens, 0)
+        self.assertEqual(r.usage.prompt_tokens, n)
+
+        # Streamed, with generation: the first chunk carries the echo and the prompt's tokens.
+        chunks = list(self.client.completions.create(
+            model=self.model, prompt=PROMPTS[3], echo=True, logprobs=0, max_tokens=3,
+            temperature=0, stream=True))
+        first = chunks[0].choices[0]
+        self.assertTrue(first.text.startswith(PROMPTS[3]), first.text)
+        self.assertIsNone(first.logprobs.token_logprobs[0])
+        self.assertEqual(len(first.logprobs.tokens), len(prompt_ids) + 1)
+        for got, want in zip(first.logprobs.token_logprobs[1:], prompt_lp):
+            self.assertAlmostEqual(got, want, delta=2e-3)
+        text = "".join(ch.choices[0].text for ch in chunks if ch.choices)
+        self.assertEqual(text, PROMPTS[3] + self.tokenizer_decode(gen_ids[:3]))
+
+        # vLLM's prompt_logprobs on chat: null first, then {id: {logprob, rank, decoded_token}}.
+        r = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": CHAT}], max_tokens=2,
+            temperature=0, extra_body={"prompt_logprobs": 2})
+        plp = r.model_extra["prompt_logprobs"]
+        self.assertEqual(len(plp), r.usage.prompt_tokens)
+        self.assertIsNone(plp[0])
+        for entry in plp[1:]:
+            self.assertTrue(2 <= len(entry) <= 3, entry)
+            self.assertLessEqual({1, 2}, {v["rank"] for v in entry.values()}, entry)
+            for v in entry.values():
+                self.assertLessEqual(v["logprob"], 0.0)
+        # Streaming with prompt_logprobs is refused, as vLLM refuses it.
+        with self.assertRaises(openai.BadRequestError) as cm:
+            self.client.completions.create(model=self.model, prompt="x", max_tokens=1,
+                                           stream=True, extra_body={"prompt_logprobs": 1})
+        self.assertIn("prompt_logprobs", str(cm.exception))
+
+    def tokenizer_decode(self, ids):
+        return self.stub.Detokenize(e2e.GEN_PB2.DetokenizeRequest(token_ids=ids),
+                                    timeout=30).text
+
     def test_curl_streams(self):
         curl = shutil.which("curl")
         if curl is None:

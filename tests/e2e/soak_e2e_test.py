@@ -8,7 +8,8 @@ For SOAK_SECONDS (default 60; run it longer by hand), SOAK_CLIENTS threads (defa
 send one request after another, picked at random:
 
   - OpenAI completions and chat completions, streamed or not, n 1 .. 4, logprobs, stop
-    strings, seeds, penalties, echo, chats without max_tokens (the rest of the context: the
+    strings, seeds, penalties, echo (with logprobs: the prompt scored too; max_tokens 0),
+    vLLM's prompt_logprobs, chats without max_tokens (the rest of the context: the
     workers' max_model_len is what their pools hold for one sequence, 768 of the model's 8,192
     positions): each answer is checked for its shape (one choice per sample, finish reasons,
     usage that adds up, one logprob per token, no stop string in the text);
@@ -16,9 +17,10 @@ send one request after another, picked at random:
     token or given deadlines of 50 ms .. 1 s, beam search over gRPC;
   - invalid requests (wrong types, values out of range, unknown fields, broken JSON, invalid
     UTF-8, a request larger than the KV pool, unknown paths): a 4xx with an OpenAI error object;
-  - probes: a greedy completion, a greedy chat and a seeded sampled completion (n = 2), answered
-    once at idle before the load; under the load their answers must be the same, token for
-    token (a row's tokens do not depend on its batch, its preemptions or prefix hits).
+  - probes: a greedy completion, a greedy chat, a seeded sampled completion (n = 2) and a
+    prompt scored with echo, logprobs and max_tokens 0, answered once at idle before the load;
+    under the load their answers must be the same, token for token and logprob for logprob (a
+    row's results do not depend on its batch, its preemptions or prefix hits).
 
 Halfway through, worker 1 is killed (SIGKILL) and started again on its port. No request may get
 a 5xx, hang (60 s) or a malformed answer, except that while worker 1 is down (until 5 s after
@@ -153,7 +155,11 @@ class Soak:
         for c in choices:
             text = c["message"]["content"] if kind.startswith("chat") else c["text"]
             if body.get("echo"):
+                if not text.startswith(body["prompt"]):
+                    self.Fail(kind, "the echo does not start the text")
                 text = text[len(body["prompt"]):]
+                if max_tokens == 0 and text:
+                    self.Fail(kind, "echo with max_tokens 0 generated text")
             if c["finish_reason"] not in ("stop", "length"):
                 self.Fail(kind, f"finish_reason {c['finish_reason']!r}")
             for s in body.get("stop", []):
@@ -162,11 +168,22 @@ class Soak:
             lp = c.get("logprobs")
             if "logprobs" in body and body["logprobs"] is not False:
                 count = len(lp["content"]) if kind.startswith("chat") else len(lp["tokens"])
+                if body.get("echo"):  # the prompt's tokens come first, the first unscored
+                    count -= r["usage"]["prompt_tokens"]
+                    if lp["token_logprobs"][0] is not None or \
+                            None in lp["token_logprobs"][1:]:
+                        self.Fail(kind, "echoed logprobs: null other than first")
                 total += count
                 if count > max_tokens or (c["finish_reason"] == "length" and
                                           "max_tokens" in body and count != max_tokens):
                     self.Fail(kind, f"{count} logprobs, max_tokens {max_tokens}, "
                               f"finish {c['finish_reason']}")
+            if "prompt_logprobs" in body:
+                plp = c.get("prompt_logprobs") or [0]
+                if len(plp) != r["usage"]["prompt_tokens"] or plp[0] is not None or \
+                        any(len(e) < body["prompt_logprobs"] for e in plp[1:]):
+                    self.Fail(kind, f"{len(plp)} prompt logprobs for "
+                              f"{r['usage']['prompt_tokens']} prompt tokens")
         u = r["usage"]
         if u["total_tokens"] != u["prompt_tokens"] + u["completion_tokens"] or \
                 u["completion_tokens"] > n * prompts * max_tokens:
@@ -182,8 +199,12 @@ class Soak:
             prompts = 2
         else:
             body["prompt"] = Prompt(rng)
-            if rng.random() < 0.2 and "logprobs" not in body:  # echo + logprobs: unsupported
+            if rng.random() < 0.2:  # with logprobs: the prompt is scored too
                 body["echo"] = True
+                if rng.random() < 0.3:  # the prompt alone (lm-evaluation-harness)
+                    body["max_tokens"] = 0
+            if rng.random() < 0.1:
+                body["prompt_logprobs"] = rng.randint(0, 3)
         status, r = self.Post("/v1/completions", body)
         self.Count("completion", status)
         if status == 200:
@@ -369,7 +390,9 @@ def Preemptions(worker):
 
 
 def ProbeTexts(r):
-    return [c["message"]["content"] if "message" in c else c["text"]
+    """Each choice's text, and its logprobs (the scored prompt) where there are any."""
+    return [(c["message"]["content"] if "message" in c else c["text"],
+             json.dumps(c.get("logprobs"), sort_keys=True))
             for c in sorted(r["choices"], key=lambda c: c["index"])]
 
 
@@ -422,6 +445,11 @@ class SoakTest(unittest.TestCase):
             "seeded": ("/v1/completions", {"model": model, "prompt": f"{MARKER} Once upon a",
                                            "max_tokens": 24, "temperature": 0.9, "top_p": 0.95,
                                            "seed": 1234, "n": 2, "ignore_eos": True}),
+            # lm-evaluation-harness' loglikelihood request: the prompt scored, nothing generated.
+            "scored": ("/v1/completions", {"model": model, "prompt": f"{MARKER} The rain in Spain "
+                                           "stays mainly in the plain, said the professor.",
+                                           "max_tokens": 0, "echo": True, "logprobs": 2,
+                                           "temperature": 0}),
         }
         soak = Soak(base, stub, model, max_model_len, {})
         for name, (path, body) in probe_bodies.items():
@@ -480,7 +508,7 @@ class SoakTest(unittest.TestCase):
                   f"{rss_end[p.name] / 2**20:.0f} MiB at the end")
         self.assertEqual(soak.failures, [], "\n".join(soak.failures[:30]))
         for kind in ("completion", "chat", "chat_rest_of_context", "stream", "probe_greedy",
-                     "probe_seeded", "invalid_mutate", "invalid_pool"):
+                     "probe_seeded", "probe_scored", "invalid_mutate", "invalid_pool"):
             self.assertGreater(sum(by_kind[kind].values()), 0, f"no {kind} request ran")
         self.assertGreater(sum(Preemptions(w) for w in self.workers), 0,
                            "the pools were meant to be small enough to preempt")

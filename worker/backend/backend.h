@@ -25,6 +25,11 @@
 
 namespace pagellm {
 
+// Prompt positions one step scores for prompt logprobs, at most: each keeps a logits row of the
+// vocabulary's width until it is scored. Backends with a fixed logits buffer size it for
+// --max-num-seqs rows plus these.
+inline constexpr int64_t kMaxScoredRowsPerStep = 256;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -34,6 +39,9 @@ class Backend {
   [[nodiscard]] virtual int64_t block_size() const = 0;
   // Largest number of tokens one Forward() accepts.
   [[nodiscard]] virtual int64_t max_batch_tokens() const = 0;
+  // Largest num_logits one Forward() accepts: the engine's sampled sequences (at most
+  // --max-num-seqs) plus the prompt positions it scores for prompt logprobs.
+  [[nodiscard]] virtual int64_t max_logits_rows() const { return max_batch_tokens(); }
 
   // Blocks in the device KV pool and in the swap pool. Block ids are [0, n); the engine's
   // BlockManager decides which block holds what.

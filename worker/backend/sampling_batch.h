@@ -9,7 +9,7 @@
 // (worker/backend/cpu/sampler.h) is the reference, and the semantics are its contract --
 // penalties -> min_tokens suppression -> greedy argmax, or temperature -> top-k -> top-p ->
 // min-p -> one draw from rng at output position output_ids.size(); logprobs are of the raw
-// model distribution.
+// model distribution. A scoring row (prompt logprobs) reports a given token's logprob instead.
 //
 // Spans are borrowed from the engine for the duration of the call.
 #ifndef PAGELLM_WORKER_BACKEND_SAMPLING_BATCH_H_
@@ -43,6 +43,11 @@ struct SamplingRow {
   // raw distribution, most likely first (ties: lower id first), skipping the EOS and stop
   // tokens while output_ids.size() < min_tokens. Penalties and truncation do not apply.
   int32_t num_top_candidates = 0;
+  // >= 0: a scoring row (prompt logprobs): nothing is sampled. The result is this token (the
+  // prompt's next token) with its raw logprob and rank, and the params.prompt_logprobs most
+  // likely tokens, as for a sampled token; penalties, truncation and min_tokens do not apply.
+  // REQUIRES: < the vocabulary size; params.prompt_logprobs set; num_top_candidates == 0.
+  int32_t score_token = -1;
 };
 
 struct SamplingBatch {

@@ -87,6 +87,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
   so.long_prefill_token_threshold = options.long_prefill_token_threshold;
   so.max_num_seqs = options.max_num_seqs;
   so.preemption_mode = options.preemption_mode;
+  // A step's logits rows are at most its tokens, and at most its sequences plus the prompt
+  // positions it scores: those must fit the backend's rows.
+  e->max_scored_tokens_ =
+      backend->max_logits_rows() >= options.max_num_batched_tokens
+          ? kMaxScoredRowsPerStep
+          : std::min(kMaxScoredRowsPerStep, backend->max_logits_rows() - options.max_num_seqs);
+  so.max_scored_tokens = std::max<int64_t>(e->max_scored_tokens_, 1);
   e->scheduler_ = std::make_unique<Scheduler>(so, e->block_manager_.get());
   e->block_table_stride_ = (e->max_model_len_ + bo.block_size - 1) / bo.block_size;
   e->eos_ids_ = tokenizer->end_of_generation_ids();
@@ -131,6 +138,11 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
           absl::StrCat("prompt token id ", id, " outside the vocabulary of ", vocab));
   }
   RETURN_IF_ERROR(params.Validate(vocab));
+  if (params.prompt_logprobs.has_value() && max_scored_tokens_ <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt_logprobs: this worker's backend holds ", backend_->max_logits_rows(),
+        " logits rows per step, none beyond its ", options_.max_num_seqs, " sequences"));
+  }
   const int64_t num_seqs = params.NumSequences();
   if (num_seqs > options_.max_num_seqs) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -230,9 +242,17 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
   group_spans_.clear();
   block_tables_.resize(sched.seqs.size() * stride);
   query_start_.push_back(0);
+  // The group's entry in group_spans_, made on its first row to score or sample.
+  auto span_of = [this](SequenceGroup* group) -> GroupSpan& {
+    if (group_spans_.empty() || group_spans_.back().group != group) {
+      group_spans_.push_back({group, sampled_.size(), 0, 0, 0});
+    }
+    return group_spans_.back();
+  };
   for (size_t i = 0; i < sched.seqs.size(); ++i) {
     const ScheduledSeq& s = sched.seqs[i];
     const Sequence& seq = *s.seq;
+    const auto row_start = static_cast<int32_t>(token_ids_.size());
     const std::vector<int32_t>& table = block_manager_->BlockTable(seq.seq_id);
     int32_t* row = block_tables_.data() + i * stride;
     std::copy(table.begin(), table.end(), row);
@@ -246,13 +266,11 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
     }
     query_start_.push_back(static_cast<int32_t>(token_ids_.size()));
     seq_lens_.push_back(static_cast<int32_t>(seq.num_computed + s.num_tokens));
+    if (s.group->ScoresPrompt()) AddScoringRows(s, row_start, &span_of(s.group));
     if (!s.sample) continue;
     const int32_t logits_row = static_cast<int32_t>(logit_indices_.size());
     logit_indices_.push_back(static_cast<int32_t>(token_ids_.size() - 1));
-    if (group_spans_.empty() || group_spans_.back().group != s.group) {
-      group_spans_.push_back({s.group, sampled_.size(), 0});
-    }
-    ++group_spans_.back().count;
+    ++span_of(s.group).count;
     AddSamplingRows(s.group, s.seq, logits_row);
   }
   ForwardBatch& b = batch_;
@@ -269,6 +287,50 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
   b.num_logits = static_cast<int64_t>(logit_indices_.size());
   b.logit_indices = logit_indices_.data();
   b.all_decode = b.num_tokens == b.num_seqs && b.num_logits == b.num_tokens;
+}
+
+void Engine::AddScoringRows(const ScheduledSeq& s, int32_t row_start, GroupSpan* span) {
+  const Sequence& seq = *s.seq;
+  // Position p's logits give the logprob of prompt token p + 1. The scheduler never skips a
+  // position still to score (no cached prefix is reused while the prompt is scored).
+  const int64_t first = seq.num_computed;
+  const int64_t from = std::max(first, s.group->next_prompt_logprob - 1);
+  const int64_t to = std::min(first + s.num_tokens, seq.prompt_len - 1);
+  PAGELLM_CHECK(first <= s.group->next_prompt_logprob - 1 || from >= to,
+                "request {} computes from position {} but scores from {}", s.group->request_id,
+                first, s.group->next_prompt_logprob);
+  if (from >= to) return;
+  span->first_scored = static_cast<int32_t>(sampling_rows_.size());
+  span->num_scored = static_cast<int32_t>(to - from);
+  SamplingRow row;
+  row.seq.params = &s.group->params;
+  for (int64_t p = from; p < to; ++p) {
+    row.logits_row = static_cast<int32_t>(logit_indices_.size());
+    logit_indices_.push_back(row_start + static_cast<int32_t>(p - first));
+    row.score_token = seq.tokens[p + 1];
+    sampling_rows_.push_back(row);
+  }
+}
+
+bool Engine::EmitPromptLogprobs(const GroupSpan& span, std::vector<SequenceOutput>* outputs) {
+  SequenceGroup* group = span.group;
+  SequenceOutput out;
+  out.request_id = group->request_id;
+  for (int32_t i = 0; i < span.num_scored; ++i) {
+    const SampledRow& row = sampled_rows_.rows[span.first_scored + i];
+    if (!row.status.ok()) {  // e.g. NaN logits: the request ends with the error
+      out.prompt_logprobs.clear();
+      out.finish_reason = FinishReason::kAbort;
+      out.error = row.status;
+      outputs->push_back(std::move(out));
+      result_.finishes.push_back({group, group->seqs.front().get(), /*keep=*/false});
+      return false;
+    }
+    out.prompt_logprobs.push_back(row.result);
+  }
+  group->next_prompt_logprob += span.num_scored;
+  outputs->push_back(std::move(out));
+  return true;
 }
 
 void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits_row) {
@@ -338,6 +400,8 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
   // scheduler apply every decision at once.
   result_.Clear();
   for (const GroupSpan& span : group_spans_) {
+    if (span.num_scored > 0 && !EmitPromptLogprobs(span, outputs)) continue;
+    if (span.count == 0) continue;
     std::span<const Sampled> sampled(sampled_.data() + span.first, span.count);
     if (span.group->params.UseBeamSearch()) {
       BeamStepGroup(span.group, sampled, outputs);

@@ -52,6 +52,10 @@ struct SequenceOutput {
   std::vector<int32_t> new_token_ids;
   std::string text;                    // newly released text (stop strings held back / removed)
   std::vector<SampleResult> logprobs;  // one per new token when logprobs were requested
+  // With prompt_logprobs: the next prompt positions' logprobs, in order (the first position
+  // reported is 1). They come in outputs of their own (sample_index 0, no tokens, not
+  // finished), before the request's first token.
+  std::vector<SampleResult> prompt_logprobs;
   FinishReason finish_reason = FinishReason::kNone;
   double cumulative_logprob = 0.0;  // beams only: the beam's sum of token logprobs
   // Set (with kAbort) when the backend could not serve this sequence, e.g. the sampler found no
@@ -126,10 +130,12 @@ class Engine {
     int32_t first_row;
     int32_t num_rows;
   };
-  struct GroupSpan {  // a group's entries in sampled_
+  struct GroupSpan {  // a group's entries in sampled_, and its scoring rows
     SequenceGroup* group;
     size_t first;
     size_t count;
+    int32_t first_scored;  // sampling_rows_[first_scored, + num_scored): prompt positions
+    int32_t num_scored;
   };
 
   Engine() = default;
@@ -138,6 +144,12 @@ class Engine {
   // Flattens the scheduled chunks into batch_ and the rows to sample into sampling_rows_.
   void BuildBatch(const SchedulerOutput& sched);
   void AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits_row);
+  // Adds a scoring row for each prompt position of the chunk whose logprob is due; the chunk's
+  // tokens start at token index row_start.
+  void AddScoringRows(const ScheduledSeq& s, int32_t row_start, GroupSpan* span);
+  // Emits the span's prompt logprobs and advances the group past them. On a failed row, ends
+  // the request with its error instead and returns false.
+  bool EmitPromptLogprobs(const GroupSpan& span, std::vector<SequenceOutput>* outputs);
   // Turns the group's sampled rows into tokens, forks and finishes (into result_) and streams
   // them (detokenized, stop-checked) into `outputs`.
   void SampleGroup(SequenceGroup* group, std::span<const Sampled> sampled,
@@ -157,6 +169,7 @@ class Engine {
   EngineOptions options_;
   int64_t max_model_len_ = 0;
   int64_t block_table_stride_ = 0;  // ceil(max_model_len_ / block_size)
+  int64_t max_scored_tokens_ = 0;   // prompt positions a step may score (<= 0: none)
   std::vector<int32_t> eos_ids_;    // the tokenizer's end-of-generation ids
   std::unique_ptr<BlockManager> block_manager_;
   std::unique_ptr<Scheduler> scheduler_;

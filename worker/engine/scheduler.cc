@@ -153,12 +153,15 @@ void Scheduler::ScheduleGroup(SequenceGroup* group, int64_t* budget) {
   // group samples only in a step that finishes all of them; otherwise each one computes at most
   // up to its last token.
   const bool all = group->seqs.size() == 1 || total <= *budget;
+  const bool scoring = group->ScoresPrompt();  // one sequence: it has not forked
   for (auto& seq : group->seqs) {
     int64_t want = all ? seq->num_uncomputed() : seq->num_uncomputed() - 1;
     // The cap applies to single sequences only: a group's sequences must finish together.
     if (prefill_cap_ > 0 && group->seqs.size() == 1) want = std::min(want, prefill_cap_);
+    if (scoring) want = std::min(want, scored_budget_);
     const int64_t n = std::min(want, *budget);
     if (n <= 0) continue;
+    if (scoring) scored_budget_ -= n;
     out_.seqs.push_back(
         {group, seq.get(), n, seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
     *budget -= n;
@@ -197,7 +200,8 @@ bool Scheduler::TryAdmit(SequenceGroup* group, int64_t* budget, int64_t* num_seq
     blocks += CeilDiv(static_cast<int64_t>(seq->tokens.size()), bs);
   if (!bm_->CanAllocateBlocks(blocks)) return false;
   for (auto& seq : group->seqs) {
-    absl::StatusOr<int64_t> hit = bm_->Allocate(seq->seq_id, seq->tokens);
+    absl::StatusOr<int64_t> hit =
+        bm_->Allocate(seq->seq_id, seq->tokens, /*reuse_cached_prefix=*/!group->ScoresPrompt());
     PAGELLM_CHECK(hit.ok(), "allocation of sequence {} failed after a capacity check: {}",
                   seq->seq_id, hit.status().ToString());
     seq->num_computed = *hit;
@@ -218,6 +222,7 @@ const SchedulerOutput& Scheduler::Schedule() {
   bool preempted = false;
   const bool others = running_.size() + waiting_.size() + swapped_.size() > 1;
   prefill_cap_ = others ? options_.long_prefill_token_threshold : 0;
+  scored_budget_ = options_.max_scored_tokens;
 
   // 1. Running groups, earliest first; preempt from the back when blocks run out.
   for (size_t i = 0; i < running_.size() && budget > 0;) {

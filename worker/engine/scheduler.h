@@ -15,7 +15,9 @@
 //   arrival order while their
 //      blocks fit above the watermark and the sequence cap (--max-num-seqs) allows. Admission
 //      allocates blocks for every known token (so a prompt admitted in chunks is not preempted
-//      midway); prefix-cache hits start the sequence with those tokens already computed.
+//      midway); prefix-cache hits start the sequence with those tokens already computed, except
+//      for a group that scores its prompt (prompt logprobs), whose chunks also share a
+//      per-step budget (max_scored_tokens).
 //
 // The caller runs the step (executing `copies` in order first), decides what each sampled
 // sequence does -- a new token, a fork, a finish -- and hands that to Update(), which applies it
@@ -54,6 +56,9 @@ struct SchedulerOptions {
   int64_t long_prefill_token_threshold = 0;
   int64_t max_num_seqs = 256;  // sequences running at once, > 0
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
+  // Prompt tokens computed per step for groups that score their prompt (prompt logprobs: each
+  // such token keeps a logits row), > 0. Their chunks share this budget.
+  int64_t max_scored_tokens = 256;
 };
 
 struct ScheduledSeq {
@@ -170,7 +175,8 @@ class Scheduler {
   std::vector<SequenceGroup*> swapped_;  // arrival order
   SchedulerOutput out_;
   SchedulerStats stats_;
-  int64_t prefill_cap_ = 0;  // this step's cap on one prompt chunk (0: none), set by Schedule
+  int64_t prefill_cap_ = 0;    // this step's cap on one prompt chunk (0: none), set by Schedule
+  int64_t scored_budget_ = 0;  // this step's tokens left for prompt-scoring chunks
   std::vector<int64_t> ids_scratch_;
 };
 

@@ -29,6 +29,7 @@ class SchedulerTest : public ::testing::Test {
     bool prefix_caching = false;
     double watermark = 0.0;
     int64_t long_prefill = 0;
+    int64_t max_scored = 256;
   };
 
   void Init(const Config& c) {
@@ -49,6 +50,7 @@ class SchedulerTest : public ::testing::Test {
     so.long_prefill_token_threshold = c.long_prefill;
     so.max_num_seqs = c.max_seqs;
     so.preemption_mode = c.mode;
+    so.max_scored_tokens = c.max_scored;
     scheduler_ = std::make_unique<Scheduler>(so, bm_.get());
   }
 
@@ -90,6 +92,12 @@ class SchedulerTest : public ::testing::Test {
     SchedulerOutput out = scheduler_->Schedule();
     StepResult result;
     for (const ScheduledSeq& s : out.seqs) {
+      if (s.group->ScoresPrompt()) {  // the chunk's positions' logits score the next tokens
+        EXPECT_LE(s.seq->num_computed, s.group->next_prompt_logprob - 1)
+            << "a position to score was skipped";
+        s.group->next_prompt_logprob =
+            std::min(s.seq->prompt_len, s.seq->num_computed + s.num_tokens + 1);
+      }
       if (!s.sample) continue;
       SequenceGroup* g = s.group;
       std::vector<Sequence*> family = {s.seq};
@@ -333,6 +341,34 @@ TEST_F(SchedulerTest, PrefixCacheHitsStartAdmittedSequencesComputed) {
   EXPECT_TRUE(RunToCompletion());
 }
 
+TEST_F(SchedulerTest, PromptScoringComputesTheWholePromptWithinItsStepBudget) {
+  Init({.device_blocks = 64, .block_size = 4, .prefix_caching = true, .max_scored = 6});
+  Add(18, 2, 1, /*first_token=*/100);
+  EXPECT_TRUE(RunToCompletion());
+  // Prompt logprobs need every position's logits: the cached 16 tokens are computed again, at
+  // most 6 prompt tokens a step, while an ordinary prompt takes the rest of the budget.
+  SequenceGroup* scored = Add(18, 2, 1, /*first_token=*/100);
+  scored->params.prompt_logprobs = 0;
+  Add(10, 2);
+  SchedulerOutput out = Step();
+  ASSERT_EQ(out.seqs.size(), 2u);
+  EXPECT_EQ(out.seqs[0].group, scored);
+  EXPECT_EQ(out.seqs[0].num_tokens, 6);
+  EXPECT_EQ(out.seqs[1].num_tokens, 10);
+  EXPECT_EQ(scheduler_->stats().prefix_cache_hit_tokens, 0);
+  EXPECT_EQ(Step().seqs[0].num_tokens, 6);
+  out = Step();
+  EXPECT_EQ(out.seqs[0].num_tokens, 6);
+  EXPECT_TRUE(out.seqs[0].sample);
+  EXPECT_FALSE(scored->ScoresPrompt());
+  EXPECT_TRUE(RunToCompletion());
+  // Its blocks fed the cache as usual; a request without prompt logprobs hits it.
+  Add(18, 2, 1, /*first_token=*/100);
+  EXPECT_EQ(Step().seqs[0].num_tokens, 2);
+  EXPECT_EQ(scheduler_->stats().prefix_cache_hit_tokens, 16);
+  EXPECT_TRUE(RunToCompletion());
+}
+
 TEST_F(SchedulerTest, SequenceCapLimitsAdmission) {
   Init({.max_seqs = 4});
   Add(3, 5, /*n=*/3);
@@ -359,6 +395,7 @@ TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
     c.mode = modes[round % 3];
     c.prefix_caching = rng() % 2 == 0;
     c.watermark = (rng() % 3) * 0.02;
+    c.max_scored = 1 + static_cast<int64_t>(rng() % 16);
     Init(c);
     // A group must fit alone with each sequence recomputed separately (the engine checks this
     // at AddRequest): n * blocks(prompt + output) <= the pool above the watermark.
@@ -371,7 +408,8 @@ TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
         const int64_t prompt =
             1 + static_cast<int64_t>(rng() % std::min<int64_t>(40, max_total - out));
         // Shared prefixes: half of the prompts start with the same tokens.
-        Add(prompt, out, n, rng() % 2 == 0 ? 5 : -1);
+        SequenceGroup* g = Add(prompt, out, n, rng() % 2 == 0 ? 5 : -1);
+        if (rng() % 4 == 0) g->params.prompt_logprobs = 1;  // no cache hits, capped chunks
       }
       if (!groups_.empty() && rng() % 10 == 0) {
         SequenceGroup* g = groups_[rng() % groups_.size()].get();

@@ -69,6 +69,18 @@ struct SequenceGroup {
   std::vector<std::unique_ptr<Sequence>> seqs;
   // Finished sequences, kept for the final output (beam hypotheses, finished samples).
   std::vector<std::unique_ptr<Sequence>> done;
+  // With params.prompt_logprobs: the next prompt position whose logprob is due (from 1: position
+  // 0 has none). The engine advances it as it reports them; a recompute preemption keeps it, so
+  // recomputed positions are not reported twice.
+  int64_t next_prompt_logprob = 1;
+
+  // True while prompt logprobs are due: the prompt must be computed from position
+  // next_prompt_logprob - 1 on, keeping those positions' logits, so no cached prefix is reused.
+  // (Only before the group forks: its first token comes after the whole prompt.)
+  [[nodiscard]] bool ScoresPrompt() const {
+    return params.prompt_logprobs.has_value() && !forked && !seqs.empty() &&
+           next_prompt_logprob < seqs.front()->prompt_len;
+  }
 };
 
 }  // namespace pagellm

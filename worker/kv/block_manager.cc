@@ -267,7 +267,8 @@ void BlockManager::ReleaseDeviceRef(int32_t block) {
 
 // ---- Mutations ----
 
-absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const int32_t> prompt) {
+absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const int32_t> prompt,
+                                               bool reuse_cached_prefix) {
   if (seqs_.contains(seq_id)) {
     return absl::AlreadyExistsError(absl::StrCat("sequence ", seq_id, " already allocated"));
   }
@@ -283,7 +284,7 @@ absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const i
   std::vector<int32_t> hit_blocks;
   std::vector<uint64_t> hit_hashes;
   int64_t evictable_hits = 0;
-  if (options_.enable_prefix_caching) {
+  if (options_.enable_prefix_caching && reuse_cached_prefix) {
     const int64_t max_hits = (n - 1) / bs;
     uint64_t parent = kRootHash;
     for (int64_t i = 0; i < max_hits; ++i) {
@@ -315,7 +316,7 @@ absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const i
   for (int64_t i = num_hits; i < num_blocks; ++i) seq.blocks.push_back(AllocateDeviceBlock());
   seq.hashes = std::move(hit_hashes);
   seqs_.emplace(seq_id, std::move(seq));
-  queried_tokens_ += n;
+  if (reuse_cached_prefix) queried_tokens_ += n;  // a skipped lookup is not a miss
   hit_tokens_ += num_hits * bs;
   return num_hits * bs;
 }

@@ -94,8 +94,11 @@ class BlockManager {
   // prompt token, which must be computed). Returns the number of leading prompt tokens whose KV
   // is already cached (a multiple of block_size, < prompt size). The new blocks join the prefix
   // cache only once MarkComputed() says their KV exists.
+  // `reuse_cached_prefix` false skips the lookup (0 is returned): a request whose every prompt
+  // position must be computed (prompt logprobs); its blocks still join the cache once computed.
   // AlreadyExists / InvalidArgument (empty prompt) / ResourceExhausted (device pool short).
-  absl::StatusOr<int64_t> Allocate(int64_t seq_id, std::span<const int32_t> prompt);
+  absl::StatusOr<int64_t> Allocate(int64_t seq_id, std::span<const int32_t> prompt,
+                                   bool reuse_cached_prefix = true);
   // Reserves the slot for one more token of a device-resident sequence. Takes a new block when
   // the last one is full; copies the last block first when it is shared, appending that
   // kDeviceToDevice copy to `copies`. NotFound / FailedPrecondition (swapped) /

@@ -279,6 +279,25 @@ TEST_F(BlockManagerTest, PrefixCacheHitsFullBlocksButNeverTheWholePrompt) {
   EXPECT_EQ(s.prefix_cache_queried_tokens, 38);
 }
 
+TEST_F(BlockManagerTest, AllocationCanSkipTheCachedPrefixAndStillFeedTheCache) {
+  Make(/*device=*/16, 0, /*block_size=*/4, 0.0, /*prefix_caching=*/true);
+  const std::vector<int32_t> prompt = Tokens(10);
+  Alloc(1, prompt);
+  ASSERT_TRUE(m_->MarkComputed(1, 10).ok());
+  // A request that needs every prompt position computed (prompt logprobs) gets fresh blocks.
+  ASSERT_EQ(*m_->Allocate(2, prompt, /*reuse_cached_prefix=*/false), 0);
+  live_.insert(2);
+  for (int i = 0; i < 3; ++i) EXPECT_NE(m_->BlockTable(2)[i], m_->BlockTable(1)[i]);
+  EXPECT_EQ(m_->GetStats().prefix_cache_queried_tokens, 10);  // not a lookup that missed
+  CheckInvariants();
+  // Once computed, the same content stays cached once; later requests still hit it.
+  ASSERT_TRUE(m_->MarkComputed(2, 10).ok());
+  EXPECT_EQ(m_->TEST_CachedBlocks().size(), 2u);
+  Free(1);
+  EXPECT_EQ(Alloc(3, prompt), 8);
+  CheckInvariants();
+}
+
 TEST_F(BlockManagerTest, BlocksJoinThePrefixCacheOnlyOnceComputed) {
   Make(/*device=*/16, 0, /*block_size=*/4, 0.0, /*prefix_caching=*/true);
   const std::vector<int32_t> prompt = Tokens(13);

@@ -8,31 +8,44 @@
 
 namespace pagellm {
 
+namespace {
+
+void ToProto(const SampleResult& lp, v1::TokenLogprob* t) {
+  t->set_token_id(lp.token_id);
+  t->set_logprob(lp.logprob);
+  t->set_rank(lp.rank);
+  for (const TokenLogprob& top : lp.top_logprobs()) {
+    v1::TopLogprob* tp = t->add_top();
+    tp->set_token_id(top.token_id);
+    tp->set_logprob(top.logprob);
+  }
+}
+
+}  // namespace
+
 // The queue between the engine thread and the reactor.
 class GenerateStream::Sink : public RequestSink {
  public:
-  Sink(GenerateStream* reactor, std::string client_id)
-      : reactor_(reactor), client_id_(std::move(client_id)) {}
+  // `prompt_ids`: sent on the first message (prompt logprobs were asked for), or empty.
+  Sink(GenerateStream* reactor, std::string client_id, std::vector<int32_t> prompt_ids = {})
+      : reactor_(reactor), client_id_(std::move(client_id)), prompt_ids_(std::move(prompt_ids)) {}
 
   void OnOutputs(std::span<const SequenceOutput> outputs) override {
     v1::GenerateResponse r;
     r.set_request_id(client_id_);
+    if (!prompt_ids_.empty()) {
+      r.mutable_prompt_token_ids()->Add(prompt_ids_.begin(), prompt_ids_.end());
+      prompt_ids_ = {};
+    }
     for (const SequenceOutput& o : outputs) {
+      for (const SampleResult& lp : o.prompt_logprobs) ToProto(lp, r.add_prompt_logprobs());
+      // An output of prompt logprobs alone is no sample's delta.
+      if (!o.prompt_logprobs.empty() && o.new_token_ids.empty() && !o.finished()) continue;
       v1::SampleDelta* d = r.add_deltas();
       d->set_sample_index(o.sample_index);
       d->set_text(o.text);
       d->mutable_token_ids()->Add(o.new_token_ids.begin(), o.new_token_ids.end());
-      for (const SampleResult& lp : o.logprobs) {
-        v1::TokenLogprob* t = d->add_logprobs();
-        t->set_token_id(lp.token_id);
-        t->set_logprob(lp.logprob);
-        t->set_rank(lp.rank);
-        for (const TokenLogprob& top : lp.top_logprobs()) {
-          v1::TopLogprob* tp = t->add_top();
-          tp->set_token_id(top.token_id);
-          tp->set_logprob(top.logprob);
-        }
-      }
+      for (const SampleResult& lp : o.logprobs) ToProto(lp, d->add_logprobs());
       d->set_finish_reason(FinishReasonToProto(o.finish_reason));
       if (o.finished() && o.cumulative_logprob != 0.0) {
         d->set_cumulative_logprob(o.cumulative_logprob);
@@ -104,6 +117,7 @@ class GenerateStream::Sink : public RequestSink {
   std::mutex mu_;
   GenerateStream* reactor_;  // null once gRPC is done with the call
   const std::string client_id_;
+  std::vector<int32_t> prompt_ids_;  // engine thread only
   std::deque<v1::GenerateResponse> queue_;
   grpc::ByteBuffer current_;  // being written; stable while in_flight_
   bool in_flight_ = false;
@@ -115,7 +129,9 @@ GenerateStream::GenerateStream(EngineLoop* loop, std::string internal_id, std::s
                                std::vector<int32_t> prompt_ids, SamplingParams params)
     : loop_(loop),
       internal_id_(std::move(internal_id)),
-      sink_(std::make_shared<Sink>(this, std::move(client_id))) {
+      sink_(std::make_shared<Sink>(
+          this, std::move(client_id),
+          params.prompt_logprobs.has_value() ? prompt_ids : std::vector<int32_t>())) {
   const absl::Status st =
       loop_->Submit(internal_id_, std::move(prompt_ids), std::move(params), sink_);
   if (!st.ok()) sink_->OnDone(st, 0, 0);

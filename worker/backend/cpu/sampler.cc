@@ -156,6 +156,24 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
   return result;
 }
 
+absl::StatusOr<SampleResult> Sampler::Score(absl::Span<const float> logits, int32_t token,
+                                            int num_top) {
+  if (static_cast<int64_t>(logits.size()) != vocab_size_ || token < 0 || token >= vocab_size_ ||
+      num_top < 0 || num_top > kMaxLogprobs) {
+    return absl::InvalidArgumentError(absl::StrCat("Sampler: scoring token ", token, " with ",
+                                                   num_top, " top logprobs over ", logits.size(),
+                                                   " logits (vocab_size ", vocab_size_, ")"));
+  }
+  const row_ops::RowPeak raw = row_ops::ScanPeak(logits.data(), vocab_size_);
+  if (raw.has_nan || raw.value == std::numeric_limits<float>::infinity()) {
+    return absl::FailedPreconditionError("Sampler: logits contain NaN or +inf");
+  }
+  SampleResult result;
+  result.token_id = token;
+  FillLogprobs(logits, raw.value, num_top, result);
+  return result;
+}
+
 absl::Status Sampler::SampleBatch(absl::Span<const float> logits, const SamplingBatch& batch,
                                   SamplerOutput* out) {
   const int64_t num_logits = static_cast<int64_t>(logits.size()) / vocab_size_;
@@ -173,6 +191,12 @@ absl::Status Sampler::SampleBatch(absl::Span<const float> logits, const Sampling
       return absl::InvalidArgumentError(absl::StrCat(
           "Sampler: a row reads logits row ", row.logits_row, " of ", num_logits, " and wants ",
           row.num_top_candidates, " candidates (vocab_size ", vocab_size_, ")"));
+    }
+    if (row.score_token >= 0 && (row.score_token >= vocab_size_ || row.num_top_candidates > 0 ||
+                                 !row.seq.params->prompt_logprobs.has_value())) {
+      return absl::InvalidArgumentError(absl::StrCat("Sampler: a scoring row for token ",
+                                                     row.score_token, " (vocab_size ", vocab_size_,
+                                                     ") is not a prompt-logprobs row"));
     }
   }
   out->Reset(batch.rows.size());
@@ -195,7 +219,9 @@ absl::Status Sampler::SampleBatch(absl::Span<const float> logits, const Sampling
       r.status = absl::OkStatus();
       continue;
     }
-    absl::StatusOr<SampleResult> result = Sample(row_logits, row.seq);
+    absl::StatusOr<SampleResult> result =
+        row.score_token >= 0 ? Score(row_logits, row.score_token, *row.seq.params->prompt_logprobs)
+                             : Sample(row_logits, row.seq);
     if (result.ok()) {
       r.status = absl::OkStatus();
       r.result = *result;

@@ -45,11 +45,15 @@ class Sampler {
   // FailedPrecondition if the logits hold NaN or +inf, or no token is left with a finite logit.
   absl::StatusOr<SampleResult> Sample(absl::Span<const float> logits, const SequenceToSample& seq);
 
+  // A scoring row's result: `token` with its raw logprob and rank, and the `num_top` most likely
+  // tokens (sampling_batch.h). Errors as Sample (FailedPrecondition for NaN or +inf logits).
+  absl::StatusOr<SampleResult> Score(absl::Span<const float> logits, int32_t token, int num_top);
+
   // Samples every row of `batch` from `logits` ([num_logits x vocab_size], row-major):
   // out->rows[i] gets row i's choice or error (one bad row does not fail the others), and a beam
   // row its top candidates. Returns InvalidArgument, touching nothing, if a row names a logits
-  // row outside `logits`, asks for more candidates than the vocabulary holds, or the batch's EOS
-  // ids are not the ones this sampler was created with.
+  // row outside `logits`, asks for more candidates than the vocabulary holds, is a malformed
+  // scoring row, or the batch's EOS ids are not the ones this sampler was created with.
   absl::Status SampleBatch(absl::Span<const float> logits, const SamplingBatch& batch,
                            SamplerOutput* out);
 

@@ -470,6 +470,67 @@ TEST_F(SamplerTest, LogprobsAreRawLogSoftmax) {
   EXPECT_NEAR(r->logprob, logprob(r->token_id), 1e-5);
 }
 
+TEST_F(SamplerTest, ScoringRowsReportTheGivenTokensRawLogprob) {
+  // Prompt logprobs: the row's logits are the model's prediction for the prompt's next token,
+  // which is reported, not sampled; penalties, temperature and min_tokens do not apply.
+  const int64_t vocab = 1000;
+  Init(vocab, /*eos=*/{7});
+  std::vector<float> logits = RandomLogits(vocab, 5, 2.0f);
+  logits[7] = 30.0f;  // EOS is the likeliest token: min_tokens must not hide it here
+  const std::vector<float> second = RandomLogits(vocab, 6, 2.0f);
+  logits.insert(logits.end(), second.begin(), second.end());
+  const std::vector<int32_t> output = {3, 3};
+  SamplingParams params{
+      .temperature = 0.7f, .frequency_penalty = 2.0f, .min_tokens = 5, .prompt_logprobs = 3};
+  const SequenceToSample seq{.params = &params, .output_ids = output, .rng = SamplingRng(1)};
+  const std::vector<SamplingRow> rows = {{.logits_row = 0, .seq = seq, .score_token = 3},
+                                         {.logits_row = 1, .seq = seq, .score_token = 7}};
+  SamplerOutput out;
+  ASSERT_TRUE(sampler_->SampleBatch(logits, {.rows = rows, .eos_token_ids = {7}}, &out).ok());
+  for (int r = 0; r < 2; ++r) {
+    const SampleResult& got = out.rows[r].result;
+    ASSERT_TRUE(out.rows[r].status.ok()) << out.rows[r].status;
+    const float* row = logits.data() + r * vocab;
+    double max = *std::max_element(row, row + vocab), sum = 0;
+    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - max);
+    auto logprob = [&](int id) { return static_cast<double>(row[id]) - max - std::log(sum); };
+    const int32_t token = rows[r].score_token;
+    EXPECT_EQ(got.token_id, token);
+    EXPECT_NEAR(got.logprob, logprob(token), 1e-5);
+    int rank = 1;
+    for (int64_t i = 0; i < vocab; ++i) rank += row[i] > row[token];
+    EXPECT_EQ(got.rank, rank);
+    std::vector<int> order(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
+    ASSERT_EQ(got.top_logprobs().size(), 3u) << "prompt_logprobs, not logprobs (unset)";
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(got.top_logprobs()[j].token_id, order[j]);
+      EXPECT_NEAR(got.top_logprobs()[j].logprob, logprob(order[j]), 1e-5);
+    }
+  }
+  EXPECT_EQ(out.rows[0].result.top_logprobs()[0].token_id, 7);
+
+  // A scoring row the backend cannot honour is refused before anything is scored.
+  for (const SamplingRow& bad : std::vector<SamplingRow>{
+           {.logits_row = 0, .seq = seq, .score_token = static_cast<int32_t>(vocab)},
+           {.logits_row = 0, .seq = seq, .num_top_candidates = 2, .score_token = 1}}) {
+    EXPECT_EQ(sampler_->SampleBatch(logits, {.rows = {&bad, 1}, .eos_token_ids = {7}}, &out).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  SamplingParams no_prompt_logprobs;
+  const SamplingRow unasked{
+      .logits_row = 0, .seq = {.params = &no_prompt_logprobs}, .score_token = 1};
+  EXPECT_EQ(
+      sampler_->SampleBatch(logits, {.rows = {&unasked, 1}, .eos_token_ids = {7}}, &out).code(),
+      absl::StatusCode::kInvalidArgument);
+  // NaN logits fail the row alone.
+  logits[vocab + 5] = NAN;
+  ASSERT_TRUE(sampler_->SampleBatch(logits, {.rows = rows, .eos_token_ids = {7}}, &out).ok());
+  EXPECT_TRUE(out.rows[0].status.ok());
+  EXPECT_EQ(out.rows[1].status.code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(SamplerTest, RejectsBadInputsWithoutCorruptingScratch) {
   Init(4);
   SamplingParams params{.temperature = 0.0f, .frequency_penalty = 1.0f};
@@ -545,6 +606,8 @@ TEST(SamplingParamsTest, ValidateNamesTheBadField) {
       {"min_tokens", [](SamplingParams& p) { p.min_tokens = 17; }},
       {"logprobs", [](SamplingParams& p) { p.logprobs = 21; }},
       {"logprobs", [](SamplingParams& p) { p.logprobs = -1; }},
+      {"prompt_logprobs", [](SamplingParams& p) { p.prompt_logprobs = 21; }},
+      {"prompt_logprobs", [](SamplingParams& p) { p.prompt_logprobs = -1; }},
       {"stop_token_ids",
        [](SamplingParams& p) {
          p.stop_token_ids = {3, 100};

@@ -40,6 +40,7 @@ class CudaBackend : public Backend {
   std::string name() const override { return "cuda"; }
   int64_t block_size() const override { return pool_->options().block_size; }
   int64_t max_batch_tokens() const override { return options_.max_batch_tokens; }
+  int64_t max_logits_rows() const override { return model_->max_logits_rows(); }
   int64_t num_kv_blocks() const override { return engine_blocks_; }
   int64_t num_swap_blocks() const override { return pool_->options().num_swap_blocks; }
 
@@ -183,7 +184,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaDeviceBackend(
   const kernels::KvDtype dtype = weights->dtype;
   CudaModelOptions mo;
   mo.max_batch_tokens = o.max_batch_tokens;
-  mo.max_logits_rows = std::min(o.max_num_seqs, o.max_batch_tokens);
+  mo.max_logits_rows = std::min(o.max_num_seqs + kMaxScoredRowsPerStep, o.max_batch_tokens);
+  mo.max_decode_rows = std::min(o.max_num_seqs, o.max_batch_tokens);
   mo.block_size = o.block_size;
   mo.num_sms = prop.multiProcessorCount;
   mo.comm = o.communicator;

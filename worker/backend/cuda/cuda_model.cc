@@ -55,7 +55,8 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelCheckpoi
   const ModelConfig& c = checkpoint.config;
   RETURN_IF_ERROR(c.Validate());
   if (opts.max_batch_tokens <= 0 || opts.max_batch_tokens > (1 << 20) ||
-      opts.max_logits_rows <= 0 || opts.max_logits_rows > opts.max_batch_tokens) {
+      opts.max_logits_rows <= 0 || opts.max_logits_rows > opts.max_batch_tokens ||
+      opts.max_decode_rows <= 0 || opts.max_decode_rows > opts.max_logits_rows) {
     return absl::InvalidArgumentError(absl::StrCat("bad max batch tokens ", opts.max_batch_tokens));
   }
   if (c.head_dim != 64 && c.head_dim != 128) {
@@ -283,7 +284,7 @@ absl::Status CudaModel::CaptureDecodeGraphs(const DeviceKvPool& pool, int32_t pa
   std::vector<int64_t> sizes;
   for (int64_t r :
        {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512}) {
-    if (r <= opts_.max_logits_rows && r <= opts_.max_batch_tokens) sizes.push_back(r);
+    if (r <= opts_.max_decode_rows) sizes.push_back(r);
   }
   ForwardBatch empty;
   empty.block_table_stride = max_table_stride_;

@@ -43,6 +43,8 @@ namespace pagellm::cuda {
 struct CudaModelOptions {
   int64_t max_batch_tokens = 2048;
   int64_t max_logits_rows = 256;  // most logits rows per step (<= max_batch_tokens)
+  // Most rows of an all-decode step (<= max_logits_rows): the largest captured graph.
+  int64_t max_decode_rows = 256;
   int64_t block_size = 16;
   int num_sms = 132;  // multiprocessors, for the attention split
   // Tensor parallelism (the weights are this rank's shard): the group's collectives, borrowed.
@@ -70,6 +72,7 @@ class CudaModel {
   const DeviceWeights& weights() const { return *weights_; }
   // Device bytes of the scratch buffers (activations, batch arrays, attention workspace).
   [[nodiscard]] int64_t scratch_bytes() const { return scratch_bytes_; }
+  [[nodiscard]] int64_t max_logits_rows() const { return opts_.max_logits_rows; }
 
   // Runs `batch` and leaves batch.num_logits rows of vocab_size fp32 logits in device memory
   // (logits(), valid until the next call), enqueued on the stream (not synchronized).

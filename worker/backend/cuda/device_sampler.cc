@@ -140,6 +140,11 @@ absl::Status DeviceSampler::Sample(const float* logits, int64_t num_logits,
   for (size_t i = 0; i < sampling.rows.size(); ++i) {
     const SamplingRow& row = sampling.rows[i];
     const SamplingParams& p = *row.seq.params;
+    if (row.score_token >= 0) {  // prompt logprobs: the reference sampler scores its row
+      host_index_.push_back(static_cast<int32_t>(i));
+      logits_row_needed_[row.logits_row] = 1;
+      continue;
+    }
     const auto suppress_begin = static_cast<int32_t>(suppress_.size());
     if (Suppressing(row)) RETURN_IF_ERROR(AddSuppressed(row, sampling.eos_token_ids));
     const int32_t suppress_count = static_cast<int32_t>(suppress_.size()) - suppress_begin;

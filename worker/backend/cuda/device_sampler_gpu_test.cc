@@ -1,8 +1,8 @@
 // DeviceSampler on a GPU (skipped without one) against the CPU reference sampler on the same
 // logits: every kind of row in one batch -- greedy, greedy with penalties, min_tokens
 // suppression, temperature / top-k / top-p / min-p draws with seeds at many output positions,
-// logprobs, beam rows, a row with a bad history id -- must get the CPU's token, logprobs and
-// status; and a seeded row's token must not depend on its batch.
+// logprobs, beam rows, a row with a bad history id, prompt-scoring rows -- must get the CPU's
+// token, logprobs and status; and a seeded row's token must not depend on its batch.
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -66,7 +66,7 @@ class DeviceSamplerTest : public ::testing::Test {
         continue;
       }
       EXPECT_EQ(g.result.token_id, c.result.token_id);
-      if (!rows[i].seq.params->logprobs.has_value()) continue;
+      if (!rows[i].seq.params->logprobs.has_value() && rows[i].score_token < 0) continue;
       EXPECT_NEAR(g.result.logprob, c.result.logprob, 1e-4);
       EXPECT_EQ(g.result.rank, c.result.rank);
       ASSERT_EQ(g.result.num_top_logprobs, c.result.num_top_logprobs);
@@ -138,6 +138,27 @@ TEST_F(DeviceSamplerTest, EveryKindOfRowMatchesTheCpuSampler) {
   ExpectSame(logits, rows);
   EXPECT_EQ(sampler_->last_host_rows(), 0);
   EXPECT_EQ(sampler_->last_device_rows(), static_cast<int64_t>(rows.size()) - 1);  // not `bad`
+}
+
+TEST_F(DeviceSamplerTest, ScoringRowsMatchTheCpuSamplerNextToSampledRows) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  constexpr int kLogitRows = 6;
+  std::vector<float> logits(kLogitRows * kVocab);
+  for (float& l : logits) l = normal(rng);
+  logits[4 * kVocab + 11] = NAN;  // fails its row alone
+  const SamplingParams scored{.temperature = 0.0f, .min_tokens = 3, .prompt_logprobs = 4};
+  const SamplingParams none{.temperature = 0.0f, .prompt_logprobs = 0};
+  std::vector<SamplingRow> rows;
+  for (int r = 0; r < 5; ++r) {  // a prompt's positions 0 ... 4, then its first token
+    rows.push_back({.logits_row = r,
+                    .seq = {.params = r % 2 ? &none : &scored},
+                    .score_token = 2 + 1000 * r});  // EOS (2) first: no suppression applies
+  }
+  rows.push_back({.logits_row = 5, .seq = {.params = &scored}});
+  ExpectSame(logits, rows);
+  EXPECT_EQ(sampler_->last_host_rows(), 5);
+  EXPECT_EQ(sampler_->last_device_rows(), 1);
 }
 
 TEST_F(DeviceSamplerTest, SeededDrawsMatchAtManyPositionsAndAnyBatch) {
