@@ -7,6 +7,9 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - completions and chat completions, streamed and not: greedy text equals the gRPC API's;
     n=2, logprobs, stop strings, seeds (same seed, same text), usage (also in the last chunk of
     a stream with stream_options.include_usage); `curl -N` streams the events;
+  - prompt scoring: echo with logprobs (and max_tokens 0) scores each token as generation
+    scored it; lm-evaluation-harness' loglikelihood request and its reading of the answer;
+    vLLM's prompt_logprobs on chat;
   - bad requests get the HTTP status and an OpenAI error object naming the problem: the serving
     suite's bad-input table, malformed JSON, wrong types, a 10 MB body, unknown endpoints;
   - the logs of the whole run (router and workers at debug level) contain no prompt and no
@@ -286,6 +289,31 @@ class OpenAiApiTest(unittest.TestCase):
             self.client.completions.create(model=self.model, prompt="x", max_tokens=1,
                                            stream=True, extra_body={"prompt_logprobs": 1})
         self.assertIn("prompt_logprobs", str(cm.exception))
+
+    def test_lm_evaluation_harness_loglikelihood_requests(self):
+        # lm-evaluation-harness' local-completions model scores (context, continuation) pairs
+        # with this request and reads logprobs[ctxlen:-1] (the generated token is dropped): the
+        # continuation's log-likelihood and whether greedy decoding would have produced it.
+        tok = self.stub.Tokenize(e2e.GEN_PB2.TokenizeRequest(text=PROMPTS[0]), timeout=30)
+        ctx_ids = list(tok.token_ids)
+        samples, _ = self.Grpc(token_ids=ctx_ids, max_tokens=4, temperature=0, ignore_eos=True)
+        greedy = samples[0][1]
+        unlikely = [greedy[0], 12345, 23456, 3456]
+        r = self.client.completions.create(
+            model=self.model, prompt=[ctx_ids + greedy, ctx_ids + unlikely], temperature=0,
+            max_tokens=1, logprobs=1, seed=1234, echo=True)
+        results = []
+        for choice in sorted(r.choices, key=lambda c: c.index):
+            lp = choice.logprobs
+            self.assertEqual(len(lp.token_logprobs), len(ctx_ids) + 4 + 1)
+            cont = lp.token_logprobs[len(ctx_ids):-1]
+            tops = lp.top_logprobs[len(ctx_ids):-1]
+            is_greedy = all(t == max(top.values()) for t, top in zip(cont, tops))
+            results.append((sum(cont), is_greedy))
+        (greedy_ll, greedy_is_greedy), (unlikely_ll, unlikely_is_greedy) = results
+        self.assertTrue(greedy_is_greedy)
+        self.assertFalse(unlikely_is_greedy)
+        self.assertLess(unlikely_ll, greedy_ll - 5.0)
 
     def tokenizer_decode(self, ids):
         return self.stub.Detokenize(e2e.GEN_PB2.DetokenizeRequest(token_ids=ids),

@@ -2,7 +2,9 @@
 """pagellm against vLLM's CPU backend on the same prompts, in one run: output tok/s and ratios.
 
 Workloads (issue 11): 64 x (~115 prompt tokens, 128 out), 64 x (~13, 256), 1 x (114, 256);
-greedy, ignore_eos, every request forced to its output length (min = max tokens). Each engine
+greedy, ignore_eos, every request forced to its output length (min = max tokens). Scoring
+workloads, named sNxL (e.g. s64x512; not in "all"): N prompts of ~L tokens with prompt logprobs
+(1 top logprob) and 1 output token, as lm-evaluation-harness scores prompts: prompt tokens/s. Each engine
 runs each workload --repeats times (default 2, as the issue's figures: best of two) and the best
 run counts; vLLM's first large batch also pays its warm-up of new batch shapes.
 
@@ -24,7 +26,8 @@ vLLM: `LLM(model=--vllm-model, dtype="bfloat16")` (the HF layout made from the G
   libiomp5.so) is set for its child only; both OpenBLAS variables are unset for both engines.
 
 Usage: python3 tools/bench/compare_vllm.py --vllm-python /tmp/vllm-venv/bin/python
-           [--threads 2] [--repeats 2] [--workloads all|64x115x128,64x13x256,1x114x256] [--json-out F]
+           [--threads 2] [--repeats 2] [--workloads all|64x115x128,64x13x256,1x114x256,s64x512]
+           [--json-out F]
 """
 import argparse
 import json
@@ -47,16 +50,17 @@ def main():
     out = []
     for w in cfg["workloads"]:
         sp = SamplingParams(temperature=0.0, max_tokens=w["out"], min_tokens=w["out"],
-                            ignore_eos=True)
+                            ignore_eos=True, prompt_logprobs=1 if w["score"] else None)
         llm.generate(w["prompts"][:1], SamplingParams(max_tokens=4))  # warm-up
         runs = []
         for _ in range(cfg["repeats"]):
             t0 = time.perf_counter()
             res = llm.generate(w["prompts"], sp, use_tqdm=False)
             dt = time.perf_counter() - t0
-            toks = sum(len(r.outputs[0].token_ids) for r in res)
-            runs.append({"generated_tokens": toks, "elapsed_s": dt})
-        out.append(max(runs, key=lambda r: r["generated_tokens"] / r["elapsed_s"]))
+            toks = sum(len(r.prompt_token_ids) if w["score"] else len(r.outputs[0].token_ids)
+                       for r in res)
+            runs.append({"tokens": toks, "elapsed_s": dt})
+        out.append(max(runs, key=lambda r: r["tokens"] / r["elapsed_s"]))
     print("VLLM_RESULT " + json.dumps(out), flush=True)
 if __name__ == "__main__":
     main()
@@ -84,19 +88,19 @@ def PeerEnv(extra=None):
     return env
 
 
-def RunPagellm(args, prompts, out_len):
-    runs = [RunPagellmOnce(args, prompts, out_len) for _ in range(args.repeats)]
-    return max(runs, key=lambda r: r["generated_tokens"] / r["elapsed_s"])
+def RunPagellm(args, w):
+    runs = [RunPagellmOnce(args, w["prompts"], w["out"], w["score"]) for _ in range(args.repeats)]
+    return max(runs, key=lambda r: r["tokens"] / r["elapsed_s"])
 
 
-def RunPagellmOnce(args, prompts, out_len):
+def RunPagellmOnce(args, prompts, out_len, score):
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(prompts) + "\n")
         path = f.name
     cmd = [args.pagellm, "generate", "--model", args.pagellm_model, "--prompts-file", path,
            "--max-tokens", str(out_len), "--min-tokens", str(out_len), "--ignore-eos",
            "--temperature", "0", "--threads", str(args.threads), "--dtype", args.pagellm_dtype,
-           "--stats", "--json"]
+           "--stats", "--json"] + (["--prompt-logprobs", "1"] if score else [])
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                        env=PeerEnv())
@@ -104,8 +108,10 @@ def RunPagellmOnce(args, prompts, out_len):
     if p.returncode != 0:
         sys.exit(f"compare_vllm: pagellm failed: {p.stderr[-2000:]}")
     stats = json.loads(p.stderr.strip().splitlines()[-1])
+    prompt_tokens = stats["computed_prompt_tokens"] + stats["prefix_cache_hit_tokens"]
     return {"generated_tokens": stats["generated_tokens"], "elapsed_s": stats["elapsed_s"],
-            "prompt_tokens": stats["computed_prompt_tokens"] + stats["prefix_cache_hit_tokens"]}
+            "prompt_tokens": prompt_tokens,
+            "tokens": prompt_tokens if score else stats["generated_tokens"]}
 
 
 def RunVllm(args, workloads):
@@ -134,6 +140,15 @@ def RunVllm(args, workloads):
         sys.exit(f"compare_vllm: vLLM failed (exit {p.returncode}): {p.stderr[-3000:]}")
 
 
+def Shape(name):
+    """(n, in, out, score) of "NxIxO" or, for a scoring workload, "sNxL"."""
+    if name.startswith("s"):
+        n, length = (int(x) for x in name[1:].split("x"))
+        return n, length, 1, True
+    n, i, o = (int(x) for x in name.split("x"))
+    return n, i, o, False
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--vllm-python", required=True)
@@ -149,23 +164,25 @@ def main():
     ap.add_argument("--json-out")
     ap.add_argument("--vllm-log", help="write vLLM's stderr here (its thread binding, KV size)")
     args = ap.parse_args()
-    shapes = WORKLOADS if args.workloads == "all" else [
-        tuple(int(x) for x in w.split("x")) for w in args.workloads.split(",")]
+    shapes = [(n, i, o, False) for n, i, o in WORKLOADS] if args.workloads == "all" else [
+        Shape(w) for w in args.workloads.split(",")]
     tokenizer = os.path.join(args.vllm_model, "tokenizer.json")
-    workloads = [{"n": n, "in": i, "out": o, "prompts": Prompts(tokenizer, n, i)}
-                 for n, i, o in shapes]
-    ours = [RunPagellm(args, w["prompts"], w["out"]) for w in workloads]
+    workloads = [{"n": n, "in": i, "out": o, "score": s, "prompts": Prompts(tokenizer, n, i)}
+                 for n, i, o, s in shapes]
+    ours = [RunPagellm(args, w) for w in workloads]
     theirs = RunVllm(args, workloads)
     rows = []
-    print(f"| {'workload':28s} | {'vLLM tok/s':>10s} | {'pagellm tok/s':>13s} | {'ratio':>6s} |")
-    print(f"| {'-' * 28} | {'-' * 10} | {'-' * 13} | {'-' * 6} |")
+    print(f"| {'workload':36s} | {'vLLM tok/s':>10s} | {'pagellm tok/s':>13s} | {'ratio':>6s} |")
+    print(f"| {'-' * 36} | {'-' * 10} | {'-' * 13} | {'-' * 6} |")
     for w, a, b in zip(workloads, ours, theirs):
-        pt = a["generated_tokens"] / a["elapsed_s"]
-        vt = b["generated_tokens"] / b["elapsed_s"]
-        name = f"{w['n']} x (~{a['prompt_tokens'] // w['n']} in, {w['out']} out)"
-        print(f"| {name:28s} | {vt:10.1f} | {pt:13.1f} | {pt / vt:6.2f} |")
+        pt = a["tokens"] / a["elapsed_s"]
+        vt = b["tokens"] / b["elapsed_s"]
+        name = (f"{w['n']} x ~{a['prompt_tokens'] // w['n']} scored (prompt tok/s)" if w["score"]
+                else f"{w['n']} x (~{a['prompt_tokens'] // w['n']} in, {w['out']} out)")
+        print(f"| {name:36s} | {vt:10.1f} | {pt:13.1f} | {pt / vt:6.2f} |")
         rows.append({"workload": name, "vllm": b, "pagellm": a, "ratio": pt / vt})
-    print("ratio = pagellm / vLLM output tok/s (higher is better for pagellm)")
+    print("ratio = pagellm / vLLM output tok/s (scored workloads: prompt tok/s; higher is better "
+          "for pagellm)")
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(rows, f, indent=1)

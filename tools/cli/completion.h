@@ -18,6 +18,8 @@ struct Completion {
   std::string text;
   std::vector<int32_t> token_ids;
   std::vector<SampleResult> logprobs;
+  // --prompt-logprobs, on sample 0: prompt tokens 1, 2, ... given the tokens before each.
+  std::vector<SampleResult> prompt_logprobs;
   FinishReason finish = FinishReason::kNone;
   double cumulative_logprob = 0.0;
 };

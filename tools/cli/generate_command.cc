@@ -40,6 +40,8 @@ ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt, "sampling seed (per reque
 ABSL_FLAG(bool, ignore_eos, false, "keep generating after EOS");
 ABSL_FLAG(std::optional<int32_t>, logprobs, std::nullopt,
           "return N top logprobs per token (--json)");
+ABSL_FLAG(std::optional<int32_t>, prompt_logprobs, std::nullopt,
+          "score the prompt: each prompt token's logprob and the N best (--json)");
 ABSL_FLAG(bool, json, false, "print one JSON object per completion");
 ABSL_FLAG(int32_t, n, 1, "parallel samples per prompt (they share the prompt's KV blocks)");
 ABSL_FLAG(int32_t, beam_width, 0, "beam search of this width (>= 2; needs --temperature 0)");
@@ -73,6 +75,20 @@ int64_t ProcStatusBytes(const char* key) {
   }
   std::fclose(f);
   return kb < 0 ? -1 : kb * 1024;
+}
+
+// [{"token_id", "logprob", "rank", "top": [{"token_id", "logprob"}, ...]}, ...]
+nlohmann::json LogprobsJson(const std::vector<SampleResult>& results) {
+  nlohmann::json lp = nlohmann::json::array();
+  for (const SampleResult& r : results) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const TokenLogprob& t : r.top_logprobs()) {
+      top.push_back({{"token_id", t.token_id}, {"logprob", t.logprob}});
+    }
+    lp.push_back(
+        {{"token_id", r.token_id}, {"logprob", r.logprob}, {"rank", r.rank}, {"top", top}});
+  }
+  return lp;
 }
 
 // Resident memory at the phases --stats reports.
@@ -136,6 +152,9 @@ absl::Status RunLocal(const std::vector<std::string>& prompts, const SamplingPar
       c.text += o.text;
       c.token_ids.insert(c.token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
       c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+      c.prompt_logprobs.insert(c.prompt_logprobs.end(), o.prompt_logprobs.begin(),
+                               o.prompt_logprobs.end());
+      if (!o.prompt_logprobs.empty() && o.new_token_ids.empty() && !o.finished()) continue;
       c.finish = o.finish_reason;
       c.cumulative_logprob = o.cumulative_logprob;
       if (stream) {
@@ -187,6 +206,7 @@ int GenerateMain(int argc, char** argv) {
   params.seed = absl::GetFlag(FLAGS_seed);
   params.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   params.logprobs = absl::GetFlag(FLAGS_logprobs);
+  params.prompt_logprobs = absl::GetFlag(FLAGS_prompt_logprobs);
   params.n = absl::GetFlag(FLAGS_n);
   params.beam_width = absl::GetFlag(FLAGS_beam_width);
   params.length_penalty = static_cast<float>(absl::GetFlag(FLAGS_length_penalty));
@@ -233,15 +253,9 @@ int GenerateMain(int argc, char** argv) {
     if (!prompt_ids[c.prompt_index].empty()) j["prompt_token_ids"] = prompt_ids[c.prompt_index];
     if (params.UseBeamSearch()) j["cumulative_logprob"] = c.cumulative_logprob;
     j["finish_reason"] = std::string(FinishReasonName(c.finish));
-    if (params.logprobs.has_value()) {
-      nlohmann::json lp = nlohmann::json::array();
-      for (const SampleResult& r : c.logprobs) {
-        nlohmann::json top = nlohmann::json::array();
-        for (const TokenLogprob& t : r.top_logprobs())
-          top.push_back({{"token_id", t.token_id}, {"logprob", t.logprob}});
-        lp.push_back({{"token_id", r.token_id}, {"logprob", r.logprob}, {"top", top}});
-      }
-      j["logprobs"] = lp;
+    if (params.logprobs.has_value()) j["logprobs"] = LogprobsJson(c.logprobs);
+    if (params.prompt_logprobs.has_value() && c.sample_index == 0) {
+      j["prompt_logprobs"] = LogprobsJson(c.prompt_logprobs);
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }

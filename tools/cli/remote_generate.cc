@@ -43,6 +43,9 @@ absl::Status RemoteGenerate(const std::string& server, const std::vector<std::st
     auto reader = stub->Generate(&ctx, req);
     v1::GenerateResponse r;
     while (reader->Read(&r)) {
+      for (const v1::TokenLogprob& t : r.prompt_logprobs()) {
+        (*done)[i * per_prompt].prompt_logprobs.push_back(FromProto(t));
+      }
       for (const v1::SampleDelta& d : r.deltas()) {
         if (d.sample_index() < 0 || d.sample_index() >= per_prompt) continue;
         Completion& c = (*done)[i * per_prompt + d.sample_index()];
