@@ -53,7 +53,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
   e->tokenizer_ = tokenizer;
   e->options_ = options;
   const int64_t ctx = backend->config().max_position_embeddings;
-  e->max_model_len_ = options.max_model_len > 0 ? std::min(options.max_model_len, ctx) : ctx;
+  if (options.max_model_len > ctx) {  // as vLLM: positions past the model's are not served
+    return absl::InvalidArgumentError(absl::StrCat("max_model_len ", options.max_model_len,
+                                                   " exceeds the model's context length of ", ctx,
+                                                   " positions"));
+  }
+  e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : ctx;
   // One sequence of max_model_len tokens must fit the pool, or requests within the limits (a
   // chat request's default max_tokens is the rest of the context) could never run.
   const int64_t bs = backend->block_size();

@@ -36,7 +36,7 @@ struct EngineOptions {
   int64_t long_prefill_token_threshold = 0;
   int64_t max_num_seqs = 256;
   // Context limit. 0: the model's context length, lowered (with a warning) to what the KV pool
-  // holds for one sequence; Create refuses a larger explicit value.
+  // holds for one sequence; Create refuses an explicit value above either.
   int64_t max_model_len = 0;
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
   bool enable_prefix_caching = true;

@@ -327,7 +327,7 @@ TEST_F(EngineTest, RejectsWhatCannotRun) {
   EXPECT_FALSE(e->HasUnfinished());
 }
 
-TEST_F(EngineTest, MaxModelLenIsAtMostWhatThePoolHoldsForOneSequence) {
+TEST_F(EngineTest, MaxModelLenIsAtMostTheModelsContextAndWhatThePoolHolds) {
   // 8 blocks of 4 (a 1% watermark keeps none of 8 back) hold 32 tokens, not the model's 64.
   MakeBackend({.block_size = 4, .num_kv_blocks = 8, .max_model_len = 64});
   std::unique_ptr<Engine> e = NewEngine();
@@ -349,6 +349,11 @@ TEST_F(EngineTest, MaxModelLenIsAtMostWhatThePoolHoldsForOneSequence) {
   EXPECT_EQ(NewEngine(o)->max_model_len(), 32);
   o.max_model_len = 20;
   EXPECT_EQ(NewEngine(o)->max_model_len(), 20);
+  // Beyond the model's own context (64 positions) is refused too, not clamped.
+  o.max_model_len = 65;
+  const auto beyond = Engine::Create(backend_.get(), tokenizer_.get(), o);
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(beyond.status().message()), HasSubstr("context length of 64"));
   // A watermark that keeps the whole pool back leaves nothing to run.
   o.max_model_len = 0;
   o.watermark = 1.0;

@@ -33,7 +33,7 @@ ABSL_FLAG(int64_t, long_prefill_token_threshold, -1,
           "a step (-1: half of --max-num-batched-tokens; 0: no cap)");
 ABSL_FLAG(int64_t, max_model_len, 0,
           "context limit (0: the model's, lowered to what the KV pool holds for one sequence; "
-          "a larger value is refused at start)");
+          "a value above either is refused at start)");
 ABSL_FLAG(double, swap_space, 4.0, "swap pool for preempted sequences, GiB of host memory");
 ABSL_FLAG(std::string, preemption_mode, "auto",
           "auto (recompute single sequences, swap groups) | recompute | swap");

@@ -31,7 +31,9 @@ struct CudaBackendOptions {
   int64_t num_kv_blocks = 0;     // 0: from gpu_memory_utilization
   int64_t swap_space_bytes = 0;  // pinned host memory for the swap pool
   int64_t max_batch_tokens = 2048;
-  int64_t max_num_seqs = 256;  // most logits rows a step asks for
+  // Most sequences a step samples; the logits hold kMaxScoredRowsPerStep more rows (prompt
+  // positions scored for prompt logprobs).
+  int64_t max_num_seqs = 256;
   bool enforce_eager = false;  // no CUDA graphs for decode steps
   // Check every batch against forward_batch.h's contract before running it.
   bool validate_batches = ValidateBatchesByDefault();

@@ -1,7 +1,8 @@
 // The CUDA backend end to end on a GPU (skipped without one): its logits against the CPU
 // backend's (fp32 arithmetic over the same bf16 weights) through chunked prefill, a mixed step
 // and decode steps, for a Llama and a Qwen2 (QKV bias) shape; copy-on-write and a swap round trip
-// leave the next step's logits bit-identical.
+// leave the next step's logits bit-identical; sampling and prompt-scoring rows answer as the
+// reference sampler does over the same logits.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -299,6 +300,66 @@ TEST_P(CudaBackendGpuTest, SamplingMatchesTheReferenceSamplerOnTheSameLogits) {
   for (int k = 0; k < 4; ++k) {
     EXPECT_EQ(got.CandidatesOf(got.rows[5])[k].token_id,
               want.CandidatesOf(want.rows[5])[k].token_id);
+  }
+}
+
+TEST_P(CudaBackendGpuTest, PromptScoringRowsReadEveryPositionsLogits) {
+  // Prompt logprobs: a 120-token prefill whose every position's logits are kept (more rows than
+  // --max-num-seqs; CudaBackend sizes its logits for kMaxScoredRowsPerStep more), each position
+  // scoring the next prompt token, the last one sampling -- as the reference sampler scores the
+  // same logits.
+  if (!HasGpu()) GTEST_SKIP() << "no CUDA device";
+  const ModelConfig cfg = SmallConfig(GetParam());
+  auto ckpt = testing::TinyCheckpoint(GgmlType::kBF16, cfg, 17);
+  CudaBackendOptions go;
+  go.num_kv_blocks = 64;
+  go.max_batch_tokens = 256;
+  go.max_num_seqs = 8;
+  auto gpu = CreateCudaBackend(ckpt, go);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  Backend& be = **gpu;
+  ASSERT_GE(be.max_logits_rows(), 120);
+  std::mt19937 rng(4);
+  const std::vector<int32_t> prompt = RandomTokens(120, rng);
+  std::vector<int32_t> every(prompt.size());
+  for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int32_t>(i);
+  Steps steps(16, cfg.max_position_embeddings / 16), again(16, cfg.max_position_embeddings / 16);
+  steps.AddSeq();
+  again.AddSeq();
+  ForwardBatch b = steps.Build({{0, prompt}});
+  b.num_logits = static_cast<int64_t>(every.size());
+  b.logit_indices = every.data();
+  std::vector<float> logits(every.size() * cfg.vocab_size);
+  ASSERT_TRUE(be.ForwardLogits(b, logits.data()).ok());
+
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.prompt_logprobs = 3;
+  std::vector<SamplingRow> rows(every.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].logits_row = static_cast<int32_t>(i);
+    rows[i].seq.params = &p;
+    if (i + 1 < rows.size()) rows[i].score_token = prompt[i + 1];
+  }
+  const std::vector<int32_t> eos = {0};
+  const SamplingBatch batch{absl::MakeConstSpan(rows), absl::MakeConstSpan(eos)};
+  auto reference = Sampler::Create({cfg.vocab_size, eos});
+  ASSERT_TRUE(reference.ok());
+  SamplerOutput want, got;
+  ASSERT_TRUE((*reference)->SampleBatch(logits, batch, &want).ok());
+  ForwardBatch b2 = again.Build({{0, prompt}});
+  b2.num_logits = b.num_logits;
+  b2.logit_indices = every.data();
+  ASSERT_TRUE(be.Forward(b2, batch, &got).ok());
+  ASSERT_EQ(got.rows.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(got.rows[i].status.ok()) << got.rows[i].status;
+    EXPECT_EQ(got.rows[i].result.token_id, want.rows[i].result.token_id);
+    if (rows[i].score_token < 0) continue;
+    EXPECT_NEAR(got.rows[i].result.logprob, want.rows[i].result.logprob, 1e-4);
+    EXPECT_EQ(got.rows[i].result.rank, want.rows[i].result.rank);
+    ASSERT_EQ(got.rows[i].result.num_top_logprobs, 3);
   }
 }
 
