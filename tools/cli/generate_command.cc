@@ -154,7 +154,7 @@ absl::Status RunLocal(const std::vector<std::string>& prompts, const SamplingPar
       c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
       c.prompt_logprobs.insert(c.prompt_logprobs.end(), o.prompt_logprobs.begin(),
                                o.prompt_logprobs.end());
-      if (!o.prompt_logprobs.empty() && o.new_token_ids.empty() && !o.finished()) continue;
+      if (o.only_prompt_logprobs()) continue;
       c.finish = o.finish_reason;
       c.cumulative_logprob = o.cumulative_logprob;
       if (stream) {

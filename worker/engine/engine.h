@@ -62,6 +62,10 @@ struct SequenceOutput {
   // finite logit: the request must end with this error, not as a silent abort.
   absl::Status error;
   bool finished() const { return finish_reason != FinishReason::kNone; }
+  // Prompt logprobs and nothing of a sample's: no sample's delta.
+  bool only_prompt_logprobs() const {
+    return !prompt_logprobs.empty() && new_token_ids.empty() && !finished();
+  }
 };
 
 struct EngineStats {

@@ -39,8 +39,7 @@ class GenerateStream::Sink : public RequestSink {
     }
     for (const SequenceOutput& o : outputs) {
       for (const SampleResult& lp : o.prompt_logprobs) ToProto(lp, r.add_prompt_logprobs());
-      // An output of prompt logprobs alone is no sample's delta.
-      if (!o.prompt_logprobs.empty() && o.new_token_ids.empty() && !o.finished()) continue;
+      if (o.only_prompt_logprobs()) continue;
       v1::SampleDelta* d = r.add_deltas();
       d->set_sample_index(o.sample_index);
       d->set_text(o.text);
