@@ -32,6 +32,25 @@ SamplingParams SamplingParamsFromProto(const v1::SamplingParams& p) {
   if (p.has_beam_width()) s.beam_width = p.beam_width();
   if (p.has_length_penalty()) s.length_penalty = p.length_penalty();
   if (p.has_early_stopping()) s.early_stopping = p.early_stopping();
+  if (p.has_structured_output()) {
+    const v1::StructuredOutput& so = p.structured_output();
+    switch (so.kind_case()) {
+      case v1::StructuredOutput::kJsonSchema:
+        s.structured_output.kind = StructuredOutput::Kind::kJsonSchema;
+        s.structured_output.json_schema = so.json_schema();
+        break;
+      case v1::StructuredOutput::kJsonObject:
+        if (so.json_object()) s.structured_output.kind = StructuredOutput::Kind::kJsonObject;
+        break;
+      case v1::StructuredOutput::kChoice:
+        s.structured_output.kind = StructuredOutput::Kind::kChoice;
+        s.structured_output.choices.assign(so.choice().values().begin(),
+                                           so.choice().values().end());
+        break;
+      case v1::StructuredOutput::KIND_NOT_SET:
+        break;
+    }
+  }
   return s;
 }
 
@@ -57,6 +76,21 @@ void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out) {
   out->set_beam_width(s.beam_width);
   out->set_length_penalty(s.length_penalty);
   out->set_early_stopping(s.early_stopping);
+  switch (s.structured_output.kind) {
+    case StructuredOutput::Kind::kNone:
+      break;
+    case StructuredOutput::Kind::kJsonSchema:
+      out->mutable_structured_output()->set_json_schema(s.structured_output.json_schema);
+      break;
+    case StructuredOutput::Kind::kJsonObject:
+      out->mutable_structured_output()->set_json_object(true);
+      break;
+    case StructuredOutput::Kind::kChoice:
+      for (const std::string& c : s.structured_output.choices) {
+        out->mutable_structured_output()->mutable_choice()->add_values(c);
+      }
+      break;
+  }
 }
 
 FinishReason FinishReasonFromProto(v1::FinishReason reason) {

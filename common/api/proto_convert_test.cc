@@ -66,6 +66,30 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   }
 }
 
+TEST(ProtoConvertTest, StructuredOutputRoundTripsInEachKind) {
+  for (const StructuredOutput& so :
+       {StructuredOutput{.kind = StructuredOutput::Kind::kJsonSchema,
+       .json_schema = R"({"type":"object"})"},
+        StructuredOutput{.kind = StructuredOutput::Kind::kJsonObject},
+        StructuredOutput{.kind = StructuredOutput::Kind::kChoice, .choices = {"a", "", "b c"}},
+        StructuredOutput{}}) {
+    SamplingParams s;
+    s.structured_output = so;
+    v1::SamplingParams p;
+    SamplingParamsToProto(s, &p);
+    EXPECT_EQ(p.has_structured_output(), so.enabled());
+    const SamplingParams back = SamplingParamsFromProto(p);
+    EXPECT_EQ(back.structured_output.kind, so.kind);
+    EXPECT_EQ(back.structured_output.json_schema, so.json_schema);
+    EXPECT_EQ(back.structured_output.choices, so.choices);
+    EXPECT_EQ(back.structured_output.CacheKey(), so.CacheKey());
+  }
+  // json_object: false is no constraint.
+  v1::SamplingParams p;
+  p.mutable_structured_output()->set_json_object(false);
+  EXPECT_FALSE(SamplingParamsFromProto(p).structured_output.enabled());
+}
+
 TEST(ProtoConvertTest, VocabSpecRoundTrips) {
   VocabSpec spec;
   spec.model = VocabModel::kSentencePieceBpe;

@@ -16,6 +16,23 @@ absl::Status Bad(absl::string_view field, absl::string_view rule, double value) 
 
 }  // namespace
 
+std::string StructuredOutput::CacheKey() const {
+  switch (kind) {
+    case Kind::kNone:
+      return "";
+    case Kind::kJsonObject:
+      return "object";
+    case Kind::kJsonSchema:
+      return absl::StrCat("schema:", json_schema);
+    case Kind::kChoice: {
+      std::string key = "choice";
+      for (const std::string& c : choices) absl::StrAppend(&key, ":", c.size(), ":", c);
+      return key;
+    }
+  }
+  return "";
+}
+
 absl::Status SamplingParams::Validate(int64_t vocab_size) const {
   if (vocab_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("vocab_size must be > 0, got ", vocab_size));
@@ -51,6 +68,41 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
   if (prompt_logprobs.has_value() && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxLogprobs)) {
     return Bad("prompt_logprobs", absl::StrCat("must be in [0, ", kMaxLogprobs, "]"),
                *prompt_logprobs);
+  }
+  if (structured_output.enabled()) {
+    const StructuredOutput& so = structured_output;
+    if (UseBeamSearch()) {
+      return absl::InvalidArgumentError(
+          "sampling_params.structured_output is not supported with beam search");
+    }
+    if (so.json_schema.size() > static_cast<size_t>(kMaxStructuredBytes)) {
+      return Bad("structured_output.json_schema",
+                 absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes"),
+                 static_cast<double>(so.json_schema.size()));
+    }
+    if (so.kind == StructuredOutput::Kind::kJsonSchema && so.json_schema.empty()) {
+      return absl::InvalidArgumentError("sampling_params.structured_output.json_schema is empty");
+    }
+    if (so.kind == StructuredOutput::Kind::kChoice) {
+      if (so.choices.empty() || so.choices.size() > static_cast<size_t>(kMaxChoices)) {
+        return Bad("structured_output.choice",
+                   absl::StrCat("must hold 1 to ", kMaxChoices, " strings"),
+                   static_cast<double>(so.choices.size()));
+      }
+      size_t bytes = 0;
+      for (const std::string& c : so.choices) {
+        bytes += c.size();
+        if (!IsValidUtf8(std::string_view(c))) {
+          return absl::InvalidArgumentError(
+              "sampling_params.structured_output.choice holds a string that is not UTF-8");
+        }
+      }
+      if (bytes > static_cast<size_t>(kMaxStructuredBytes)) {
+        return Bad("structured_output.choice",
+                   absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes in total"),
+                   static_cast<double>(bytes));
+      }
+    }
   }
   if (stop_token_ids.size() > static_cast<size_t>(kMaxStopTokenIds)) {
     return Bad("stop_token_ids", absl::StrCat("may have at most ", kMaxStopTokenIds, " entries"),

@@ -33,6 +33,29 @@ inline constexpr float kMaxRepetitionPenalty = 100.0f;
 // temperature only produces overflow, and the limit is argmax anyway.
 inline constexpr float kGreedyTemperatureEps = 1e-5f;
 
+// Structured output (vLLM's structured_outputs / guided decoding, OpenAI's response_format):
+// the generated text is constrained, token by token, to a grammar (common/structured/). Bounds:
+// a schema of at most kMaxStructuredBytes, at most kMaxChoices choices of at most
+// kMaxStructuredBytes in total.
+inline constexpr int kMaxStructuredBytes = 64 * 1024;
+inline constexpr int kMaxChoices = 256;
+
+struct StructuredOutput {
+  enum class Kind {
+    kNone,
+    kJsonSchema,  // a JSON value valid under json_schema (a JSON Schema document)
+    kJsonObject,  // any JSON object
+    kChoice,      // exactly one of choices
+  };
+  Kind kind = Kind::kNone;
+  std::string json_schema = {};
+  std::vector<std::string> choices = {};
+
+  [[nodiscard]] bool enabled() const { return kind != Kind::kNone; }
+  // Equal keys describe the same grammar (for caching compiled grammars).
+  [[nodiscard]] std::string CacheKey() const;
+};
+
 // A plain value type: copy freely. Call Validate() on every request before using it; the sampler
 // and stop checker assume a valid object.
 struct SamplingParams {
@@ -85,6 +108,9 @@ struct SamplingParams {
   // its own stream (the request's seed for i = 0, a seed derived from it and i otherwise).
   // In [1, kMaxParallelSamples]. Must be 1 with beam search.
   int32_t n = 1;
+  // Constrains the output; when it is complete and nothing may follow, the sequence ends
+  // (reason stop) without sampling an EOS. Not with beam search.
+  StructuredOutput structured_output = {};
   // Beam search of this width when >= 2 (0 or 1: off). Returns beam_width completions, best
   // first. Needs temperature 0; stop strings and logprobs are not supported with it.
   int32_t beam_width = 0;

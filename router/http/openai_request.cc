@@ -116,7 +116,9 @@ absl::StatusOr<std::optional<std::string>> GetString(const Json& obj, absl::stri
 constexpr const char* kSamplingFields =
     "model temperature top_p top_k min_p repetition_penalty presence_penalty frequency_penalty "
     "seed min_tokens ignore_eos include_stop_str_in_output skip_special_tokens n stop "
-    "stop_token_ids stream stream_options user logit_bias prompt_logprobs";
+    "stop_token_ids stream stream_options user logit_bias prompt_logprobs response_format "
+    "structured_outputs guided_json guided_choice guided_regex guided_grammar "
+    "guided_decoding_backend guided_whitespace_pattern";
 
 // Field names, from space-separated lists.
 class FieldSet {
@@ -146,8 +148,116 @@ absl::Status CheckKnownFields(const Json& obj, const FieldSet& known, absl::stri
   return absl::OkStatus();
 }
 
+// A JSON Schema given as an object (or, for vLLM's guided_json, as JSON text too), serialized
+// for the worker in its own key order (properties are generated in that order).
+absl::Status SetJsonSchema(const Json& schema, absl::string_view field, v1::StructuredOutput* so) {
+  std::string text;
+  if (schema.is_object() || schema.is_boolean()) {
+    text = schema.dump();
+  } else if (schema.is_string()) {
+    text = schema.get<std::string>();
+  } else {
+    return Error(field, absl::StrCat(field, " must be a JSON Schema object"));
+  }
+  if (text.size() > static_cast<size_t>(kMaxStructuredBytes)) {
+    return Error(field, absl::StrCat(field, " is ", text.size(), " bytes; the limit is ",
+                                     kMaxStructuredBytes));
+  }
+  so->set_json_schema(std::move(text));
+  return absl::OkStatus();
+}
+
+absl::Status SetChoice(const Json& choice, absl::string_view field, v1::StructuredOutput* so) {
+  if (!choice.is_array() || choice.empty() || choice.size() > static_cast<size_t>(kMaxChoices)) {
+    return Error(field, absl::StrCat(field, " must be a list of 1 to ", kMaxChoices, " strings"));
+  }
+  for (const Json& c : choice) {
+    if (!c.is_string()) return Error(field, absl::StrCat(field, " must be a list of strings"));
+    so->mutable_choice()->add_values(c.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// Structured output, from whichever of OpenAI's response_format, vLLM's structured_outputs or
+// its older guided_json / guided_choice the request uses (at most one constraint).
+absl::Status ParseStructuredOutput(const Json& j, v1::SamplingParams* s) {
+  for (const char* field : {"guided_regex", "guided_grammar", "guided_whitespace_pattern"}) {
+    if (Field(j, field) != nullptr) {
+      return Error(field, absl::StrCat(field,
+                                       " is not supported (JSON schemas, JSON objects and "
+                                       "choices are)"));
+    }
+  }
+  if (const Json* backend = Field(j, "guided_decoding_backend");
+      backend != nullptr && !backend->is_string()) {
+    return WrongType("guided_decoding_backend", *backend, "a string");
+  }
+  v1::StructuredOutput so;
+  std::vector<std::string> given;
+  if (const Json* format = Field(j, "response_format")) {
+    const Json* type = format->is_object() ? Field(*format, "type") : nullptr;
+    if (type == nullptr || !type->is_string()) {
+      return Error("response_format", "response_format must be an object with a type");
+    }
+    if (*type == "json_object") {
+      so.set_json_object(true);
+      given.push_back("response_format");
+    } else if (*type == "json_schema") {
+      const Json* js = Field(*format, "json_schema");
+      const Json* schema = js != nullptr && js->is_object() ? Field(*js, "schema") : nullptr;
+      if (schema == nullptr) {
+        return Error("response_format",
+                     "response_format json_schema needs json_schema.schema (a JSON Schema)");
+      }
+      RETURN_IF_ERROR(SetJsonSchema(*schema, "response_format.json_schema.schema", &so));
+      given.push_back("response_format");
+    } else if (*type != "text") {
+      return Error("response_format",
+                   "response_format type must be text, json_object or "
+                   "json_schema");
+    }
+  }
+  if (const Json* so_field = Field(j, "structured_outputs")) {
+    if (!so_field->is_object()) return WrongType("structured_outputs", *so_field, "an object");
+    for (const auto& [key, value] : so_field->items()) {
+      if (key == "json") {
+        RETURN_IF_ERROR(SetJsonSchema(value, "structured_outputs.json", &so));
+      } else if (key == "choice") {
+        RETURN_IF_ERROR(SetChoice(value, "structured_outputs.choice", &so));
+      } else if (key == "json_object") {
+        if (!value.is_boolean())
+          return WrongType("structured_outputs.json_object", value, "a boolean");
+        if (!value.get<bool>()) continue;
+        so.set_json_object(true);
+      } else if (key == "disable_fallback") {
+        continue;  // pagellm has one implementation: nothing to fall back to
+      } else {
+        return Error("structured_outputs",
+                     absl::StrCat("structured_outputs.", key,
+                                  " is not supported (json, choice and json_object are)"));
+      }
+      given.push_back(absl::StrCat("structured_outputs.", key));
+    }
+  }
+  if (const Json* v = Field(j, "guided_json")) {
+    RETURN_IF_ERROR(SetJsonSchema(*v, "guided_json", &so));
+    given.push_back("guided_json");
+  }
+  if (const Json* v = Field(j, "guided_choice")) {
+    RETURN_IF_ERROR(SetChoice(*v, "guided_choice", &so));
+    given.push_back("guided_choice");
+  }
+  if (given.size() > 1) {
+    return Error(given[1], absl::StrCat("only one structured output constraint may be given: ",
+                                        absl::StrJoin(given, " and ")));
+  }
+  if (!given.empty()) *s->mutable_structured_output() = std::move(so);
+  return absl::OkStatus();
+}
+
 // Fields both endpoints map onto SamplingParams the same way.
 absl::Status ParseCommonSampling(const Json& j, OpenAiRequest* out, v1::SamplingParams* s) {
+  RETURN_IF_ERROR(ParseStructuredOutput(j, s));
   ASSIGN_OR_RETURN(auto temperature, GetFloat(j, "temperature"));
   if (temperature) s->set_temperature(*temperature);
   ASSIGN_OR_RETURN(auto top_p, GetFloat(j, "top_p"));
@@ -444,8 +554,7 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body_view) {
   static const FieldSet* const kKnown = new FieldSet(
       kSamplingFields,
       "messages max_tokens max_completion_tokens logprobs top_logprobs add_generation_prompt "
-      "chat_template_kwargs "
-      "response_format tools tool_choice functions function_call parallel_tool_calls");
+      "chat_template_kwargs tools tool_choice functions function_call parallel_tool_calls");
   RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
   for (const char* field : {"tools", "functions"}) {
     if (const Json* v = Field(j, field); v != nullptr && !(v->is_array() && v->empty())) {
@@ -459,13 +568,6 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body_view) {
   }
   ASSIGN_OR_RETURN(auto parallel_tool_calls, GetBool(j, "parallel_tool_calls"));
   (void)parallel_tool_calls;  // meaningless without tools
-  if (const Json* format = Field(j, "response_format")) {
-    const Json* type = format->is_object() ? Field(*format, "type") : nullptr;
-    if (type == nullptr || !type->is_string() || *type != "text") {
-      return Error("response_format",
-                   "response_format other than {\"type\": \"text\"} is not supported");
-    }
-  }
 
   OpenAiRequest out;
   out.kind = OpenAiRequest::Kind::kChat;

@@ -28,8 +28,9 @@ namespace pagellm {
 inline constexpr absl::string_view kOpenAiParamPayload = "pagellm/openai-param";
 // Prompts one /v1/completions request may batch (each becomes its own generation).
 inline constexpr int kMaxPromptsPerRequest = 64;
-// Nesting of the JSON body (objects and arrays open at once).
-inline constexpr int kMaxJsonDepth = 8;
+// Nesting of the JSON body (objects and arrays open at once): a structured-output JSON Schema
+// (structured::kMaxSchemaDepth schemas deep, two JSON levels each) inside the request's own.
+inline constexpr int kMaxJsonDepth = 72;
 // `user`, `model` and other identifiers.
 inline constexpr size_t kMaxIdentifierBytes = 256;
 

@@ -153,6 +153,49 @@ TEST(OpenAiRequestTest, ChatMessagesAndItsOwnFields) {
   EXPECT_EQ(r->prompts[0].sampling().logprobs(), 4);
 }
 
+TEST(OpenAiRequestTest, StructuredOutputFromEachOfItsSpellings) {
+  const std::string schema = R"({"type":"object","properties":{"b":{"type":"integer"},"a":{}}})";
+  // OpenAI's response_format, on chat and completions; the schema keeps its key order.
+  absl::StatusOr<OpenAiRequest> r = ParseChatRequest(
+      R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type":
+          "json_schema", "json_schema": {"name": "n", "strict": true, "schema": )" +
+      schema + "}}}");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].sampling().structured_output().json_schema(), schema);
+  r = ParseCompletionRequest(R"({"prompt": "a", "response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->prompts[0].sampling().structured_output().json_object());
+  r = ParseCompletionRequest(R"({"prompt": "a", "response_format": {"type": "text"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->prompts[0].sampling().has_structured_output());
+  // vLLM's structured_outputs and its older guided_* fields (a schema may come as text).
+  r = ParseCompletionRequest(
+      R"({"prompt": ["a", "b"], "structured_outputs": {"choice": ["yes", "no"]}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->prompts.size(), 2u);
+  for (const auto& p : r->prompts) {
+    EXPECT_THAT(p.sampling().structured_output().choice().values(), ElementsAre("yes", "no"));
+  }
+  r = ParseCompletionRequest(R"({"prompt": "a", "structured_outputs": {"json": )" + schema +
+                             R"(, "disable_fallback": true}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].sampling().structured_output().json_schema(), schema);
+  r = ParseCompletionRequest(R"({"prompt": "a", "guided_json": "{\"type\": \"object\"}",
+                                 "guided_decoding_backend": "xgrammar"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].sampling().structured_output().json_schema(), R"({"type": "object"})");
+  r = ParseChatRequest(
+      R"({"messages": [{"role": "user", "content": "a"}], "guided_choice": ["x"]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->prompts[0].sampling().structured_output().choice().values(), ElementsAre("x"));
+}
+
+// A body nested deeper than kMaxJsonDepth.
+const std::string* const kTooDeepBody =
+    new std::string("{\"prompt\": " + std::string(kMaxJsonDepth, '[') + "1" +
+                    std::string(kMaxJsonDepth, ']') + "}");
+const char* const kTooDeep = kTooDeepBody->c_str();
+
 struct BadCase {
   const char* name;
   bool chat;
@@ -179,7 +222,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"NotJson", false, "{\"prompt\": ", "", "not valid JSON"},
         BadCase{"NotAnObject", false, "[1]", "", "must be a JSON object"},
         BadCase{"DuplicateKey", false, R"({"prompt": "a", "prompt": "b"})", "", "duplicate key"},
-        BadCase{"TooDeep", false, R"({"prompt": [[[[[[[[[[1]]]]]]]]]]})", "", "deeper"},
+        BadCase{"TooDeep", false, kTooDeep, "", "deeper"},
         BadCase{"NoPrompt", false, R"({"max_tokens": 1})", "prompt", "prompt is required"},
         BadCase{"EmptyPromptList", false, R"({"prompt": []})", "prompt", "empty array"},
         BadCase{"MixedPrompts", false, R"({"prompt": ["a", 1]})", "prompt[1]", "must be a string"},
@@ -247,9 +290,27 @@ INSTANTIATE_TEST_SUITE_P(
                 R"({"messages": [{"role": "user", "content": "a"}], "tool_choice": "auto"})",
                 "tool_choice", "tool calling"},
         BadCase{
-            "JsonMode", true,
-            R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}})",
-            "response_format", "not supported"},
+            "JsonSchemaWithoutSchema", true,
+            R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})",
+            "response_format", "needs json_schema.schema"},
+        BadCase{"UnknownResponseFormat", false,
+                R"({"prompt": "a", "response_format": {"type": "yaml"}})", "response_format",
+                "text, json_object or json_schema"},
+        BadCase{"GuidedRegex", false, R"({"prompt": "a", "guided_regex": "a+"})", "guided_regex",
+                "not supported"},
+        BadCase{"StructuredOutputsGrammar", false,
+                R"({"prompt": "a", "structured_outputs": {"grammar": "root ::= x"}})",
+                "structured_outputs", "structured_outputs.grammar is not supported"},
+        BadCase{
+            "TwoConstraints", false,
+            R"({"prompt": "a", "guided_choice": ["a"], "response_format": {"type": "json_object"}})",
+            "guided_choice", "only one structured output constraint"},
+        BadCase{
+            "ChoiceNotStrings", true,
+            R"({"messages": [{"role": "user", "content": "a"}], "structured_outputs": {"choice": [1]}})",
+            "structured_outputs.choice", "list of strings"},
+        BadCase{"SchemaNotAnObject", false, R"({"prompt": "a", "guided_json": 3})", "guided_json",
+                "JSON Schema object"},
         BadCase{"TopLogprobsWithoutLogprobs", true,
                 R"({"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2})",
                 "top_logprobs", "needs logprobs"},

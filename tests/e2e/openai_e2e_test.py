@@ -7,6 +7,8 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - completions and chat completions, streamed and not: greedy text equals the gRPC API's;
     n=2, logprobs, stop strings, seeds (same seed, same text), usage (also in the last chunk of
     a stream with stream_options.include_usage); `curl -N` streams the events;
+  - structured output: response_format json_schema (the SDK's parse() with pydantic models),
+    json_object, vLLM's structured_outputs and guided_choice; replies validated by jsonschema;
   - prompt scoring: echo with logprobs (and max_tokens 0) scores each token as generation
     scored it; lm-evaluation-harness' loglikelihood request and its reading of the answer;
     vLLM's prompt_logprobs on chat;
@@ -319,6 +321,69 @@ class OpenAiApiTest(unittest.TestCase):
         return self.stub.Detokenize(e2e.GEN_PB2.DetokenizeRequest(token_ids=ids),
                                     timeout=30).text
 
+    def test_structured_outputs_follow_the_schema(self):
+        """response_format json_schema (the SDK's parse() with a pydantic model, which sends a
+        strict schema and validates the reply itself), json_object, streamed, and vLLM's
+        structured_outputs / guided_choice; every JSON reply also validated by jsonschema."""
+        import jsonschema
+        import pydantic
+
+        class Pet(pydantic.BaseModel):
+            name: str
+            species: str
+            age_years: int
+            vaccinated: bool
+
+        class Household(pydantic.BaseModel):
+            city: str
+            pets: list[Pet] = pydantic.Field(max_length=2)  # maxItems: a greedy 135M loops
+            owner_nickname: str | None
+
+        msgs = [{"role": "user", "content": "Describe a household with two pets as JSON."}]
+        parsed = self.client.chat.completions.parse(
+            model=self.model, messages=msgs, response_format=Household, max_tokens=300,
+            temperature=0)
+        choice = parsed.choices[0]
+        self.assertEqual(choice.finish_reason, "stop", choice.message.content)
+        self.assertIsInstance(choice.message.parsed, Household)  # the SDK's own validation
+        GENERATED.append(choice.message.content)
+        sent = openai.lib._pydantic.to_strict_json_schema(Household)
+        jsonschema.validate(json.loads(choice.message.content), sent)
+
+        # The same through the completions API with vLLM's structured_outputs, streamed.
+        schema = Household.model_json_schema()
+        stream = self.client.completions.create(
+            model=self.model, prompt="A household as JSON: ", max_tokens=300, temperature=0.8,
+            seed=3, stream=True, extra_body={"structured_outputs": {"json": schema}})
+        text, finish = "", None
+        for chunk in stream:
+            text += chunk.choices[0].text
+            finish = chunk.choices[0].finish_reason or finish
+        GENERATED.append(text)
+        if finish == "stop":  # sampling may spend all 300 tokens inside a string
+            jsonschema.validate(json.loads(text), schema)
+        else:
+            self.assertEqual(finish, "length")
+            self.assertTrue(text.startswith("{"), text)
+
+        r = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": "JSON about the moon."}],
+            response_format={"type": "json_object"}, max_tokens=200, temperature=0)
+        GENERATED.append(r.choices[0].message.content)
+        if r.choices[0].finish_reason == "stop":
+            self.assertIsInstance(json.loads(r.choices[0].message.content), dict)
+        else:
+            self.assertTrue(r.choices[0].message.content.startswith("{"))
+
+        for extra in ({"guided_choice": ["positive", "negative"]},
+                      {"structured_outputs": {"choice": ["positive", "negative"]}}):
+            r = self.client.completions.create(
+                model=self.model, prompt="Review: 'Wonderful!' Sentiment:", max_tokens=5,
+                temperature=0, n=2, extra_body=extra)
+            for c in r.choices:
+                self.assertIn(c.text, ["positive", "negative"])
+                self.assertEqual(c.finish_reason, "stop")
+
     def test_curl_streams(self):
         curl = shutil.which("curl")
         if curl is None:
@@ -379,9 +444,12 @@ class OpenAiApiTest(unittest.TestCase):
              {"messages": [{"role": "user", "content": [
                  {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}, 400,
              "image_url"),
-            ("json mode", "/v1/chat/completions",
-             {"messages": chat, "response_format": {"type": "json_object"}}, 400,
-             "response_format"),
+            ("unsupported schema keyword", "/v1/chat/completions",
+             {"messages": chat, "response_format": {"type": "json_schema", "json_schema": {
+                 "name": "x", "schema": {"type": "string", "pattern": "^a+$"}}}}, 400,
+             "'pattern' is not supported"),
+            ("regex", "/v1/completions", {"prompt": "hi", "guided_regex": "a+"}, 400,
+             "guided_regex"),
             ("unknown model", "/v1/completions", {"model": "gpt-4o", "prompt": "hi"}, 404,
              "does not exist"),
             ("unknown endpoint", "/v1/embeddings", {"input": "hi"}, 404, "no route"),

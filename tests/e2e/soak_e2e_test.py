@@ -9,7 +9,9 @@ send one request after another, picked at random:
 
   - OpenAI completions and chat completions, streamed or not, n 1 .. 4, logprobs, stop
     strings, seeds, penalties, echo (with logprobs: the prompt scored too; max_tokens 0),
-    vLLM's prompt_logprobs, chats without max_tokens (the rest of the context: the
+    vLLM's prompt_logprobs, structured output (response_format json_object / json_schema,
+    structured_outputs, guided_choice: a complete answer must parse, or be one of the
+    choices), chats without max_tokens (the rest of the context: the
     workers' max_model_len is what their pools hold for one sequence, 768 of the model's 8,192
     positions): each answer is checked for its shape (one choice per sample, finish reasons,
     usage that adds up, one logprob per token, no stop string in the text);
@@ -71,6 +73,14 @@ def Prompt(rng, words=None):
     if rng.random() < 0.2:
         text += " " + rng.choice(["naïve café", "日本語のテキスト", "emoji 🦘🌊", "Ωμέγα"])
     return f"{MARKER} {text}"
+
+
+SOAK_SCHEMA = {"type": "object", "properties": {
+    "title": {"type": "string", "maxLength": 12},
+    "score": {"type": "number"},
+    "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 2}},
+    "required": ["title", "score"]}
+SOAK_CHOICES = ["alpha", "beta", "gamma delta"]
 
 
 class Soak:
@@ -143,6 +153,14 @@ class Soak:
                 body["logprobs"] = rng.randint(0, 5)
         if rng.random() < 0.3:
             body["ignore_eos"] = True
+        if rng.random() < 0.15:  # structured output, in each of its spellings
+            body.update(rng.choice([
+                {"response_format": {"type": "json_object"}},
+                {"response_format": {"type": "json_schema", "json_schema": {
+                    "name": "s", "schema": SOAK_SCHEMA}}},
+                {"structured_outputs": {"json": SOAK_SCHEMA}},
+                {"guided_choice": SOAK_CHOICES},
+                {"structured_outputs": {"choice": SOAK_CHOICES}}]))
         return body
 
     def CheckChoices(self, kind, body, r, prompts):
@@ -162,6 +180,20 @@ class Soak:
                     self.Fail(kind, "echo with max_tokens 0 generated text")
             if c["finish_reason"] not in ("stop", "length"):
                 self.Fail(kind, f"finish_reason {c['finish_reason']!r}")
+            # A complete structured output (not cut by a stop string) is what was asked for.
+            if c["finish_reason"] == "stop" and "stop" not in body and max_tokens > 0:
+                choices = (body.get("guided_choice") or
+                           body.get("structured_outputs", {}).get("choice"))
+                if choices is not None and text not in choices:
+                    self.Fail(kind, "a guided choice answered with another text")
+                elif choices is None and ("response_format" in body or
+                                          "structured_outputs" in body):
+                    try:
+                        value = json.loads(text)
+                    except ValueError:
+                        value = None
+                    if not isinstance(value, dict):
+                        self.Fail(kind, "structured output is not a JSON object")
             for s in body.get("stop", []):
                 if s in text:
                     self.Fail(kind, f"stop string {s!r} left in the text")

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,10 @@ ABSL_FLAG(std::optional<int32_t>, logprobs, std::nullopt,
 ABSL_FLAG(std::optional<int32_t>, prompt_logprobs, std::nullopt,
           "score the prompt: each prompt token's logprob and the N best (--json)");
 ABSL_FLAG(bool, json, false, "print one JSON object per completion");
+ABSL_FLAG(std::string, json_schema, "",
+          "constrain the output to JSON valid under this JSON Schema: a file, or the schema "
+          "itself when it starts with '{'");
+ABSL_FLAG(bool, json_object, false, "constrain the output to a JSON object");
 ABSL_FLAG(int32_t, n, 1, "parallel samples per prompt (they share the prompt's KV blocks)");
 ABSL_FLAG(int32_t, beam_width, 0, "beam search of this width (>= 2; needs --temperature 0)");
 ABSL_FLAG(double, length_penalty, 1.0, "beam score = logprob / length^length_penalty");
@@ -177,7 +182,7 @@ absl::Status RunLocal(const std::vector<std::string>& prompts, const SamplingPar
 int GenerateMain(int argc, char** argv) {
   absl::SetProgramUsageMessage("pagellm generate --model PATH --prompt TEXT [flags]");
   const std::vector<std::vector<std::string>> repeated =
-      ParseFlags(argc, argv, {"stop", "stop_token_id"});
+      ParseFlags(argc, argv, {"stop", "stop_token_id", "choice"});
   InitLogging(absl::GetFlag(FLAGS_log_level).c_str());
 
   std::vector<std::string> prompts;
@@ -218,6 +223,30 @@ int GenerateMain(int argc, char** argv) {
     } catch (...) {
       return Fail(absl::InvalidArgumentError(absl::StrCat("bad --stop-token-id '", id, "'")));
     }
+  }
+
+  // Structured output: at most one of --json-schema, --json-object, --choice (repeatable).
+  const std::string schema = absl::GetFlag(FLAGS_json_schema);
+  if (static_cast<int>(!schema.empty()) + static_cast<int>(absl::GetFlag(FLAGS_json_object)) +
+          static_cast<int>(!repeated[2].empty()) >
+      1) {
+    return Fail(absl::InvalidArgumentError(
+        "give at most one of --json-schema, --json-object and --choice"));
+  }
+  if (!schema.empty()) {
+    params.structured_output.kind = StructuredOutput::Kind::kJsonSchema;
+    if (schema.front() == '{') {
+      params.structured_output.json_schema = schema;
+    } else {
+      std::ifstream in(schema, std::ios::binary);
+      if (!in) return Fail(absl::NotFoundError(absl::StrCat("cannot read --json-schema ", schema)));
+      params.structured_output.json_schema.assign(std::istreambuf_iterator<char>(in), {});
+    }
+  } else if (absl::GetFlag(FLAGS_json_object)) {
+    params.structured_output.kind = StructuredOutput::Kind::kJsonObject;
+  } else if (!repeated[2].empty()) {
+    params.structured_output.kind = StructuredOutput::Kind::kChoice;
+    params.structured_output.choices = repeated[2];
   }
 
   const bool json = absl::GetFlag(FLAGS_json);

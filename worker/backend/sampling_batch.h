@@ -7,9 +7,10 @@
 //
 // Every sampler implementation gives the same answer for the same row: the CPU one
 // (worker/backend/cpu/sampler.h) is the reference, and the semantics are its contract --
-// penalties -> min_tokens suppression -> greedy argmax, or temperature -> top-k -> top-p ->
-// min-p -> one draw from rng at output position output_ids.size(); logprobs are of the raw
-// model distribution. A scoring row (prompt logprobs) reports a given token's logprob instead.
+// penalties -> allowed tokens -> min_tokens suppression -> greedy argmax, or temperature ->
+// top-k -> top-p -> min-p -> one draw from rng at output position output_ids.size(); logprobs are
+// of the raw model distribution. A scoring row (prompt logprobs) reports a given token's logprob
+// instead.
 //
 // Spans are borrowed from the engine for the duration of the call.
 #ifndef PAGELLM_WORKER_BACKEND_SAMPLING_BATCH_H_
@@ -32,6 +33,10 @@ struct SequenceToSample {
   absl::Span<const int32_t> prompt_ids{};  // Read only when repetition_penalty != 1.
   absl::Span<const int32_t> output_ids{};  // Tokens generated so far; its size is the step.
   SamplingRng rng{0};
+  // Structured output: empty, or a bitmask over the vocabulary ((vocab + 63) / 64 words, bit t
+  // of word t / 64) of the tokens allowed next; the others are removed (-inf) after penalties,
+  // before min_tokens suppression and the choice. Logprobs stay those of the raw distribution.
+  absl::Span<const uint64_t> allowed_tokens{};
 };
 
 // One row to sample. Several rows may read the same logits row: the n samples of a request

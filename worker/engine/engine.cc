@@ -108,6 +108,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
           "EOS token id ", id, " is outside the vocab of ", backend->config().vocab_size));
     }
   }
+  e->structured_ =
+      std::make_unique<StructuredOutputs>(tokenizer, backend->config().vocab_size, e->eos_ids_);
   return e;
 }
 
@@ -174,6 +176,10 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   }
   if (groups_.contains(request_id))
     return absl::AlreadyExistsError(absl::StrCat("request id '", request_id, "' is in use"));
+  std::shared_ptr<structured::CompiledGrammar> grammar;
+  if (params.structured_output.enabled()) {
+    ASSIGN_OR_RETURN(grammar, structured_->Compile(params.structured_output));
+  }
   auto group = std::make_unique<SequenceGroup>();
   group->request_id = request_id;
   group->arrival = next_arrival_++;
@@ -184,6 +190,7 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   group->max_seqs = num_seqs;
   group->seqs.push_back(
       NewSequence(*group, 0, std::move(prompt_ids), SamplingRng::ForRequest(params)));
+  if (grammar != nullptr) group->seqs.front()->grammar.emplace(std::move(grammar));
   scheduler_->Add(group.get());
   groups_.emplace(request_id, std::move(group));
   return absl::OkStatus();
@@ -245,6 +252,8 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
   sampling_rows_.clear();
   sampled_.clear();
   group_spans_.clear();
+  masked_rows_.clear();
+  structured_->BeginStep();
   block_tables_.resize(sched.seqs.size() * stride);
   query_start_.push_back(0);
   // The group's entry in group_spans_, made on its first row to score or sample.
@@ -277,6 +286,11 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
     logit_indices_.push_back(static_cast<int32_t>(token_ids_.size() - 1));
     ++span_of(s.group).count;
     AddSamplingRows(s.group, s.seq, logits_row);
+  }
+  for (const MaskedRows& m : masked_rows_) {
+    for (int32_t r = m.first_row; r < m.first_row + m.num_rows; ++r) {
+      sampling_rows_[r].seq.allowed_tokens = structured_->mask(m.handle);
+    }
   }
   ForwardBatch& b = batch_;
   b.num_tokens = static_cast<int64_t>(token_ids_.size());
@@ -352,6 +366,10 @@ void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits
                               ? static_cast<int32_t>(group->max_seqs)
                               : 1;
   sampled_.push_back({seq, static_cast<int32_t>(sampling_rows_.size()), samples});
+  if (seq->grammar.has_value()) {
+    masked_rows_.push_back({static_cast<int32_t>(sampling_rows_.size()), samples,
+                            structured_->AddMask(*seq->grammar, p)});
+  }
   for (int32_t i = 0; i < samples; ++i) {
     row.seq.rng = seq->rng.ForSample(i);
     sampling_rows_.push_back(row);
@@ -441,11 +459,15 @@ void Engine::SampleGroup(SequenceGroup* group, std::span<const Sampled> sampled,
                          std::vector<SequenceOutput>* outputs) {
   for (const Sampled& s : sampled) {
     const SampledRow* rows = sampled_rows_.rows.data() + s.first_row;
+    // The first token of a request with n samples: the children share the computed prompt,
+    // and start from the parent's grammar state before its own first token.
+    std::optional<structured::GrammarMatcher> start;
+    if (s.num_rows > 1) start = s.seq->grammar;
     AcceptSample(group, s.seq, rows[0], outputs);
-    // The first token of a request with n samples: the children share the computed prompt.
     for (int32_t i = 1; i < s.num_rows; ++i) {
       std::unique_ptr<Sequence> child =
           NewSequence(*group, i, s.seq->tokens, s.seq->rng.ForSample(i));
+      child->grammar = start;
       Sequence* raw = child.get();
       result_.forks.push_back({group, s.seq, std::move(child)});
       AcceptSample(group, raw, rows[i], outputs);
@@ -466,12 +488,31 @@ void Engine::AcceptSample(SequenceGroup* group, Sequence* seq, const SampledRow&
     return;
   }
   const int32_t id = row.result.token_id;
+  bool grammar_done = false;
+  if (seq->grammar.has_value()) {
+    const SamplingParams& p = group->params;
+    const bool ends =
+        (!p.ignore_eos && tokenizer_->IsEndOfGeneration(id)) ||
+        std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
+    if (!ends) {
+      if (absl::Status st = seq->grammar->Accept(id); !st.ok()) {
+        out.finish_reason = FinishReason::kAbort;
+        out.error = std::move(st);
+        outputs->push_back(std::move(out));
+        result_.finishes.push_back({group, seq, /*keep=*/false});
+        return;
+      }
+      grammar_done = seq->grammar->MustEnd();
+    }
+  }
   result_.appends.push_back({seq, id});
   ++generated_tokens_;
   out.new_token_ids.push_back(id);
   if (group->params.logprobs.has_value()) out.logprobs.push_back(row.result);
   std::string delta = seq->detok->Feed(id);
   StopDecision d = seq->stop->Append(id, delta, &out.text);
+  // The structured output is complete and nothing may follow: end here, without an EOS.
+  if (grammar_done && !d.finished()) d = seq->stop->Finish(FinishReason::kStop, &out.text);
   if (d.finished() && d.stop_string_index < 0) {
     // Release the bytes of an incomplete character the detokenizer still holds (as U+FFFD);
     // after a stop string the text past the match is dropped anyway.

@@ -26,6 +26,7 @@
 #include "worker/engine/beam_search.h"
 #include "worker/engine/scheduler.h"
 #include "worker/engine/sequence.h"
+#include "worker/engine/structured_outputs.h"
 #include "worker/kv/block_manager.h"
 
 namespace pagellm {
@@ -134,6 +135,11 @@ class Engine {
     int32_t first_row;
     int32_t num_rows;
   };
+  struct MaskedRows {  // sampling_rows_[first_row, + num_rows) take structured_'s mask handle
+    int32_t first_row;
+    int32_t num_rows;
+    int64_t handle;
+  };
   struct GroupSpan {  // a group's entries in sampled_, and its scoring rows
     SequenceGroup* group;
     size_t first;
@@ -177,6 +183,7 @@ class Engine {
   std::vector<int32_t> eos_ids_;    // the tokenizer's end-of-generation ids
   std::unique_ptr<BlockManager> block_manager_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<StructuredOutputs> structured_;
   absl::flat_hash_map<std::string, std::unique_ptr<SequenceGroup>> groups_;
   int64_t next_arrival_ = 0;
   int64_t next_seq_id_ = 0;
@@ -192,6 +199,7 @@ class Engine {
   std::vector<SamplingRow> sampling_rows_;
   SamplerOutput sampled_rows_;
   std::vector<Sampled> sampled_;
+  std::vector<MaskedRows> masked_rows_;
   std::vector<GroupSpan> group_spans_;
   std::vector<BeamCandidate> candidates_;
   StepResult result_;

@@ -14,15 +14,19 @@
 //                  next step computes tokens [num_computed, ...).
 //   finished       no more tokens; its blocks are freed (it holds none).
 //   stop, detok    null in the simulator.
+//   grammar        set when the request constrains its output: where the output is in the
+//                  grammar (after every token sampled so far).
 #ifndef PAGELLM_WORKER_ENGINE_SEQUENCE_H_
 #define PAGELLM_WORKER_ENGINE_SEQUENCE_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/sampling/sampling_params.h"
+#include "common/structured/grammar_matcher.h"
 #include "common/tokenizer/streaming_detokenizer.h"
 #include "worker/backend/sampling_rng.h"
 #include "worker/engine/stop_checker.h"
@@ -41,6 +45,7 @@ struct Sequence {
   double cumulative_logprob = 0.0;  // sum of the raw logprobs of the sampled tokens (beams)
   std::unique_ptr<StopChecker> stop;
   std::unique_ptr<StreamingDetokenizer> detok;
+  std::optional<structured::GrammarMatcher> grammar;
 
   [[nodiscard]] int64_t num_output() const {
     return static_cast<int64_t>(tokens.size()) - prompt_len;

@@ -90,6 +90,10 @@ class StopChecker {
   // REQUIRES: !finished(), emitted != nullptr.
   StopDecision Append(int32_t token_id, std::string_view text_delta, std::string* emitted);
 
+  // Ends the sequence for a reason of the caller's (its structured output is complete),
+  // releasing the held-back text. REQUIRES: !finished(), emitted != nullptr.
+  StopDecision Finish(FinishReason reason, std::string* emitted);
+
   [[nodiscard]] bool finished() const { return finished_; }
   // Tokens passed to Append so far.
   [[nodiscard]] int32_t num_output_tokens() const { return num_output_tokens_; }
@@ -97,8 +101,6 @@ class StopChecker {
   [[nodiscard]] size_t num_held_back_bytes() const { return pending_.size(); }
 
  private:
-  StopDecision Finish(FinishReason reason, std::string* emitted);
-
   std::shared_ptr<const StopConditions> conditions_;
   StopMatcher::State state_ = 0;  // the matcher's state after all text received
   std::string pending_;           // Received, not yet released text.

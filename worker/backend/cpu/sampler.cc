@@ -130,6 +130,19 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
   Peak peak{raw.value, raw.id};
   bool peak_changed = false;
   RETURN_IF_ERROR(ApplyPenalties(seq, peak, peak_changed));
+  if (!seq.allowed_tokens.empty()) {
+    if (static_cast<int64_t>(seq.allowed_tokens.size()) != (vocab_size_ + 63) / 64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Sampler: an allowed-tokens mask of ", seq.allowed_tokens.size(), " words"));
+    }
+    for (int64_t w = 0; w < static_cast<int64_t>(seq.allowed_tokens.size()); ++w) {
+      uint64_t banned = ~seq.allowed_tokens[w];
+      const int64_t base = w * 64;
+      if (base + 64 > vocab_size_) banned &= (uint64_t{1} << (vocab_size_ - base)) - 1;
+      for (; banned != 0; banned &= banned - 1) work_[base + __builtin_ctzll(banned)] = kNegInf;
+    }
+    peak_changed |= !((seq.allowed_tokens[peak.id >> 6] >> (peak.id & 63)) & 1);
+  }
   if (static_cast<int64_t>(seq.output_ids.size()) < params.min_tokens) {
     peak_changed |= SuppressStopTokens(params, peak.id);
   }

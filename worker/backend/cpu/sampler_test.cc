@@ -430,6 +430,52 @@ TEST_F(SamplerTest, MinTokensSuppressesEosAndStopTokens) {
   EXPECT_EQ(support.count(3) + support.count(5), 0u);
 }
 
+TEST_F(SamplerTest, AllowedTokensMaskRestrictsTheChoiceButNotTheLogprobs) {
+  Init(130);  // three mask words, the last one partial
+  const std::vector<float> logits = RandomLogits(130, 3);
+  std::vector<uint64_t> mask(3, 0);
+  const std::vector<int> allowed = {7, 64, 100, 129};
+  for (int t : allowed) mask[t / 64] |= uint64_t{1} << (t % 64);
+  SamplingParams greedy{.temperature = 0.0f, .logprobs = 2};
+  SequenceToSample seq{.params = &greedy, .rng = SamplingRng(0), .allowed_tokens = mask};
+  absl::StatusOr<SampleResult> r = sampler_->Sample(logits, seq);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int best = allowed[0];
+  for (int t : allowed) best = logits[t] > logits[best] ? t : best;
+  EXPECT_EQ(r->token_id, best);
+  const std::vector<double> raw = Softmax(logits);  // logprobs describe the model, unmasked
+  EXPECT_NEAR(r->logprob, std::log(raw[best]), 1e-5);
+  EXPECT_EQ(r->top_logprobs()[0].token_id,
+            std::max_element(logits.begin(), logits.end()) - logits.begin());
+
+  // Sampled: only allowed tokens, in proportion to their probabilities.
+  SamplingParams sampled{.temperature = 1.0f};
+  std::vector<int> counts(130, 0);
+  for (int i = 0; i < 4000; ++i) {
+    SequenceToSample s{.params = &sampled,
+                       .output_ids = absl::MakeConstSpan(history_).subspan(0, i),
+                       .rng = SamplingRng(9),
+                       .allowed_tokens = mask};
+    absl::StatusOr<SampleResult> x = sampler_->Sample(logits, s);
+    ASSERT_TRUE(x.ok()) << x.status();
+    ++counts[x->token_id];
+  }
+  EXPECT_EQ(Support(counts), std::set<int>(allowed.begin(), allowed.end()));
+  std::vector<double> p(130, 0.0);
+  double mass = 0;
+  for (int t : allowed) mass += raw[t];
+  for (int t : allowed) p[t] = raw[t] / mass;
+  EXPECT_LT(ChiSquare(counts, p), 16.27);  // 3 degrees of freedom, p = 0.001
+
+  // Nothing allowed: the row fails; a mask of the wrong size is refused.
+  const std::vector<uint64_t> none(3, 0);
+  seq.allowed_tokens = none;
+  EXPECT_EQ(sampler_->Sample(logits, seq).status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::vector<uint64_t> short_mask(2, ~uint64_t{0});
+  seq.allowed_tokens = short_mask;
+  EXPECT_EQ(sampler_->Sample(logits, seq).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(SamplerTest, LogprobsAreRawLogSoftmax) {
   const int64_t vocab = 1000;
   Init(vocab);
@@ -627,6 +673,36 @@ TEST(SamplingParamsTest, ValidateNamesTheBadField) {
        }},
       {"stop_token_ids",
        [](SamplingParams& p) { p.stop_token_ids.assign(kMaxStopTokenIds + 1, 5); }},
+      // Structured output: bounded, and not with beam search.
+      {"structured_output.json_schema",
+       [](SamplingParams& p) {
+         p.structured_output = {.kind = StructuredOutput::Kind::kJsonSchema,
+                                .json_schema = std::string(kMaxStructuredBytes + 1, ' ')};
+       }},
+      {"structured_output.json_schema",
+       [](SamplingParams& p) { p.structured_output.kind = StructuredOutput::Kind::kJsonSchema; }},
+      {"structured_output.choice",
+       [](SamplingParams& p) { p.structured_output.kind = StructuredOutput::Kind::kChoice; }},
+      {"structured_output.choice",
+       [](SamplingParams& p) {
+         p.structured_output = {.kind = StructuredOutput::Kind::kChoice,
+                                .choices = std::vector<std::string>(kMaxChoices + 1, "x")};
+       }},
+      {"structured_output.choice",
+       [](SamplingParams& p) {
+         p.structured_output = {.kind = StructuredOutput::Kind::kChoice, .choices = {"\xC3"}};
+       }},
+      {"structured_output.choice",
+       [](SamplingParams& p) {
+         p.structured_output = {.kind = StructuredOutput::Kind::kChoice,
+                                .choices = {std::string(kMaxStructuredBytes, 'x'), "y"}};
+       }},
+      {"beam search",
+       [](SamplingParams& p) {
+         p.structured_output.kind = StructuredOutput::Kind::kJsonObject;
+         p.temperature = 0.0f;
+         p.beam_width = 2;
+       }},
   };
   for (const BadParamsCase& c : cases) {
     SamplingParams params;

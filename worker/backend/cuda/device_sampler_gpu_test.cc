@@ -161,6 +161,26 @@ TEST_F(DeviceSamplerTest, ScoringRowsMatchTheCpuSamplerNextToSampledRows) {
   EXPECT_EQ(sampler_->last_device_rows(), 1);
 }
 
+TEST_F(DeviceSamplerTest, MaskedRowsMatchTheCpuSamplerNextToUnmaskedOnes) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(3 * kVocab);
+  for (float& l : logits) l = normal(rng);
+  std::vector<uint64_t> mask((kVocab + 63) / 64, 0);
+  for (int t = 100; t < kVocab; t += 977) mask[t / 64] |= uint64_t{1} << (t % 64);
+  const SamplingParams greedy{.temperature = 0.0f, .logprobs = 3};
+  const SamplingParams sampled{.temperature = 0.9f, .top_p = 0.9f, .seed = 4};
+  std::vector<SamplingRow> rows;
+  for (int r = 0; r < 3; ++r) {
+    rows.push_back({.logits_row = r, .seq = {.params = &greedy, .allowed_tokens = mask}});
+    rows.push_back({.logits_row = r, .seq = {.params = &sampled, .allowed_tokens = mask}});
+    rows.push_back({.logits_row = r, .seq = {.params = &greedy}});
+  }
+  ExpectSame(logits, rows);
+  EXPECT_EQ(sampler_->last_host_rows(), 6);
+  EXPECT_EQ(sampler_->last_device_rows(), 3);
+}
+
 TEST_F(DeviceSamplerTest, SeededDrawsMatchAtManyPositionsAndAnyBatch) {
   std::mt19937 rng(22);
   std::normal_distribution<float> normal(0.0f, 2.0f);

@@ -1,0 +1,78 @@
+#include "worker/engine/structured_outputs.h"
+
+#include "common/structured/json_schema_grammar.h"
+
+namespace pagellm {
+
+StructuredOutputs::StructuredOutputs(const Tokenizer* tokenizer, int64_t vocab_size,
+                                     std::vector<int32_t> eos_ids)
+    : tokenizer_(tokenizer),
+      vocab_size_(vocab_size),
+      words_((vocab_size + 63) / 64),
+      eos_ids_(std::move(eos_ids)) {}
+
+absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> StructuredOutputs::Compile(
+    const StructuredOutput& so) {
+  std::string key = so.CacheKey();
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    if (cache_[i].first != key) continue;
+    if (cache_[i].second->exhausted()) {  // out of nodes: start a fresh one
+      cache_.erase(cache_.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+    std::rotate(cache_.begin() + static_cast<std::ptrdiff_t>(i),
+                cache_.begin() + static_cast<std::ptrdiff_t>(i) + 1, cache_.end());
+    return cache_.back().second;
+  }
+  absl::StatusOr<structured::Grammar> grammar;
+  switch (so.kind) {
+    case StructuredOutput::Kind::kJsonSchema:
+      grammar = structured::JsonSchemaGrammar(so.json_schema);
+      break;
+    case StructuredOutput::Kind::kJsonObject:
+      grammar = structured::JsonObjectGrammar();
+      break;
+    case StructuredOutput::Kind::kChoice:
+      grammar = structured::ChoiceGrammar(so.choices);
+      break;
+    case StructuredOutput::Kind::kNone:
+      return absl::InvalidArgumentError("structured output: none asked for");
+  }
+  if (!grammar.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling_params.structured_output: ", grammar.status().message()));
+  }
+  if (vocab_ == nullptr) {
+    const Tokenizer* t = tokenizer_;
+    auto vocab = structured::TokenVocabulary::Create(
+        static_cast<int32_t>(vocab_size_), [t](int32_t id) { return t->TokenPiece(id); },
+        [t](int32_t id) {
+          return id < t->vocab_size() && !t->IsSpecial(id) &&
+                 t->token_type(id) != TokenType::kUnused;
+        });
+    if (!vocab.ok()) return vocab.status();
+    vocab_ = *std::move(vocab);
+  }
+  auto compiled = structured::CompiledGrammar::Create(*std::move(grammar), vocab_);
+  if (cache_.size() >= static_cast<size_t>(kCachedGrammars)) cache_.erase(cache_.begin());
+  cache_.emplace_back(std::move(key), compiled);
+  return compiled;
+}
+
+int64_t StructuredOutputs::AddMask(structured::GrammarMatcher& matcher,
+                                   const SamplingParams& params) {
+  const auto handle = static_cast<int64_t>(masks_.size());
+  masks_.resize(masks_.size() + words_);
+  const absl::Span<uint64_t> mask(masks_.data() + handle, words_);
+  matcher.FillNextTokenMask(mask);
+  if (matcher.CanEnd()) {
+    auto allow = [&](int32_t id) { mask[id >> 6] |= uint64_t{1} << (id & 63); };
+    if (!params.ignore_eos) {
+      for (int32_t id : eos_ids_) allow(id);
+    }
+    for (int32_t id : params.stop_token_ids) allow(id);
+  }
+  return handle;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,60 @@
+// StructuredOutputs: the engine's side of structured output. It turns a request's
+// StructuredOutput into a compiled grammar over the model's vocabulary (the tokenizer's tokens
+// as bytes, built on first use; compiled grammars of recent requests kept, so requests with the
+// same schema share states and token masks), and builds each step's allowed-token masks: the
+// grammar's tokens, plus the end-of-generation and stop tokens where the output may end.
+//
+// Not thread-safe: the engine thread owns it.
+#ifndef PAGELLM_WORKER_ENGINE_STRUCTURED_OUTPUTS_H_
+#define PAGELLM_WORKER_ENGINE_STRUCTURED_OUTPUTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/sampling/sampling_params.h"
+#include "common/structured/grammar_matcher.h"
+#include "common/tokenizer/tokenizer.h"
+
+namespace pagellm {
+
+class StructuredOutputs {
+ public:
+  // Compiled grammars kept for later requests (each holds at most MatcherLimits' masks).
+  static constexpr int kCachedGrammars = 16;
+
+  // `tokenizer` is borrowed; vocab_size is the logits width (may exceed the tokenizer's).
+  StructuredOutputs(const Tokenizer* tokenizer, int64_t vocab_size, std::vector<int32_t> eos_ids);
+
+  // The compiled grammar for `so`. InvalidArgument for a schema that cannot be compiled (the
+  // message says why). REQUIRES: so.enabled().
+  absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> Compile(const StructuredOutput& so);
+
+  // Drops the step's masks.
+  void BeginStep() { masks_.clear(); }
+  // Appends the mask of the tokens `matcher` allows next under `params` (EOS unless ignore_eos,
+  // and the stop token ids, where the output may end) and returns its handle.
+  int64_t AddMask(structured::GrammarMatcher& matcher, const SamplingParams& params);
+  // Valid until the next BeginStep.
+  [[nodiscard]] absl::Span<const uint64_t> mask(int64_t handle) const {
+    return absl::MakeConstSpan(masks_.data() + handle, words_);
+  }
+
+ private:
+  const Tokenizer* tokenizer_;
+  int64_t vocab_size_;
+  int64_t words_;
+  std::vector<int32_t> eos_ids_;
+  std::shared_ptr<const structured::TokenVocabulary> vocab_;  // built on first use
+  // Most recently used last.
+  std::vector<std::pair<std::string, std::shared_ptr<structured::CompiledGrammar>>> cache_;
+  std::vector<uint64_t> masks_;
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_WORKER_ENGINE_STRUCTURED_OUTPUTS_H_
