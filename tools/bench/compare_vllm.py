@@ -4,7 +4,11 @@
 Workloads (issue 11): 64 x (~115 prompt tokens, 128 out), 64 x (~13, 256), 1 x (114, 256);
 greedy, ignore_eos, every request forced to its output length (min = max tokens). Scoring
 workloads, named sNxL (e.g. s64x512; not in "all"): N prompts of ~L tokens with prompt logprobs
-(1 top logprob) and 1 output token, as lm-evaluation-harness scores prompts: prompt tokens/s. Each engine
+(1 top logprob) and 1 output token, as lm-evaluation-harness scores prompts: prompt tokens/s. Structured-output
+workloads, named jNxO (e.g. j64x160; not in "all"): N chat prompts asking for a person as JSON,
+constrained to JSON_SCHEMA below (pagellm --json-schema; vLLM structured_outputs json, its
+xgrammar backend), greedy, at most O tokens, ending when the JSON is complete: output tok/s,
+requests/s and how many replies are complete and valid (jsonschema). Each engine
 runs each workload --repeats times (default 2, as the issue's figures: best of two) and the best
 run counts; vLLM's first large batch also pays its warm-up of new batch shapes.
 
@@ -49,8 +53,13 @@ def main():
               max_model_len=1024, seed=0)
     out = []
     for w in cfg["workloads"]:
-        sp = SamplingParams(temperature=0.0, max_tokens=w["out"], min_tokens=w["out"],
-                            ignore_eos=True, prompt_logprobs=1 if w["score"] else None)
+        if w.get("schema"):
+            from vllm.sampling_params import StructuredOutputsParams
+            sp = SamplingParams(temperature=0.0, max_tokens=w["out"],
+                                structured_outputs=StructuredOutputsParams(json=w["schema"]))
+        else:
+            sp = SamplingParams(temperature=0.0, max_tokens=w["out"], min_tokens=w["out"],
+                                ignore_eos=True, prompt_logprobs=1 if w["score"] else None)
         llm.generate(w["prompts"][:1], SamplingParams(max_tokens=4))  # warm-up
         runs = []
         for _ in range(cfg["repeats"]):
@@ -59,12 +68,42 @@ def main():
             dt = time.perf_counter() - t0
             toks = sum(len(r.prompt_token_ids) if w["score"] else len(r.outputs[0].token_ids)
                        for r in res)
-            runs.append({"tokens": toks, "elapsed_s": dt})
+            runs.append({"tokens": toks, "elapsed_s": dt,
+                         "texts": [r.outputs[0].text for r in res] if w.get("schema") else []})
         out.append(max(runs, key=lambda r: r["tokens"] / r["elapsed_s"]))
     print("VLLM_RESULT " + json.dumps(out), flush=True)
 if __name__ == "__main__":
     main()
 '''
+
+
+JSON_SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 32},
+    "age": {"type": "integer"},
+    "city": {"type": "string", "maxLength": 32},
+    "skills": {"type": "array", "items": {"type": "string", "maxLength": 24}, "maxItems": 4},
+    "employed": {"type": "boolean"}},
+    "required": ["name", "age", "city", "skills", "employed"]}
+SUBJECTS = ["software engineer", "painter", "farmer", "astronaut", "chef", "teacher", "pilot",
+            "nurse", "musician", "carpenter", "scientist", "librarian", "sailor", "baker"]
+
+
+def JsonPrompts(n):
+    """SmolLM2's chat turns, on one line (pagellm's prompts file holds one prompt per line)."""
+    return [f"<|im_start|>user Describe a fictional {SUBJECTS[i % len(SUBJECTS)]} number {i} "
+            f"as JSON.<|im_end|> <|im_start|>assistant " for i in range(n)]
+
+
+def Valid(texts):
+    import jsonschema
+    ok = 0
+    for t in texts:
+        try:
+            jsonschema.validate(json.loads(t), JSON_SCHEMA)
+            ok += 1
+        except (ValueError, jsonschema.ValidationError):
+            pass
+    return ok
 
 
 def Prompts(tokenizer_json, n, length):
@@ -89,29 +128,35 @@ def PeerEnv(extra=None):
 
 
 def RunPagellm(args, w):
-    runs = [RunPagellmOnce(args, w["prompts"], w["out"], w["score"]) for _ in range(args.repeats)]
+    runs = [RunPagellmOnce(args, w["prompts"], w["out"], w["score"], w.get("schema"))
+            for _ in range(args.repeats)]
     return max(runs, key=lambda r: r["tokens"] / r["elapsed_s"])
 
 
-def RunPagellmOnce(args, prompts, out_len, score):
+def RunPagellmOnce(args, prompts, out_len, score, schema):
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(prompts) + "\n")
         path = f.name
     cmd = [args.pagellm, "generate", "--model", args.pagellm_model, "--prompts-file", path,
-           "--max-tokens", str(out_len), "--min-tokens", str(out_len), "--ignore-eos",
-           "--temperature", "0", "--threads", str(args.threads), "--dtype", args.pagellm_dtype,
-           "--stats", "--json"] + (["--prompt-logprobs", "1"] if score else [])
+           "--max-tokens", str(out_len), "--temperature", "0", "--threads", str(args.threads),
+           "--dtype", args.pagellm_dtype, "--stats", "--json"]
+    if schema:
+        cmd += ["--json-schema", json.dumps(schema)]
+    else:
+        cmd += ["--min-tokens", str(out_len), "--ignore-eos"]
+    cmd += ["--prompt-logprobs", "1"] if score else []
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        env=PeerEnv())
     os.unlink(path)
     if p.returncode != 0:
         sys.exit(f"compare_vllm: pagellm failed: {p.stderr[-2000:]}")
     stats = json.loads(p.stderr.strip().splitlines()[-1])
     prompt_tokens = stats["computed_prompt_tokens"] + stats["prefix_cache_hit_tokens"]
+    texts = [json.loads(line)["text"] for line in p.stdout.splitlines()] if schema else []
     return {"generated_tokens": stats["generated_tokens"], "elapsed_s": stats["elapsed_s"],
             "prompt_tokens": prompt_tokens,
-            "tokens": prompt_tokens if score else stats["generated_tokens"]}
+            "tokens": prompt_tokens if score else stats["generated_tokens"], "texts": texts}
 
 
 def RunVllm(args, workloads):
@@ -145,6 +190,9 @@ def Shape(name):
     if name.startswith("s"):
         n, length = (int(x) for x in name[1:].split("x"))
         return n, length, 1, True
+    if name.startswith("j"):
+        n, out = (int(x) for x in name[1:].split("x"))
+        return n, 0, out, "json"
     n, i, o = (int(x) for x in name.split("x"))
     return n, i, o, False
 
@@ -167,7 +215,9 @@ def main():
     shapes = [(n, i, o, False) for n, i, o in WORKLOADS] if args.workloads == "all" else [
         Shape(w) for w in args.workloads.split(",")]
     tokenizer = os.path.join(args.vllm_model, "tokenizer.json")
-    workloads = [{"n": n, "in": i, "out": o, "score": s, "prompts": Prompts(tokenizer, n, i)}
+    workloads = [{"n": n, "in": i, "out": o, "score": s is True,
+                  "schema": JSON_SCHEMA if s == "json" else None,
+                  "prompts": JsonPrompts(n) if s == "json" else Prompts(tokenizer, n, i)}
                  for n, i, o, s in shapes]
     ours = [RunPagellm(args, w) for w in workloads]
     theirs = RunVllm(args, workloads)
@@ -179,8 +229,16 @@ def main():
         vt = b["tokens"] / b["elapsed_s"]
         name = (f"{w['n']} x ~{a['prompt_tokens'] // w['n']} scored (prompt tok/s)" if w["score"]
                 else f"{w['n']} x (~{a['prompt_tokens'] // w['n']} in, {w['out']} out)")
+        if w["schema"]:
+            name = f"{w['n']} x JSON schema (<= {w['out']} out)"
         print(f"| {name:36s} | {vt:10.1f} | {pt:13.1f} | {pt / vt:6.2f} |")
-        rows.append({"workload": name, "vllm": b, "pagellm": a, "ratio": pt / vt})
+        row = {"workload": name, "vllm": b, "pagellm": a, "ratio": pt / vt}
+        if w["schema"]:
+            row["valid"] = {"pagellm": Valid(a["texts"]), "vllm": Valid(b["texts"])}
+            print(f"|   {'requests/s; valid JSON':34s} | {w['n'] / b['elapsed_s']:6.2f}; "
+                  f"{row['valid']['vllm']:2d} | {w['n'] / a['elapsed_s']:9.2f}; "
+                  f"{row['valid']['pagellm']:2d} | {b['elapsed_s'] / a['elapsed_s']:6.2f} |")
+        rows.append(row)
     print("ratio = pagellm / vLLM output tok/s (scored workloads: prompt tok/s; higher is better "
           "for pagellm)")
     if args.json_out:

@@ -122,6 +122,9 @@ void PrintStats(const EngineStats& s, double seconds, const MemoryStats& mem) {
   j["computed_prompt_tokens"] = s.computed_prompt_tokens;
   j["generated_tokens"] = s.generated_tokens;
   j["kv_live_token_ratio"] = s.kv_live_token_ratio;
+  j["structured_output_masks"] = {{"computed", s.structured_masks_computed},
+                                  {"cached", s.structured_masks_cached},
+                                  {"seconds", s.structured_mask_seconds}};
   j["elapsed_s"] = seconds;
   std::fprintf(stderr, "%s\n", j.dump().c_str());
 }

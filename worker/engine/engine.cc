@@ -236,6 +236,9 @@ EngineStats Engine::stats() const {
   e.num_swap_blocks = backend_->num_swap_blocks();
   e.tensor_parallel_size = backend_->tensor_parallel_size();
   e.collective_seconds = backend_->collective_seconds();
+  e.structured_masks_computed = structured_->masks_computed();
+  e.structured_masks_cached = structured_->masks_cached();
+  e.structured_mask_seconds = structured_->mask_seconds();
   return e;
 }
 

@@ -87,6 +87,10 @@ struct EngineStats {
   int64_t num_swap_blocks = 0;
   int tensor_parallel_size = 1;
   double collective_seconds = 0;  // the backend's, so far (Backend::collective_seconds)
+  // Structured output: token masks computed / served from a cache, and the time they took.
+  int64_t structured_masks_computed = 0;
+  int64_t structured_masks_cached = 0;
+  double structured_mask_seconds = 0;
   [[nodiscard]] int64_t preemptions() const { return preemptions_recompute + preemptions_swap; }
 };
 

@@ -1,5 +1,7 @@
 #include "worker/engine/structured_outputs.h"
 
+#include <chrono>
+
 #include "common/structured/json_schema_grammar.h"
 
 namespace pagellm {
@@ -64,7 +66,14 @@ int64_t StructuredOutputs::AddMask(structured::GrammarMatcher& matcher,
   const auto handle = static_cast<int64_t>(masks_.size());
   masks_.resize(masks_.size() + words_);
   const absl::Span<uint64_t> mask(masks_.data() + handle, words_);
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t computed = matcher.grammar().stats().masks_computed;
   matcher.FillNextTokenMask(mask);
+  if (matcher.grammar().stats().masks_computed > computed) {
+    ++masks_computed_;
+  } else {
+    ++masks_cached_;
+  }
   if (matcher.CanEnd()) {
     auto allow = [&](int32_t id) { mask[id >> 6] |= uint64_t{1} << (id & 63); };
     if (!params.ignore_eos) {
@@ -72,6 +81,8 @@ int64_t StructuredOutputs::AddMask(structured::GrammarMatcher& matcher,
     }
     for (int32_t id : params.stop_token_ids) allow(id);
   }
+  mask_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return handle;
 }
 

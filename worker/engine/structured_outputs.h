@@ -39,6 +39,11 @@ class StructuredOutputs {
   // Appends the mask of the tokens `matcher` allows next under `params` (EOS unless ignore_eos,
   // and the stop token ids, where the output may end) and returns its handle.
   int64_t AddMask(structured::GrammarMatcher& matcher, const SamplingParams& params);
+  // Masks computed (a vocabulary walk) and served from a grammar's cache so far, and the time
+  // AddMask took in all.
+  [[nodiscard]] int64_t masks_computed() const { return masks_computed_; }
+  [[nodiscard]] int64_t masks_cached() const { return masks_cached_; }
+  [[nodiscard]] double mask_seconds() const { return mask_seconds_; }
   // Valid until the next BeginStep.
   [[nodiscard]] absl::Span<const uint64_t> mask(int64_t handle) const {
     return absl::MakeConstSpan(masks_.data() + handle, words_);
@@ -53,6 +58,9 @@ class StructuredOutputs {
   // Most recently used last.
   std::vector<std::pair<std::string, std::shared_ptr<structured::CompiledGrammar>>> cache_;
   std::vector<uint64_t> masks_;
+  int64_t masks_computed_ = 0;
+  int64_t masks_cached_ = 0;
+  double mask_seconds_ = 0.0;
 };
 
 }  // namespace pagellm

@@ -253,6 +253,12 @@ void EngineLoop::PublishLoad() {
     metrics_->generation_tokens->Increment(stats.generated_tokens - last_stats_.generated_tokens);
     metrics_->prefix_cache_hit_tokens->Increment(stats.prefix_cache_hit_tokens -
                                                  last_stats_.prefix_cache_hit_tokens);
+    metrics_->structured_masks_computed->Increment(stats.structured_masks_computed -
+                                                   last_stats_.structured_masks_computed);
+    metrics_->structured_masks_cached->Increment(stats.structured_masks_cached -
+                                                 last_stats_.structured_masks_cached);
+    metrics_->structured_mask_seconds->Increment(stats.structured_mask_seconds -
+                                                 last_stats_.structured_mask_seconds);
     metrics_->tensor_parallel_size->Set(stats.tensor_parallel_size);
     if (stats.tensor_parallel_size > 1 && stats.steps > last_stats_.steps) {
       metrics_->collective_seconds->Observe(stats.collective_seconds -

@@ -82,6 +82,18 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                                  .Help("Prompt tokens served from the prefix cache")
                                  .Register(r)
                                  .Add({});
+  auto& masks = prometheus::BuildCounter()
+                    .Name("pagellm_structured_output_masks_total")
+                    .Help("Structured-output token masks: computed (a vocabulary walk) or "
+                          "served from a grammar's cache")
+                    .Register(r);
+  structured_masks_computed = &masks.Add({{"source", "computed"}});
+  structured_masks_cached = &masks.Add({{"source", "cached"}});
+  structured_mask_seconds = &prometheus::BuildCounter()
+                                 .Name("pagellm_structured_output_mask_seconds_total")
+                                 .Help("Engine-thread time spent making structured-output masks")
+                                 .Register(r)
+                                 .Add({});
   time_to_first_token = &prometheus::BuildHistogram()
                              .Name("pagellm_time_to_first_token_seconds")
                              .Help("Time from arrival at the worker to the first token")

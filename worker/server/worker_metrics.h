@@ -41,6 +41,9 @@ class WorkerMetrics {
   prometheus::Counter* finished_error;
   prometheus::Counter* prefix_cache_queried_tokens;
   prometheus::Counter* prefix_cache_hit_tokens;
+  prometheus::Counter* structured_masks_computed;
+  prometheus::Counter* structured_masks_cached;
+  prometheus::Counter* structured_mask_seconds;
   prometheus::Histogram* time_to_first_token;
   prometheus::Histogram* inter_token_latency;
   prometheus::Histogram* e2e_request_latency;
