@@ -81,8 +81,7 @@ int64_t StructuredOutputs::AddMask(structured::GrammarMatcher& matcher,
     }
     for (int32_t id : params.stop_token_ids) allow(id);
   }
-  mask_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return handle;
 }
 
