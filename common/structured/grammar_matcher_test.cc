@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "common/structured/json_schema_grammar.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -136,9 +137,13 @@ TEST(JsonGrammarTest, UnsupportedOrBrokenSchemasAreRefusedByName) {
   };
   for (const Case& c : std::vector<Case>{
            {R"({"type": "string", "pattern": "a+"})", "'pattern' is not supported"},
-           {R"({"type": "string", "format": "date-time"})", "'format' is not supported"},
-           {R"({"properties": {"n": {"type": "integer", "minimum": 0}}})",
-            "/properties/n': keyword 'minimum'"},
+           {R"({"type": "string", "format": "hostname"})", "format 'hostname' is not supported"},
+           {R"({"properties": {"n": {"type": "number", "minimum": 0}}})",
+            "/properties/n': minimum/maximum bound integers only"},
+           {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})",
+            "no integer lies within the bounds"},
+           {R"({"type": "integer", "maximum": 1e300})", "maximum must be a number of magnitude"},
+           {R"({"type": "integer", "multipleOf": 2})", "keyword 'multipleOf' is not supported"},
            {R"({"type": "object", "properties": {}, "required": ["x"]})", "required property 'x'"},
            {R"({"$ref": "#/$defs/missing"})", "does not name"},
            {R"({"$defs": {"A": {"anyOf": [{"$ref": "#/$defs/A"}]}}, "$ref": "#/$defs/A"})",
@@ -153,6 +158,38 @@ TEST(JsonGrammarTest, UnsupportedOrBrokenSchemasAreRefusedByName) {
     EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(g.status().message(), HasSubstr(c.message)) << c.schema;
   }
+}
+
+TEST(JsonGrammarTest, IntegerBoundsAcceptExactlyTheIntegersWithin) {
+  struct Case {
+    const char* bounds;
+    int64_t lo, hi;  // inclusive; the sweep is [-1100, 1100]
+  };
+  for (const Case& c : std::vector<Case>{{R"("minimum": 0, "maximum": 100)", 0, 100},
+                                         {R"("minimum": -7, "maximum": 7)", -7, 7},
+                                         {R"("exclusiveMinimum": -1000, "maximum": -7)", -999, -7},
+                                         {R"("minimum": 9.5, "exclusiveMaximum": 1000)", 10, 999},
+                                         {R"("minimum": 99)", 99, 1100},
+                                         {R"("maximum": -100)", -1100, -100},
+                                         {R"("minimum": 0, "maximum": 0)", 0, 0},
+                                         {R"("minimum": 1, "exclusiveMinimum": 3)", 4, 1100}}) {
+    SCOPED_TRACE(c.bounds);
+    auto g = Compile(JsonSchemaGrammar(absl::StrCat(R"({"type": "integer", )", c.bounds, "}")));
+    for (int64_t v = -1100; v <= 1100; ++v) {
+      ASSERT_EQ(Accepts(GrammarMatcher(g), std::to_string(v)), v >= c.lo && v <= c.hi) << v;
+    }
+    EXPECT_FALSE(Accepts(GrammarMatcher(g), "-0"));
+    EXPECT_FALSE(Accepts(GrammarMatcher(g), "007"));
+    EXPECT_FALSE(Accepts(GrammarMatcher(g), "1.0"));
+  }
+  // Wide bounds: the extremes and their neighbours.
+  auto g = Compile(JsonSchemaGrammar(
+      R"({"type": "integer", "minimum": -4000000000000000000, "maximum": 123456789012345678})"));
+  EXPECT_TRUE(Accepts(GrammarMatcher(g), "-4000000000000000000"));
+  EXPECT_FALSE(Accepts(GrammarMatcher(g), "-4000000000000000001"));
+  EXPECT_TRUE(Accepts(GrammarMatcher(g), "123456789012345678"));
+  EXPECT_FALSE(Accepts(GrammarMatcher(g), "123456789012345679"));
+  EXPECT_TRUE(Accepts(GrammarMatcher(g), "99999999999999999"));
 }
 
 TEST(JsonGrammarTest, DeepNestingStopsAtTheStackLimitWithoutFailing) {

@@ -4,6 +4,7 @@
 // use.
 #include "common/structured/json_schema_grammar.h"
 
+#include <cmath>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -200,6 +201,156 @@ class JsonGrammarCompiler {
                                       B::Ref(items), B::Byte(static_cast<uint8_t>(close))}});
   }
 
+  // Integers in [lo, hi] (a missing side: unbounded, within kMaxIntegerDigits digits).
+  uint32_t IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi) {
+    std::vector<Seq> alts;
+    if (!hi || *hi >= 0) {
+      const uint64_t a = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
+      for (Seq& seq : UintRange(a, hi ? std::optional<uint64_t>(*hi) : std::nullopt)) {
+        alts.push_back(std::move(seq));
+      }
+    }
+    if (!lo || *lo < 0) {  // -magnitude for magnitudes in [max(1, -hi), -lo]
+      const uint64_t a = hi && *hi < 0 ? static_cast<uint64_t>(-(*hi + 1)) + 1 : 1;
+      std::optional<uint64_t> b;
+      if (lo) b = static_cast<uint64_t>(-(*lo + 1)) + 1;
+      for (Seq& seq : UintRange(a, b)) {
+        seq.insert(seq.begin(), B::Byte('-'));
+        alts.push_back(std::move(seq));
+      }
+    }
+    return b_.Rule("integer range", std::move(alts));
+  }
+
+  // Digit strings without leading zeros of the integers in [a, b] (b missing: unbounded).
+  std::vector<Seq> UintRange(uint64_t a, std::optional<uint64_t> b) {
+    const std::string lo = std::to_string(a);
+    std::vector<Seq> out;
+    const size_t last = b ? std::to_string(*b).size() : lo.size();
+    for (size_t len = lo.size(); len <= last; ++len) {
+      const std::string from = len == lo.size() ? lo : "1" + std::string(len - 1, '0');
+      const std::string to = b && len == last ? std::to_string(*b) : std::string(len, '9');
+      SameLength(from, to, {}, &out);
+    }
+    if (!b && lo.size() < static_cast<size_t>(kMaxIntegerDigits)) {  // every longer number
+      out.push_back({B::Bytes(ByteSet::Range('1', '9')),
+                     B::Ref(Digits(static_cast<int>(lo.size()), kMaxIntegerDigits - 1))});
+    }
+    return out;
+  }
+
+  // Appends to `out` sequences matching the digit strings in [lo, hi], both of one length.
+  void SameLength(const std::string& lo, const std::string& hi, Seq prefix, std::vector<Seq>* out) {
+    const size_t n = lo.size();
+    const B::Symbol any = B::Bytes(ByteSet::Range('0', '9'));
+    if (n == 0 || lo == hi) {
+      for (char c : lo) prefix.push_back(B::Byte(static_cast<uint8_t>(c)));
+      out->push_back(std::move(prefix));
+      return;
+    }
+    const bool full = lo.find_first_not_of('0', 1) == std::string::npos &&
+                      hi.find_first_not_of('9', 1) == std::string::npos;
+    if (full) {  // [lo0-hi0] then any digits
+      prefix.push_back(B::Bytes(ByteSet::Range(lo[0], hi[0])));
+      prefix.insert(prefix.end(), n - 1, any);
+      out->push_back(std::move(prefix));
+      return;
+    }
+    if (lo[0] == hi[0]) {
+      prefix.push_back(B::Byte(static_cast<uint8_t>(lo[0])));
+      SameLength(lo.substr(1), hi.substr(1), std::move(prefix), out);
+      return;
+    }
+    Seq low = prefix;
+    low.push_back(B::Byte(static_cast<uint8_t>(lo[0])));
+    SameLength(lo.substr(1), std::string(n - 1, '9'), std::move(low), out);
+    if (hi[0] - lo[0] > 1) {
+      Seq mid = prefix;
+      mid.push_back(B::Bytes(ByteSet::Range(lo[0] + 1, hi[0] - 1)));
+      mid.insert(mid.end(), n - 1, any);
+      out->push_back(std::move(mid));
+    }
+    prefix.push_back(B::Byte(static_cast<uint8_t>(hi[0])));
+    SameLength(std::string(n - 1, '0'), hi.substr(1), std::move(prefix), out);
+  }
+
+  // The text of a string of JSON Schema `format` (without quotes); nullopt if unsupported.
+  // Each is a subset of what the format allows: dates from year 1000 with days 01-28 in
+  // February, times with seconds 00-59 and an offset, UUIDs, IPv4 without leading zeros,
+  // emails as local@domain.tld of the common characters.
+  std::optional<uint32_t> Format(const std::string& format) {
+    auto digits = [](char lo, char hi) { return B::Bytes(ByteSet::Range(lo, hi)); };
+    const B::Symbol d = digits('0', '9');
+    if (format == "date" || format == "date-time") {
+      std::vector<Seq> month_days;
+      for (const char* m31 : {"01", "03", "05", "07", "08", "10", "12"}) {
+        month_days.push_back(Cat({B::Literal(m31), B::Literal("-"), {B::Ref(Day("31"))}}));
+      }
+      for (const char* m30 : {"04", "06", "09", "11"}) {
+        month_days.push_back(Cat({B::Literal(m30), B::Literal("-"), {B::Ref(Day("30"))}}));
+      }
+      month_days.push_back(Cat({B::Literal("02-"), {B::Ref(Day("28"))}}));
+      const uint32_t md = b_.Rule("month-day", std::move(month_days));
+      const uint32_t date =
+          b_.Rule("date", {{digits('1', '9'), d, d, d, B::Byte('-'), B::Ref(md)}});
+      if (format == "date") return date;
+      return b_.Rule("date-time", {{B::Ref(date), B::Byte('T'), B::Ref(*Format("time"))}});
+    }
+    if (format == "time") {
+      const uint32_t hour =
+          b_.Rule("hour", {{digits('0', '1'), d}, {B::Byte('2'), digits('0', '3')}});
+      const uint32_t minute = b_.Rule("minute", {{digits('0', '5'), d}});
+      const uint32_t frac = b_.Rule("fraction", {{}, {B::Byte('.'), B::Ref(Digits(1, 9))}});
+      ByteSet sign = ByteSet::Of('+');
+      sign.Add('-');
+      const uint32_t offset = b_.Rule(
+          "offset", {{B::Byte('Z')}, {B::Bytes(sign), B::Ref(hour), B::Byte(':'), B::Ref(minute)}});
+      return b_.Rule("time", {{B::Ref(hour), B::Byte(':'), B::Ref(minute), B::Byte(':'),
+                               B::Ref(minute), B::Ref(frac), B::Ref(offset)}});
+    }
+    if (format == "uuid") {
+      ByteSet hex = ByteSet::Range('0', '9');
+      hex.AddRange('a', 'f');
+      hex.AddRange('A', 'F');
+      Seq seq;
+      for (int group : {8, 4, 4, 4, 12}) {
+        if (!seq.empty()) seq.push_back(B::Byte('-'));
+        seq.insert(seq.end(), group, B::Bytes(hex));
+      }
+      return b_.Rule("uuid", {std::move(seq)});
+    }
+    if (format == "ipv4") {
+      const uint32_t octet = b_.Rule("octet", {{d},
+                                               {digits('1', '9'), d},
+                                               {B::Byte('1'), d, d},
+                                               {B::Byte('2'), digits('0', '4'), d},
+                                               {B::Byte('2'), B::Byte('5'), digits('0', '5')}});
+      return b_.Rule("ipv4", {{B::Ref(octet), B::Byte('.'), B::Ref(octet), B::Byte('.'),
+                               B::Ref(octet), B::Byte('.'), B::Ref(octet)}});
+    }
+    if (format == "email") {
+      ByteSet label = ByteSet::Range('a', 'z');
+      label.AddRange('A', 'Z');
+      label.AddRange('0', '9');
+      ByteSet local = label;
+      for (char c : std::string_view("._%+-")) local.Add(static_cast<uint8_t>(c));
+      label.Add('-');
+      const uint32_t lchar = b_.Rule("local", {{B::Bytes(local)}});
+      const uint32_t dchar = b_.Rule("label", {{B::Bytes(label)}});
+      const uint32_t word = Repeat(dchar, 1, 63, {});
+      const uint32_t domain = Repeat(word, 2, 4, {B::Byte('.')});
+      return b_.Rule("email", {{B::Ref(Repeat(lchar, 1, 64, {})), B::Byte('@'), B::Ref(domain)}});
+    }
+    return std::nullopt;
+  }
+
+  // A day of the month, 01 to `last` ("28", "30" or "31").
+  uint32_t Day(const std::string& last) {
+    std::vector<Seq> out;
+    SameLength("01", last, {}, &out);
+    return b_.Rule("day", std::move(out));
+  }
+
   // Exactly `value`: objects with its keys in its order, whitespace as anywhere; strings and
   // numbers as nlohmann writes them (UTF-8 unescaped).
   uint32_t Const(const Json& value) {
@@ -241,11 +392,26 @@ const absl::flat_hash_set<std::string_view>& Annotations() {
 }
 
 const absl::flat_hash_set<std::string_view>& Supported() {
-  static const auto* kSet = new absl::flat_hash_set<std::string_view>{
-      "type",      "properties", "required", "additionalProperties",
-      "items",     "minItems",   "maxItems", "minLength",
-      "maxLength", "enum",       "const",    "anyOf",
-      "oneOf",     "allOf",      "$ref"};
+  static const auto* kSet = new absl::flat_hash_set<std::string_view>{"type",
+                                                                      "properties",
+                                                                      "required",
+                                                                      "additionalProperties",
+                                                                      "items",
+                                                                      "minItems",
+                                                                      "maxItems",
+                                                                      "minLength",
+                                                                      "maxLength",
+                                                                      "enum",
+                                                                      "const",
+                                                                      "anyOf",
+                                                                      "oneOf",
+                                                                      "allOf",
+                                                                      "$ref",
+                                                                      "format",
+                                                                      "minimum",
+                                                                      "maximum",
+                                                                      "exclusiveMinimum",
+                                                                      "exclusiveMaximum"};
   return *kSet;
 }
 
@@ -318,7 +484,17 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Schema(const Json& s, const std::s
     if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
       return ObjectSchema(s, path, depth);
     }
-    if (s.contains("items")) return Typed(s, "array", path, depth);
+    // A keyword of one type alone constrains that type only; generating that type is a
+    // (sound) choice among the values the schema allows.
+    for (const char* key : {"items", "minItems", "maxItems"}) {
+      if (s.contains(key)) return Typed(s, "array", path, depth);
+    }
+    for (const char* key : {"minLength", "maxLength", "format"}) {
+      if (s.contains(key)) return Typed(s, "string", path, depth);
+    }
+    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      if (s.contains(key)) return Typed(s, "integer", path, depth);
+    }
     return Value();
   }
   const Json& type = s["type"];
@@ -353,6 +529,20 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Typed(const Json& s, const std::st
     }
     return Array(item, std::max(*min, 0), *max);
   }
+  if (type == "string" && s.contains("format")) {
+    if (!s["format"].is_string()) return Unsupported(path, "format must be a string");
+    if (s.contains("minLength") || s.contains("maxLength")) {
+      return Unsupported(path, "minLength/maxLength next to format is not supported");
+    }
+    const std::string format = s["format"].get<std::string>();
+    std::optional<uint32_t> body = Format(format);
+    if (!body) {
+      return Unsupported(path, absl::StrCat("format '", format,
+                                            "' is not supported (date, time, date-time, uuid, "
+                                            "ipv4 and email are)"));
+    }
+    return b_.Rule("formatted", {{B::Byte('"'), B::Ref(*body), B::Byte('"')}});
+  }
   if (type == "string") {
     auto min = Bound(s, "minLength", path);
     if (!min.ok()) return min.status();
@@ -361,8 +551,40 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Typed(const Json& s, const std::st
     if (*max >= 0 && *max < std::max(*min, 0)) return Unsupported(path, "maxLength < minLength");
     return String(std::max(*min, 0), *max);
   }
-  if (type == "integer") return Integer();
-  if (type == "number") return Number();
+  const bool bounded = s.contains("minimum") || s.contains("maximum") ||
+                       s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum");
+  if (type == "integer") {
+    if (!bounded) return Integer();
+    std::optional<int64_t> lo, hi;
+    for (const std::string key : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
+      if (!s.contains(key)) continue;
+      const Json& v = s[key];
+      // Within int64 with room to round: |v| < 2^62.
+      if (!v.is_number() || !(std::fabs(v.get<double>()) < 4.6e18)) {
+        return Unsupported(path, absl::StrCat(key, " must be a number of magnitude below 2^62"));
+      }
+      const bool lower = key == "minimum" || key == "exclusiveMinimum";
+      const bool exclusive = key[0] == 'e';
+      int64_t bound;
+      if (v.is_number_integer()) {
+        bound = v.get<int64_t>() + (exclusive ? (lower ? 1 : -1) : 0);
+      } else {
+        const double d = v.get<double>();
+        bound = static_cast<int64_t>(lower ? (exclusive ? std::floor(d) + 1 : std::ceil(d))
+                                           : (exclusive ? std::ceil(d) - 1 : std::floor(d)));
+      }
+      std::optional<int64_t>& side = lower ? lo : hi;
+      side = side ? (lower ? std::max(*side, bound) : std::min(*side, bound)) : bound;
+    }
+    if (lo && hi && *lo > *hi) return Unsupported(path, "no integer lies within the bounds");
+    return IntegerRange(lo, hi);
+  }
+  if (type == "number") {
+    if (bounded) {
+      return Unsupported(path, "minimum/maximum bound integers only (not numbers)");
+    }
+    return Number();
+  }
   if (type == "boolean") return b_.Rule("boolean", {B::Literal("true"), B::Literal("false")});
   if (type == "null") return Literal("null");
   return Unsupported(path, absl::StrCat("unknown type '", type, "'"));

@@ -10,20 +10,24 @@
 // kMaxJsonWhitespace whitespace bytes, so a model can indent but cannot stall in an endless run
 // of newlines or zeros. The document is the value alone: no whitespace before or after.
 //
-// Supported JSON Schema (draft 2020-12 and the OpenAI subset; what pydantic emits for models
-// without field constraints):
+// Supported JSON Schema (draft 2020-12 and the OpenAI subset; what pydantic emits):
 //   type (a name or a list of names): object, array, string, integer, number, boolean, null;
 //   properties + required (properties are generated in the schema's order; optional ones may
 //   be left out); additionalProperties false or absent (no other keys, as OpenAI's strict mode
 //   and vLLM's default), or any schema when there are no properties (a map); items, minItems,
-//   maxItems; minLength, maxLength (in characters); enum; const; anyOf; oneOf (as anyOf: the
-//   alternatives pydantic emits are disjoint); allOf of one schema; $ref to "#",
-//   "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed); true (anything).
+//   maxItems; minLength, maxLength (in characters; a surrogate-pair escape is one); format
+//   date, time, date-time, uuid, ipv4, email (a subset of each: dates from year 1000 with
+//   February's days 01-28, times with an offset, emails local@domain of common characters);
+//   minimum, maximum, exclusiveMinimum, exclusiveMaximum on integers (exact); enum; const;
+//   anyOf; oneOf (as anyOf: the alternatives pydantic emits are disjoint); allOf of one schema;
+//   $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed); true (anything).
+//   A keyword of one type without a type (e.g. only "minimum") generates that type.
 // Annotations are ignored: title, description, default, examples, $schema, $id, $comment,
 // deprecated, readOnly, writeOnly.
-// Anything else -- pattern, format, minimum/maximum, multipleOf, uniqueItems, prefixItems,
-// patternProperties, if/then/else, not, ... -- is refused with InvalidArgument naming the
-// keyword and where it is, never ignored: the output would not be guaranteed to validate.
+// Anything else -- pattern, other formats, bounds on non-integer numbers, multipleOf,
+// uniqueItems, prefixItems, patternProperties, if/then/else, not, ... -- is refused with
+// InvalidArgument naming the keyword and where it is, never ignored: the output would not be
+// guaranteed to validate.
 //
 // Thread-safe: pure functions.
 #ifndef PAGELLM_COMMON_STRUCTURED_JSON_SCHEMA_GRAMMAR_H_

@@ -325,19 +325,22 @@ class OpenAiApiTest(unittest.TestCase):
         """response_format json_schema (the SDK's parse() with a pydantic model, which sends a
         strict schema and validates the reply itself), json_object, streamed, and vLLM's
         structured_outputs / guided_choice; every JSON reply also validated by jsonschema."""
+        import datetime
+
         import jsonschema
         import pydantic
 
         class Pet(pydantic.BaseModel):
             name: str
             species: str
-            age_years: int
+            age_years: int = pydantic.Field(ge=0, le=30)  # integer bounds
             vaccinated: bool
 
         class Household(pydantic.BaseModel):
             city: str
             pets: list[Pet] = pydantic.Field(max_length=2)  # maxItems: a greedy 135M loops
             owner_nickname: str | None
+            moved_in: datetime.date  # format: date
 
         msgs = [{"role": "user", "content": "Describe a household with two pets as JSON."}]
         parsed = self.client.chat.completions.parse(
@@ -348,7 +351,8 @@ class OpenAiApiTest(unittest.TestCase):
         self.assertIsInstance(choice.message.parsed, Household)  # the SDK's own validation
         GENERATED.append(choice.message.content)
         sent = openai.lib._pydantic.to_strict_json_schema(Household)
-        jsonschema.validate(json.loads(choice.message.content), sent)
+        jsonschema.validate(json.loads(choice.message.content), sent,
+                            format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
         # The same through the completions API with vLLM's structured_outputs, streamed.
         schema = Household.model_json_schema()
@@ -361,7 +365,8 @@ class OpenAiApiTest(unittest.TestCase):
             finish = chunk.choices[0].finish_reason or finish
         GENERATED.append(text)
         if finish == "stop":  # sampling may spend all 300 tokens inside a string
-            jsonschema.validate(json.loads(text), schema)
+            jsonschema.validate(json.loads(text), schema,
+                                format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
         else:
             self.assertEqual(finish, "length")
             self.assertTrue(text.startswith("{"), text)
