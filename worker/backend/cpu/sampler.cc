@@ -135,10 +135,17 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
       return absl::InvalidArgumentError(
           absl::StrCat("Sampler: an allowed-tokens mask of ", seq.allowed_tokens.size(), " words"));
     }
+    // Whole words first (a grammar allows few tokens or nearly all): no per-bit work there.
     for (int64_t w = 0; w < static_cast<int64_t>(seq.allowed_tokens.size()); ++w) {
-      uint64_t banned = ~seq.allowed_tokens[w];
       const int64_t base = w * 64;
-      if (base + 64 > vocab_size_) banned &= (uint64_t{1} << (vocab_size_ - base)) - 1;
+      const int64_t width = std::min<int64_t>(64, vocab_size_ - base);
+      uint64_t banned = ~seq.allowed_tokens[w];
+      if (width < 64) banned &= (uint64_t{1} << width) - 1;
+      if (banned == 0) continue;
+      if (banned == ~uint64_t{0}) {
+        std::fill_n(work_.begin() + base, 64, kNegInf);
+        continue;
+      }
       for (; banned != 0; banned &= banned - 1) work_[base + __builtin_ctzll(banned)] = kNegInf;
     }
     peak_changed |= !((seq.allowed_tokens[peak.id >> 6] >> (peak.id & 63)) & 1);
