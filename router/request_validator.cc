@@ -151,4 +151,45 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
   return out;
 }
 
+absl::Status AnswerTokenize(const ModelContext& m, const v1::TokenizeRequest& request,
+                            v1::TokenizeResponse* response) {
+  absl::StatusOr<EncodedPrompt> p;
+  switch (request.input_case()) {
+    case v1::TokenizeRequest::kText:
+      p = EncodeText(m, request.text(),
+                     request.has_add_special_tokens() ? request.add_special_tokens() : true,
+                     "text");
+      break;
+    case v1::TokenizeRequest::kChat:
+      p = EncodeChat(m, request.chat(), "chat");
+      break;
+    case v1::TokenizeRequest::INPUT_NOT_SET:
+      p = absl::InvalidArgumentError("input is not set: give text or chat");
+      break;
+  }
+  if (!p.ok()) return p.status();
+  response->mutable_token_ids()->Add(p->ids.begin(), p->ids.end());
+  response->set_rendered_prompt(std::move(p->rendered));
+  return absl::OkStatus();
+}
+
+absl::Status AnswerDetokenize(const ModelContext& m, const v1::DetokenizeRequest& request,
+                              v1::DetokenizeResponse* response) {
+  const auto& ids = request.token_ids();
+  if (ids.size() > m.max_model_len()) {
+    return absl::InvalidArgumentError(absl::StrCat("token_ids has ", ids.size(),
+                                                   " entries; the limit is the model length, ",
+                                                   m.max_model_len()));
+  }
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= m.vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token_ids[", i, "] = ", ids[i], " is outside the vocabulary [0, ", m.vocab_size(), ")"));
+    }
+  }
+  const bool skip = request.has_skip_special_tokens() && request.skip_special_tokens();
+  response->set_text(m.tokenizer().Decode(absl::MakeConstSpan(ids.data(), ids.size()), skip));
+  return absl::OkStatus();
+}
+
 }  // namespace pagellm

@@ -51,6 +51,14 @@ struct ValidatedRequest {
 absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& request,
                                                          const ModelContext& model);
 
+// The Tokenize and Detokenize APIs (gRPC and HTTP): the prompt's ids as a Generate request
+// would see them (and a chat's rendered text), or the text of ids. InvalidArgument as for
+// EncodeText / EncodeChat, for no input, more ids than max_model_len or ids outside the vocab.
+absl::Status AnswerTokenize(const ModelContext& model, const v1::TokenizeRequest& request,
+                            v1::TokenizeResponse* response);
+absl::Status AnswerDetokenize(const ModelContext& model, const v1::DetokenizeRequest& request,
+                              v1::DetokenizeResponse* response);
+
 }  // namespace pagellm
 
 #endif  // PAGELLM_ROUTER_REQUEST_VALIDATOR_H_

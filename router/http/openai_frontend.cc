@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "router/http/openai_request.h"
 #include "router/http/openai_response.h"
+#include "router/request_validator.h"
 
 namespace pagellm {
 namespace {
@@ -295,7 +296,9 @@ void OpenAiFrontend::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
   const std::string& path = request.path;
   const bool get = request.method == "GET";
   const bool post = request.method == "POST";
-  if (path.rfind("/v1/", 0) == 0 && deps_.authorized && !deps_.authorized(request.authorization)) {
+  const bool tokenizer_route = path == "/tokenize" || path == "/detokenize";
+  if ((path.rfind("/v1/", 0) == 0 || tokenizer_route) && deps_.authorized &&
+      !deps_.authorized(request.authorization)) {
     return exchange->Reply(
         401, kJson,
         OpenAiErrorBody(401, "a valid API key is required (Authorization: Bearer KEY)", "",
@@ -309,6 +312,14 @@ void OpenAiFrontend::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
                              "Allow: POST\r\n");
     }
     return Generate(request, path == "/v1/chat/completions", std::move(exchange));
+  }
+  if (tokenizer_route) {
+    if (!post) {
+      return exchange->Reply(405, kJson,
+                             OpenAiErrorBody(405, absl::StrCat(path, " takes POST"), "", ""),
+                             "Allow: POST\r\n");
+    }
+    return Tokenize(request, path == "/tokenize", *exchange);
   }
   if (path == "/health" || path == "/v1/models" || path == "/version") {
     if (!get) {
@@ -349,6 +360,61 @@ void OpenAiFrontend::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
                       "", "not_found"));
 }
 
+namespace {
+
+// 404 for a request naming another model than the one served.
+void ReplyUnknownModel(HttpExchange& exchange, const std::string& asked,
+                       const std::string& served) {
+  exchange.Reply(
+      404, kJson,
+      OpenAiErrorBody(404,
+                      absl::StrCat("The model `", asked.substr(0, 256),
+                                   "` does not exist; this server serves `", served, "`."),
+                      "model", "model_not_found"));
+}
+
+}  // namespace
+
+void OpenAiFrontend::Tokenize(const HttpRequest& http, bool tokenize, HttpExchange& exchange) {
+  std::shared_ptr<const ModelContext> model = deps_.model();
+  if (model == nullptr) {
+    return ReplyError(exchange, absl::UnavailableError("the router has not reached a worker yet"));
+  }
+  const std::string name = ServedName(options_.served_model_name, *model);
+  nlohmann::ordered_json out;
+  if (tokenize) {
+    absl::StatusOr<TokenizeHttpRequest> r = ParseTokenizeRequest(http.body);
+    if (!r.ok()) return ReplyError(exchange, r.status());
+    if (!r->model.empty() && r->model != name) return ReplyUnknownModel(exchange, r->model, name);
+    v1::TokenizeResponse response;
+    if (absl::Status st = AnswerTokenize(*model, r->request, &response); !st.ok()) {
+      return ReplyError(exchange, st);
+    }
+    out["count"] = response.token_ids_size();
+    out["max_model_len"] = model->max_model_len();
+    out["tokens"] = response.token_ids();
+    if (r->return_token_strs) {
+      nlohmann::ordered_json strs = nlohmann::ordered_json::array();
+      for (int32_t id : response.token_ids()) {
+        strs.push_back(std::string(model->tokenizer().TokenText(id)));
+      }
+      out["token_strs"] = std::move(strs);
+    } else {
+      out["token_strs"] = nullptr;
+    }
+  } else {
+    absl::StatusOr<DetokenizeHttpRequest> r = ParseDetokenizeRequest(http.body);
+    if (!r.ok()) return ReplyError(exchange, r.status());
+    if (!r->model.empty() && r->model != name) return ReplyUnknownModel(exchange, r->model, name);
+    v1::DetokenizeResponse response;
+    if (absl::Status st = AnswerDetokenize(*model, r->request, &response); !st.ok()) {
+      return ReplyError(exchange, st);
+    }
+    out["prompt"] = response.text();
+  }
+  exchange.Reply(200, kJson, out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
                               std::shared_ptr<HttpExchange> exchange) {
   absl::StatusOr<OpenAiRequest> request =
@@ -360,12 +426,7 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   }
   const std::string name = ServedName(options_.served_model_name, *model);
   if (!request->model.empty() && request->model != name) {
-    return exchange->Reply(
-        404, kJson,
-        OpenAiErrorBody(404,
-                        absl::StrCat("The model `", request->model.substr(0, 256),
-                                     "` does not exist; this server serves `", name, "`."),
-                        "model", "model_not_found"));
+    return ReplyUnknownModel(*exchange, request->model, name);
   }
   OpenAiResponse::Config config;
   config.kind = request->kind;

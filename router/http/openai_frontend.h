@@ -66,6 +66,8 @@ class OpenAiFrontend final : public HttpHandler {
  private:
   class Generation;
   void Generate(const HttpRequest& request, bool chat, std::shared_ptr<HttpExchange> exchange);
+  // POST /tokenize (tokenize) or /detokenize: answered here, from the router's tokenizer.
+  void Tokenize(const HttpRequest& request, bool tokenize, HttpExchange& exchange);
   void RequestDone();
 
   const Options options_;

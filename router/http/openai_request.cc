@@ -493,6 +493,20 @@ absl::Status ParseMessages(const Json& j, v1::ChatPrompt* chat) {
   return absl::OkStatus();
 }
 
+// messages, add_generation_prompt and chat_template_kwargs.
+absl::Status ParseChatPrompt(const Json& j, v1::ChatPrompt* chat) {
+  RETURN_IF_ERROR(ParseMessages(j, chat));
+  ASSIGN_OR_RETURN(auto add_generation_prompt, GetBool(j, "add_generation_prompt"));
+  if (add_generation_prompt) chat->set_add_generation_prompt(*add_generation_prompt);
+  if (const Json* kwargs = Field(j, "chat_template_kwargs");
+      kwargs != nullptr && !kwargs->is_null()) {
+    if (!kwargs->is_object()) return WrongType("chat_template_kwargs", *kwargs, "an object");
+    // The template's interpreter checks the names and bounds the values (chat_template.h).
+    chat->set_chat_template_kwargs(kwargs->dump());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body_view) {
@@ -595,17 +609,71 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body_view) {
     out.logprobs = top_logprobs.value_or(0);
     s->set_logprobs(*out.logprobs);
   }
-  v1::ChatPrompt* chat = request.mutable_chat();
-  RETURN_IF_ERROR(ParseMessages(j, chat));
-  ASSIGN_OR_RETURN(auto add_generation_prompt, GetBool(j, "add_generation_prompt"));
-  if (add_generation_prompt) chat->set_add_generation_prompt(*add_generation_prompt);
-  if (const Json* kwargs = Field(j, "chat_template_kwargs");
-      kwargs != nullptr && !kwargs->is_null()) {
-    if (!kwargs->is_object()) return WrongType("chat_template_kwargs", *kwargs, "an object");
-    // The template's interpreter checks the names and bounds the values (chat_template.h).
-    chat->set_chat_template_kwargs(kwargs->dump());
-  }
+  RETURN_IF_ERROR(ParseChatPrompt(j, request.mutable_chat()));
   out.prompts.push_back(std::move(request));
+  return out;
+}
+
+absl::StatusOr<TokenizeHttpRequest> ParseTokenizeRequest(std::string_view body_view) {
+  const absl::string_view body(body_view.data(), body_view.size());
+  absl::StatusOr<Json> parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  static const FieldSet* const kKnown =
+      new FieldSet({"model prompt add_special_tokens messages add_generation_prompt "
+                    "chat_template_kwargs return_token_strs"});
+  RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
+  TokenizeHttpRequest out;
+  ASSIGN_OR_RETURN(auto model, GetString(j, "model", kMaxIdentifierBytes));
+  out.model = model.value_or("");
+  ASSIGN_OR_RETURN(auto strs, GetBool(j, "return_token_strs"));
+  out.return_token_strs = strs.value_or(false);
+  ASSIGN_OR_RETURN(auto add_special, GetBool(j, "add_special_tokens"));
+  const bool has_prompt = Field(j, "prompt") != nullptr;
+  if (has_prompt == (Field(j, "messages") != nullptr)) {
+    return Error(has_prompt ? "messages" : "prompt", "give either prompt or messages");
+  }
+  if (has_prompt) {
+    for (const char* chat_only : {"add_generation_prompt", "chat_template_kwargs"}) {
+      if (Field(j, chat_only) != nullptr) {
+        return Error(chat_only, absl::StrCat(chat_only, " goes with messages, not prompt"));
+      }
+    }
+    ASSIGN_OR_RETURN(auto prompt, GetString(j, "prompt", std::numeric_limits<size_t>::max()));
+    out.request.set_text(*std::move(prompt));
+    if (add_special) out.request.set_add_special_tokens(*add_special);
+    return out;
+  }
+  // A chat is tokenized as the template renders it (its own BOS); vLLM's default is false.
+  if (add_special.value_or(false)) {
+    return Error("add_special_tokens", "add_special_tokens must be false with messages");
+  }
+  RETURN_IF_ERROR(ParseChatPrompt(j, out.request.mutable_chat()));
+  return out;
+}
+
+absl::StatusOr<DetokenizeHttpRequest> ParseDetokenizeRequest(std::string_view body_view) {
+  const absl::string_view body(body_view.data(), body_view.size());
+  absl::StatusOr<Json> parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  static const FieldSet* const kKnown = new FieldSet({"model tokens skip_special_tokens"});
+  RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
+  DetokenizeHttpRequest out;
+  ASSIGN_OR_RETURN(auto model, GetString(j, "model", kMaxIdentifierBytes));
+  out.model = model.value_or("");
+  const Json* tokens = Field(j, "tokens");
+  if (tokens == nullptr) return Error("tokens", "tokens is required");
+  if (!tokens->is_array()) return WrongType("tokens", *tokens, "an array of token ids");
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const Json& t = (*tokens)[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < INT32_MIN || t.get<int64_t>() > INT32_MAX) {
+      return Error("tokens", absl::StrCat("tokens[", i, "] must be a token id (an integer)"));
+    }
+    out.request.add_token_ids(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  ASSIGN_OR_RETURN(auto skip, GetBool(j, "skip_special_tokens"));
+  if (skip) out.request.set_skip_special_tokens(*skip);
   return out;
 }
 

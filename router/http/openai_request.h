@@ -63,6 +63,23 @@ struct OpenAiRequest {
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body);
 absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body);
 
+// POST /tokenize (vLLM's): {"model", "prompt", "add_special_tokens" (true)} or {"model",
+// "messages", "add_generation_prompt", "chat_template_kwargs"} (add_special_tokens false: the
+// template writes its own), and "return_token_strs". Errors as ParseChatRequest's.
+struct TokenizeHttpRequest {
+  std::string model;  // "" when not given
+  v1::TokenizeRequest request;
+  bool return_token_strs = false;
+};
+absl::StatusOr<TokenizeHttpRequest> ParseTokenizeRequest(std::string_view body);
+
+// POST /detokenize (vLLM's): {"model", "tokens": [ids], "skip_special_tokens" (false)}.
+struct DetokenizeHttpRequest {
+  std::string model;
+  v1::DetokenizeRequest request;
+};
+absl::StatusOr<DetokenizeHttpRequest> ParseDetokenizeRequest(std::string_view body);
+
 // The field path an error names ("" when none).
 std::string OpenAiParam(const absl::Status& status);
 

@@ -190,6 +190,39 @@ TEST(OpenAiRequestTest, StructuredOutputFromEachOfItsSpellings) {
   EXPECT_THAT(r->prompts[0].sampling().structured_output().choice().values(), ElementsAre("x"));
 }
 
+TEST(OpenAiRequestTest, TokenizeTakesAPromptOrMessages) {
+  absl::StatusOr<TokenizeHttpRequest> t = ParseTokenizeRequest(
+      R"({"model": "m", "prompt": "Hello", "add_special_tokens": false, "return_token_strs": true})");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->model, "m");
+  EXPECT_EQ(t->request.text(), "Hello");
+  EXPECT_FALSE(t->request.add_special_tokens());
+  EXPECT_TRUE(t->return_token_strs);
+  t = ParseTokenizeRequest(
+      R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": false})");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->request.chat().messages_size(), 1);
+  EXPECT_FALSE(t->request.chat().add_generation_prompt());
+  for (const char* bad :
+       {R"({"model": "m"})", R"({"prompt": "a", "messages": [{"role": "user", "content": "b"}]})",
+        R"({"prompt": "a", "add_generation_prompt": true})",
+        R"({"messages": [{"role": "user", "content": "b"}],
+                              "add_special_tokens": true})",
+        R"({"prompt": 3})", R"({"prompt": "a", "max_tokens": 3})"}) {
+    EXPECT_EQ(ParseTokenizeRequest(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  absl::StatusOr<DetokenizeHttpRequest> d =
+      ParseDetokenizeRequest(R"({"tokens": [1, 2, 3], "skip_special_tokens": true})");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_THAT(d->request.token_ids(), ElementsAre(1, 2, 3));
+  EXPECT_TRUE(d->request.skip_special_tokens());
+  for (const char* bad : {R"({})", R"({"tokens": "abc"})", R"({"tokens": [1.5]})",
+                          R"({"tokens": [4294967296]})", R"({"tokens": [], "prompt": "x"})"}) {
+    EXPECT_EQ(ParseDetokenizeRequest(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 // A body nested deeper than kMaxJsonDepth.
 const std::string* const kTooDeepBody =
     new std::string("{\"prompt\": " + std::string(kMaxJsonDepth, '[') + "1" +

@@ -389,6 +389,38 @@ class OpenAiApiTest(unittest.TestCase):
                 self.assertIn(c.text, ["positive", "negative"])
                 self.assertEqual(c.finish_reason, "stop")
 
+    def test_tokenize_and_detokenize(self):
+        """vLLM's /tokenize and /detokenize: the ids a completion of the same prompt counts,
+        the chat prompt a chat completion counts, and the text back."""
+        text = PROMPTS[1]
+        status, t = self.Raw("POST", "/tokenize", {"model": self.model, "prompt": text,
+                                                   "return_token_strs": True})
+        self.assertEqual(status, 200, t)
+        self.assertEqual(set(t), {"count", "max_model_len", "tokens", "token_strs"})
+        self.assertEqual(t["count"], len(t["tokens"]))
+        self.assertEqual(len(t["token_strs"]), t["count"])
+        usage = self.client.completions.create(model=self.model, prompt=text,
+                                               max_tokens=1).usage
+        self.assertEqual(t["count"], usage.prompt_tokens)
+        status, d = self.Raw("POST", "/detokenize", {"model": self.model, "tokens": t["tokens"]})
+        self.assertEqual(status, 200, d)
+        self.assertEqual(d["prompt"].strip(), text)  # BOS, if any, decodes to nothing here
+        msgs = [{"role": "user", "content": CHAT}]
+        status, c = self.Raw("POST", "/tokenize", {"messages": msgs})
+        self.assertEqual(status, 200, c)
+        usage = self.client.chat.completions.create(model=self.model, messages=msgs,
+                                                    max_tokens=1).usage
+        self.assertEqual(c["count"], usage.prompt_tokens)
+        self.assertIsNone(c["token_strs"])
+        for path, body, code in (("/tokenize", {"prompt": "x", "model": "other"}, 404),
+                                 ("/detokenize", {"tokens": [-1]}, 400),
+                                 ("/tokenize", {"prompt": "x", "n": 2}, 400)):
+            status, err = self.Raw("POST", path, body)
+            self.assertEqual(status, code, err)
+            self.assertIn("error", err)
+        status, _ = self.Raw("GET", "/tokenize")
+        self.assertEqual(status, 405)
+
     def test_curl_streams(self):
         curl = shutil.which("curl")
         if curl is None:

@@ -163,6 +163,8 @@ class SecurityTest(unittest.TestCase):
         self.assertEqual(self.HttpsStatus("/v1/models", key="wrong")[0], 401)
         self.assertEqual(self.HttpsStatus("/v1/completions", key="wrong",
                                           body={"prompt": "hi"})[0], 401)
+        for path, body in (("/tokenize", {"prompt": "hi"}), ("/detokenize", {"tokens": [1]})):
+            self.assertEqual(self.HttpsStatus(path, body=body)[0], 401, path)
         with self.assertRaises(openai.AuthenticationError):
             self.Client("wrong").completions.create(model="x", prompt="hi")
         self.assertEqual(self.HttpsStatus("/health")[0], 200)
