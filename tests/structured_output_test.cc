@@ -195,6 +195,36 @@ TEST_F(StructuredOutputTest, SampledParallelSamplesAllParse) {
   EXPECT_GE(finished, 2);
 }
 
+TEST_F(StructuredOutputTest, AllowedTokenIdsAndLogitBiasSteerEverySample) {
+  const std::vector<int32_t> words = model_->tokenizer->Encode(" red green", false, false);
+  ASSERT_EQ(words.size(), 2u);
+  SamplingParams allowed = testing::GreedyParams(12);
+  allowed.ignore_eos = false;  // EOS is not listed: it cannot end the sample
+  allowed.temperature = 1.0f;
+  allowed.seed = 3;
+  allowed.n = 3;
+  allowed.allowed_token_ids = words;
+  SamplingParams biased = testing::GreedyParams(6);
+  biased.logit_bias = {{words[1], 100.0f}};
+  SamplingParams both = testing::GreedyParams(8);  // a grammar and a list
+  both.ignore_eos = false;
+  both.structured_output = {.kind = StructuredOutput::Kind::kChoice, .choices = {"yes", "no"}};
+  const std::vector<int32_t> yes = model_->tokenizer->Encode("yes", false, false);
+  both.allowed_token_ids = yes;
+  ASSERT_TRUE(engine_->AddRequest("allowed", Chat("Name colors."), allowed).ok());
+  ASSERT_TRUE(engine_->AddRequest("biased", Chat("Name colors."), biased).ok());
+  ASSERT_TRUE(engine_->AddRequest("both", Chat("Yes or no?"), both).ok());
+  Results r = Run();
+  for (int i = 0; i < 3; ++i) {
+    const Result& x = r[{"allowed", i}];
+    EXPECT_EQ(x.tokens.size(), 12u);
+    for (int32_t t : x.tokens) EXPECT_THAT(t, AnyOf(Eq(words[0]), Eq(words[1])));
+  }
+  EXPECT_EQ((r[{"biased", 0}].tokens), std::vector<int32_t>(6, words[1]));
+  EXPECT_EQ((r[{"both", 0}].text), "yes");
+  EXPECT_EQ((r[{"both", 0}].finish), FinishReason::kStop);
+}
+
 TEST_F(StructuredOutputTest, BadSchemasAndBeamSearchAreRefusedAtAdmission) {
   const absl::Status pattern =
       engine_->AddRequest("x", Chat("hi"), Schema(R"({"type": "string", "pattern": "^a+$"})"));

@@ -1,5 +1,6 @@
 #include "common/api/proto_convert.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,9 @@ SamplingParams SamplingParamsFromProto(const v1::SamplingParams& p) {
   if (p.has_beam_width()) s.beam_width = p.beam_width();
   if (p.has_length_penalty()) s.length_penalty = p.length_penalty();
   if (p.has_early_stopping()) s.early_stopping = p.early_stopping();
+  s.logit_bias.assign(p.logit_bias().begin(), p.logit_bias().end());
+  std::sort(s.logit_bias.begin(), s.logit_bias.end());
+  s.allowed_token_ids.assign(p.allowed_token_ids().begin(), p.allowed_token_ids().end());
   if (p.has_structured_output()) {
     const v1::StructuredOutput& so = p.structured_output();
     switch (so.kind_case()) {
@@ -76,6 +80,8 @@ void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out) {
   out->set_beam_width(s.beam_width);
   out->set_length_penalty(s.length_penalty);
   out->set_early_stopping(s.early_stopping);
+  for (const auto& [id, bias] : s.logit_bias) (*out->mutable_logit_bias())[id] = bias;
+  for (int32_t id : s.allowed_token_ids) out->add_allowed_token_ids(id);
   switch (s.structured_output.kind) {
     case StructuredOutput::Kind::kNone:
       break;

@@ -69,6 +69,34 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
     return Bad("prompt_logprobs", absl::StrCat("must be in [0, ", kMaxLogprobs, "]"),
                *prompt_logprobs);
   }
+  if (logit_bias.size() > static_cast<size_t>(kMaxLogitBias)) {
+    return Bad("logit_bias", absl::StrCat("may have at most ", kMaxLogitBias, " entries"),
+               static_cast<double>(logit_bias.size()));
+  }
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto& [id, bias] = logit_bias[i];
+    if (id < 0 || id >= vocab_size || (i > 0 && id <= logit_bias[i - 1].first)) {
+      return Bad("logit_bias",
+                 absl::StrCat("keys must be distinct token ids in [0, ", vocab_size, ")"), id);
+    }
+    if (!(bias >= -kMaxLogitBiasValue && bias <= kMaxLogitBiasValue)) {
+      return Bad("logit_bias", "values must be in [-100, 100]", bias);
+    }
+  }
+  if (allowed_token_ids.size() > static_cast<size_t>(kMaxAllowedTokenIds)) {
+    return Bad("allowed_token_ids",
+               absl::StrCat("may have at most ", kMaxAllowedTokenIds, " entries"),
+               static_cast<double>(allowed_token_ids.size()));
+  }
+  for (int32_t id : allowed_token_ids) {
+    if (id < 0 || id >= vocab_size) {
+      return Bad("allowed_token_ids", absl::StrCat("entries must be in [0, ", vocab_size, ")"), id);
+    }
+  }
+  if (UseBeamSearch() && (!logit_bias.empty() || !allowed_token_ids.empty())) {
+    return absl::InvalidArgumentError(
+        "sampling_params.logit_bias and allowed_token_ids are not supported with beam search");
+  }
   if (structured_output.enabled()) {
     const StructuredOutput& so = structured_output;
     if (UseBeamSearch()) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +40,10 @@ inline constexpr float kGreedyTemperatureEps = 1e-5f;
 // kMaxStructuredBytes in total.
 inline constexpr int kMaxStructuredBytes = 64 * 1024;
 inline constexpr int kMaxChoices = 256;
+// logit_bias entries (OpenAI's limit is on the order of hundreds) and allowed_token_ids.
+inline constexpr int kMaxLogitBias = 1024;
+inline constexpr int kMaxAllowedTokenIds = 65536;
+inline constexpr float kMaxLogitBiasValue = 100.0f;  // OpenAI's range: [-100, 100]
 
 struct StructuredOutput {
   enum class Kind {
@@ -108,6 +113,13 @@ struct SamplingParams {
   // its own stream (the request's seed for i = 0, a seed derived from it and i otherwise).
   // In [1, kMaxParallelSamples]. Must be 1 with beam search.
   int32_t n = 1;
+  // OpenAI's logit_bias: added to these tokens' logits before penalties (and before anything
+  // else the sampler does; logprobs stay those of the raw model). Ids in the vocabulary, at
+  // most kMaxLogitBias entries, values in [-100, 100]; sorted by id, unique.
+  std::vector<std::pair<int32_t, float>> logit_bias = {};
+  // vLLM's allowed_token_ids: when not empty, only these tokens may be sampled (EOS too only if
+  // listed). At most kMaxAllowedTokenIds ids in the vocabulary.
+  std::vector<int32_t> allowed_token_ids = {};
   // Constrains the output; when it is complete and nothing may follow, the sequence ends
   // (reason stop) without sampling an EOS. Not with beam search.
   StructuredOutput structured_output = {};

@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -116,7 +117,8 @@ absl::StatusOr<std::optional<std::string>> GetString(const Json& obj, absl::stri
 constexpr const char* kSamplingFields =
     "model temperature top_p top_k min_p repetition_penalty presence_penalty frequency_penalty "
     "seed min_tokens ignore_eos include_stop_str_in_output skip_special_tokens n stop "
-    "stop_token_ids stream stream_options user logit_bias prompt_logprobs response_format "
+    "stop_token_ids stream stream_options user logit_bias allowed_token_ids prompt_logprobs "
+    "response_format "
     "structured_outputs guided_json guided_choice guided_regex guided_grammar "
     "guided_decoding_backend guided_whitespace_pattern";
 
@@ -354,9 +356,32 @@ absl::Status ParseCommonSampling(const Json& j, OpenAiRequest* out, v1::Sampling
   out->model = model.value_or("");
   ASSIGN_OR_RETURN(auto user, GetString(j, "user", kMaxIdentifierBytes));
   (void)user;  // accepted for compatibility; pagellm keeps no per-user state and logs none
-  if (const Json* bias = Field(j, "logit_bias")) {
-    if (!bias->is_object() || !bias->empty()) {
-      return Error("logit_bias", "logit_bias is not supported");
+  // OpenAI's logit_bias: {"<token id>": bias}; vLLM's allowed_token_ids: [ids]. The worker
+  // checks the ids against the vocabulary and the values' range (SamplingParams::Validate).
+  if (const Json* bias = Field(j, "logit_bias"); bias != nullptr && !bias->is_null()) {
+    if (!bias->is_object()) return WrongType("logit_bias", *bias, "an object");
+    if (bias->size() > static_cast<size_t>(kMaxLogitBias)) {
+      return Error("logit_bias", absl::StrCat("logit_bias has ", bias->size(),
+                                              " entries; the limit is ", kMaxLogitBias));
+    }
+    for (const auto& [key, value] : bias->items()) {
+      int32_t id;
+      if (!absl::SimpleAtoi(key, &id) || !value.is_number()) {
+        return Error("logit_bias", "logit_bias maps token ids (as strings) to numbers");
+      }
+      (*s->mutable_logit_bias())[id] = value.get<float>();
+    }
+  }
+  if (const Json* ids = Field(j, "allowed_token_ids"); ids != nullptr && !ids->is_null()) {
+    if (!ids->is_array() || ids->size() > static_cast<size_t>(kMaxAllowedTokenIds)) {
+      return Error("allowed_token_ids", absl::StrCat("allowed_token_ids must be a list of at most ",
+                                                     kMaxAllowedTokenIds, " token ids"));
+    }
+    for (const Json& id : *ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+        return Error("allowed_token_ids", "allowed_token_ids must be a list of token ids");
+      }
+      s->add_allowed_token_ids(static_cast<int32_t>(id.get<int64_t>()));
     }
   }
   return absl::OkStatus();

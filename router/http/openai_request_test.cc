@@ -223,6 +223,20 @@ TEST(OpenAiRequestTest, TokenizeTakesAPromptOrMessages) {
   }
 }
 
+TEST(OpenAiRequestTest, LogitBiasAndAllowedTokenIds) {
+  absl::StatusOr<OpenAiRequest> r = ParseCompletionRequest(
+      R"({"prompt": "a", "logit_bias": {"50256": -100, "7": 2.5}, "allowed_token_ids": [7, 9]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::SamplingParams& s = r->prompts[0].sampling();
+  ASSERT_EQ(s.logit_bias_size(), 2);
+  EXPECT_EQ(s.logit_bias().at(50256), -100.0f);
+  EXPECT_EQ(s.logit_bias().at(7), 2.5f);
+  EXPECT_THAT(s.allowed_token_ids(), ElementsAre(7, 9));
+  r = ParseChatRequest(R"({"messages": [{"role": "user", "content": "a"}], "logit_bias": null})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].sampling().logit_bias_size(), 0);
+}
+
 // A body nested deeper than kMaxJsonDepth.
 const std::string* const kTooDeepBody =
     new std::string("{\"prompt\": " + std::string(kMaxJsonDepth, '[') + "1" +
@@ -271,8 +285,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownField", false, R"({"prompt": "a", "temprature": 1})", "temprature",
                 "unknown or unsupported field 'temprature'"},
         BadCase{"Suffix", false, R"({"prompt": "a", "suffix": "z"})", "suffix", "not supported"},
-        BadCase{"LogitBias", false, R"({"prompt": "a", "logit_bias": {"1": 5}})", "logit_bias",
-                "not supported"},
+        BadCase{"LogitBiasKey", false, R"({"prompt": "a", "logit_bias": {"x": 5}})", "logit_bias",
+                "maps token ids"},
+        BadCase{"LogitBiasValue", false, R"({"prompt": "a", "logit_bias": {"1": "5"}})",
+                "logit_bias", "maps token ids"},
+        BadCase{"AllowedTokenIds", false, R"({"prompt": "a", "allowed_token_ids": [1, -2]})",
+                "allowed_token_ids", "list of token ids"},
         BadCase{"BestOf", false, R"({"prompt": "a", "best_of": 3})", "best_of", "not supported"},
         BadCase{"PromptLogprobsStreamed", false,
                 R"({"prompt": "a", "stream": true, "prompt_logprobs": 1})", "prompt_logprobs",

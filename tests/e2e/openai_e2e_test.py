@@ -389,6 +389,26 @@ class OpenAiApiTest(unittest.TestCase):
                 self.assertIn(c.text, ["positive", "negative"])
                 self.assertEqual(c.finish_reason, "stop")
 
+    def test_logit_bias_and_allowed_token_ids(self):
+        """OpenAI's logit_bias (the SDK sends integer keys as strings) and vLLM's
+        allowed_token_ids steer greedy and sampled completions."""
+        _, t = self.Raw("POST", "/tokenize", {"prompt": " blue sky", "add_special_tokens": False})
+        blue, sky = t["tokens"]
+        r = self.client.completions.create(model=self.model, prompt=PROMPTS[0], max_tokens=4,
+                                           temperature=0, logit_bias={blue: 100}, logprobs=0)
+        self.assertEqual(r.choices[0].logprobs.tokens, [" blue"] * 4)
+        GENERATED.append(r.choices[0].text)
+        r = self.client.completions.create(model=self.model, prompt=PROMPTS[0], max_tokens=6,
+                                           temperature=1.0, n=2, seed=5,
+                                           extra_body={"allowed_token_ids": [blue, sky]})
+        for c in r.choices:
+            GENERATED.append(c.text)
+            self.assertEqual(c.text.replace(" blue", "").replace(" sky", ""), "", c.text)
+        status, err = self.Raw("POST", "/v1/completions",
+                               {"prompt": "x", "logit_bias": {"1": 101}})
+        self.assertEqual(status, 400, err)
+        self.assertIn("logit_bias", err["error"]["message"])
+
     def test_tokenize_and_detokenize(self):
         """vLLM's /tokenize and /detokenize: the ids a completion of the same prompt counts,
         the chat prompt a chat completion counts, and the text back."""

@@ -9,7 +9,7 @@ send one request after another, picked at random:
 
   - OpenAI completions and chat completions, streamed or not, n 1 .. 4, logprobs, stop
     strings, seeds, penalties, echo (with logprobs: the prompt scored too; max_tokens 0),
-    vLLM's prompt_logprobs, structured output (response_format json_object / json_schema,
+    vLLM's prompt_logprobs, logit_bias, structured output (response_format json_object / json_schema,
     structured_outputs, guided_choice: a complete answer must parse, or be one of the
     choices), chats without max_tokens (the rest of the context: the
     workers' max_model_len is what their pools hold for one sequence, 768 of the model's 8,192
@@ -153,6 +153,9 @@ class Soak:
                 body["logprobs"] = rng.randint(0, 5)
         if rng.random() < 0.3:
             body["ignore_eos"] = True
+        if rng.random() < 0.1:
+            body["logit_bias"] = {str(rng.randint(0, 49151)): round(rng.uniform(-100, 100), 1)
+                                  for _ in range(rng.randint(1, 5))}
         if rng.random() < 0.15:  # structured output, in each of its spellings
             body.update(rng.choice([
                 {"response_format": {"type": "json_object"}},

@@ -7,10 +7,10 @@
 //
 // Every sampler implementation gives the same answer for the same row: the CPU one
 // (worker/backend/cpu/sampler.h) is the reference, and the semantics are its contract --
-// penalties -> allowed tokens -> min_tokens suppression -> greedy argmax, or temperature ->
-// top-k -> top-p -> min-p -> one draw from rng at output position output_ids.size(); logprobs are
-// of the raw model distribution. A scoring row (prompt logprobs) reports a given token's logprob
-// instead.
+// logit bias -> penalties -> allowed tokens -> min_tokens suppression -> greedy argmax, or
+// temperature -> top-k -> top-p -> min-p -> one draw from rng at output position output_ids.size();
+// logprobs are of the raw model distribution. A scoring row (prompt logprobs) reports a given
+// token's logprob instead.
 //
 // Spans are borrowed from the engine for the duration of the call.
 #ifndef PAGELLM_WORKER_BACKEND_SAMPLING_BATCH_H_

@@ -369,9 +369,10 @@ void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits
                               ? static_cast<int32_t>(group->max_seqs)
                               : 1;
   sampled_.push_back({seq, static_cast<int32_t>(sampling_rows_.size()), samples});
-  if (seq->grammar.has_value()) {
-    masked_rows_.push_back({static_cast<int32_t>(sampling_rows_.size()), samples,
-                            structured_->AddMask(*seq->grammar, p)});
+  if (seq->grammar.has_value() || !p.allowed_token_ids.empty()) {
+    masked_rows_.push_back(
+        {static_cast<int32_t>(sampling_rows_.size()), samples,
+         structured_->AddMask(seq->grammar.has_value() ? &*seq->grammar : nullptr, p)});
   }
   for (int32_t i = 0; i < samples; ++i) {
     row.seq.rng = seq->rng.ForSample(i);

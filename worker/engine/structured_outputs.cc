@@ -1,5 +1,6 @@
 #include "worker/engine/structured_outputs.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/structured/json_schema_grammar.h"
@@ -61,27 +62,37 @@ absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> StructuredOutputs::
   return compiled;
 }
 
-int64_t StructuredOutputs::AddMask(structured::GrammarMatcher& matcher,
+int64_t StructuredOutputs::AddMask(structured::GrammarMatcher* matcher,
                                    const SamplingParams& params) {
   const auto handle = static_cast<int64_t>(masks_.size());
   masks_.resize(masks_.size() + words_);
   const absl::Span<uint64_t> mask(masks_.data() + handle, words_);
-  const auto start = std::chrono::steady_clock::now();
-  const int64_t computed = matcher.grammar().stats().masks_computed;
-  matcher.FillNextTokenMask(mask);
-  if (matcher.grammar().stats().masks_computed > computed) {
-    ++masks_computed_;
-  } else {
-    ++masks_cached_;
-  }
-  if (matcher.CanEnd()) {
-    auto allow = [&](int32_t id) { mask[id >> 6] |= uint64_t{1} << (id & 63); };
-    if (!params.ignore_eos) {
-      for (int32_t id : eos_ids_) allow(id);
+  if (matcher != nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t computed = matcher->grammar().stats().masks_computed;
+    matcher->FillNextTokenMask(mask);
+    if (matcher->grammar().stats().masks_computed > computed) {
+      ++masks_computed_;
+    } else {
+      ++masks_cached_;
     }
-    for (int32_t id : params.stop_token_ids) allow(id);
+    if (matcher->CanEnd()) {
+      auto allow = [&](int32_t id) { mask[id >> 6] |= uint64_t{1} << (id & 63); };
+      if (!params.ignore_eos) {
+        for (int32_t id : eos_ids_) allow(id);
+      }
+      for (int32_t id : params.stop_token_ids) allow(id);
+    }
+    mask_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } else {
+    std::fill(mask.begin(), mask.end(), ~uint64_t{0});
   }
-  mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!params.allowed_token_ids.empty()) {
+    allowed_.assign(words_, 0);
+    for (int32_t id : params.allowed_token_ids) allowed_[id >> 6] |= uint64_t{1} << (id & 63);
+    for (int64_t w = 0; w < words_; ++w) mask[w] &= allowed_[w];
+  }
   return handle;
 }
 

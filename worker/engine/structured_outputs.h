@@ -1,4 +1,5 @@
-// StructuredOutputs: the engine's side of structured output. It turns a request's
+// StructuredOutputs: the engine's side of structured output (and of allowed_token_ids, the
+// other constraint that is a token mask). It turns a request's
 // StructuredOutput into a compiled grammar over the model's vocabulary (the tokenizer's tokens
 // as bytes, built on first use; compiled grammars of recent requests kept, so requests with the
 // same schema share states and token masks), and builds each step's allowed-token masks: the
@@ -36,9 +37,10 @@ class StructuredOutputs {
 
   // Drops the step's masks.
   void BeginStep() { masks_.clear(); }
-  // Appends the mask of the tokens `matcher` allows next under `params` (EOS unless ignore_eos,
-  // and the stop token ids, where the output may end) and returns its handle.
-  int64_t AddMask(structured::GrammarMatcher& matcher, const SamplingParams& params);
+  // Appends the mask of the tokens `matcher` (null: none) allows next under `params` (EOS
+  // unless ignore_eos, and the stop token ids, where the output may end), less the tokens
+  // outside params.allowed_token_ids when it is not empty, and returns its handle.
+  int64_t AddMask(structured::GrammarMatcher* matcher, const SamplingParams& params);
   // Masks computed (a vocabulary walk) and served from a grammar's cache so far, and the time
   // AddMask took in all.
   [[nodiscard]] int64_t masks_computed() const { return masks_computed_; }
@@ -58,6 +60,7 @@ class StructuredOutputs {
   // Most recently used last.
   std::vector<std::pair<std::string, std::shared_ptr<structured::CompiledGrammar>>> cache_;
   std::vector<uint64_t> masks_;
+  std::vector<uint64_t> allowed_;  // AddMask's scratch
   int64_t masks_computed_ = 0;
   int64_t masks_cached_ = 0;
   double mask_seconds_ = 0.0;

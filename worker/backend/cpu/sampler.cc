@@ -126,9 +126,19 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
   }
   std::copy(logits.begin(), logits.end(), work_.begin());
 
-  // 2. Penalties and min_tokens; keep the peak current.
+  // 2. Logit bias, penalties, the allowed tokens and min_tokens; keep the peak current.
   Peak peak{raw.value, raw.id};
   bool peak_changed = false;
+  if (!params.logit_bias.empty()) {
+    for (const auto& [id, bias] : params.logit_bias) {
+      if (id < 0 || id >= vocab_size_) {
+        return absl::InvalidArgumentError(absl::StrCat("Sampler: logit_bias id ", id));
+      }
+      work_[id] += bias;
+    }
+    const row_ops::RowPeak biased = row_ops::ScanPeak(work_.data(), vocab_size_);
+    peak = Peak{biased.value, biased.id};
+  }
   RETURN_IF_ERROR(ApplyPenalties(seq, peak, peak_changed));
   if (!seq.allowed_tokens.empty()) {
     if (static_cast<int64_t>(seq.allowed_tokens.size()) != (vocab_size_ + 63) / 64) {

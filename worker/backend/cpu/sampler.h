@@ -39,11 +39,11 @@ class Sampler {
   ~Sampler();
 
   // Picks the next token for `seq` from one logits row (vocab_size floats, not modified).
-  // Order: penalties -> seq.allowed_tokens -> min_tokens suppression -> greedy argmax, or
-  // temperature -> top-k -> top-p -> min-p -> one draw from seq.rng at step output_ids.size().
-  // Errors: InvalidArgument if the row or the mask has the wrong size or a history id is out of
-  // the vocab;
-  // FailedPrecondition if the logits hold NaN or +inf, or no token is left with a finite logit.
+  // Order: logit_bias -> penalties -> seq.allowed_tokens -> min_tokens suppression -> greedy
+  // argmax, or temperature -> top-k -> top-p -> min-p -> one draw from seq.rng at step
+  // output_ids.size(). Errors: InvalidArgument if the row or the mask has the wrong size or a
+  // history id is out of the vocab; FailedPrecondition if the logits hold NaN or +inf, or no token
+  // is left with a finite logit.
   absl::StatusOr<SampleResult> Sample(absl::Span<const float> logits, const SequenceToSample& seq);
 
   // A scoring row's result: `token` with its raw logprob and rank, and the `num_top` most likely

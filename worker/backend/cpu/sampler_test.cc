@@ -476,6 +476,33 @@ TEST_F(SamplerTest, AllowedTokensMaskRestrictsTheChoiceButNotTheLogprobs) {
   EXPECT_EQ(sampler_->Sample(logits, seq).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(SamplerTest, LogitBiasShiftsTheChoiceBeforePenaltiesNotTheLogprobs) {
+  Init(5);
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.5f, -1.0f};
+  SamplingParams p{.temperature = 0.0f, .logprobs = 0};
+  p.logit_bias = {{1, -100.0f}, {3, 1.0f}};
+  SampleResult r = Sample(logits, p);
+  EXPECT_EQ(r.token_id, 2);                                    // 3 - 100, 2, 0.5 + 1: token 2 leads
+  EXPECT_NEAR(r.logprob, std::log(Softmax(logits)[2]), 1e-6);  // raw
+  p.logit_bias = {{4, 4.5f}};
+  EXPECT_EQ(Sample(logits, p).token_id, 4);  // -1 + 4.5 beats 3
+  // Applied before the repetition penalty, as vLLM: 3 + 1 = 4 > 0 is divided by 2 -> 2 < 2.5.
+  p.logit_bias = {{1, 1.0f}, {2, 0.5f}};
+  p.repetition_penalty = 2.0f;
+  SequenceToSample seq{.params = &p, .output_ids = {}, .rng = SamplingRng(0)};
+  const std::vector<int32_t> prompt = {1};
+  seq.prompt_ids = prompt;
+  absl::StatusOr<SampleResult> x = sampler_->Sample(logits, seq);
+  ASSERT_TRUE(x.ok()) << x.status();
+  EXPECT_EQ(x->token_id, 2);
+  // Sampled: a -100 bias removes a token in practice.
+  SamplingParams t{.temperature = 1.0f};
+  t.logit_bias = {{1, -100.0f}, {2, -100.0f}};
+  EXPECT_EQ(
+      Support(Histogram(logits, t, 2000)).count(1) + Support(Histogram(logits, t, 2000)).count(2),
+      0u);
+}
+
 TEST_F(SamplerTest, LogprobsAreRawLogSoftmax) {
   const int64_t vocab = 1000;
   Init(vocab);
@@ -696,6 +723,32 @@ TEST(SamplingParamsTest, ValidateNamesTheBadField) {
        [](SamplingParams& p) {
          p.structured_output = {.kind = StructuredOutput::Kind::kChoice,
                                 .choices = {std::string(kMaxStructuredBytes, 'x'), "y"}};
+       }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{100, 1.0f}};
+       }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{5, 1.0f}, {5, 2.0f}};
+       }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{5, 100.5f}};
+       }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{5, NAN}};
+       }},
+      {"allowed_token_ids",
+       [](SamplingParams& p) {
+         p.allowed_token_ids = {1, 100};
+       }},
+      {"beam search",
+       [](SamplingParams& p) {
+         p.logit_bias = {{5, 1.0f}};
+         p.temperature = 0.0f;
+         p.beam_width = 2;
        }},
       {"beam search",
        [](SamplingParams& p) {

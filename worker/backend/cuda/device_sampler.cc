@@ -140,8 +140,8 @@ absl::Status DeviceSampler::Sample(const float* logits, int64_t num_logits,
   for (size_t i = 0; i < sampling.rows.size(); ++i) {
     const SamplingRow& row = sampling.rows[i];
     const SamplingParams& p = *row.seq.params;
-    // Prompt logprobs and structured output: the reference sampler takes the row (copied back).
-    if (row.score_token >= 0 || !row.seq.allowed_tokens.empty()) {
+    // Prompt logprobs, masks and logit bias: the reference sampler takes the row (copied back).
+    if (row.score_token >= 0 || !row.seq.allowed_tokens.empty() || !p.logit_bias.empty()) {
       host_index_.push_back(static_cast<int32_t>(i));
       logits_row_needed_[row.logits_row] = 1;
       continue;

@@ -9,9 +9,9 @@
 //   - beam rows' top candidates by sample.h's LaunchBeamCandidates; only for a vocabulary over
 //     kMaxBeamVocab are they chosen by the reference sampler on the host over their logits row
 //     alone, copied back;
-//   - scoring rows (prompt logprobs, off the decode path) and rows with an allowed-tokens mask
-//     (structured output; its mask is built on the host anyway) by the reference sampler on
-//     the host over their logits rows, copied back.
+//   - scoring rows (prompt logprobs, off the decode path), rows with an allowed-tokens mask
+//     (structured output, allowed_token_ids; built on the host anyway) or a logit bias by the
+//     reference sampler on the host over their logits rows, copied back.
 // Either way the answer is the CPU sampler's for the same logits (sample.h says where rounding
 // may differ).
 //

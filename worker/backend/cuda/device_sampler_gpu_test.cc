@@ -161,7 +161,7 @@ TEST_F(DeviceSamplerTest, ScoringRowsMatchTheCpuSamplerNextToSampledRows) {
   EXPECT_EQ(sampler_->last_device_rows(), 1);
 }
 
-TEST_F(DeviceSamplerTest, MaskedRowsMatchTheCpuSamplerNextToUnmaskedOnes) {
+TEST_F(DeviceSamplerTest, MaskedAndBiasedRowsMatchTheCpuSamplerNextToPlainOnes) {
   std::mt19937 rng(8);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> logits(3 * kVocab);
@@ -170,14 +170,17 @@ TEST_F(DeviceSamplerTest, MaskedRowsMatchTheCpuSamplerNextToUnmaskedOnes) {
   for (int t = 100; t < kVocab; t += 977) mask[t / 64] |= uint64_t{1} << (t % 64);
   const SamplingParams greedy{.temperature = 0.0f, .logprobs = 3};
   const SamplingParams sampled{.temperature = 0.9f, .top_p = 0.9f, .seed = 4};
+  SamplingParams biased{.temperature = 0.0f, .logprobs = 2};
+  biased.logit_bias = {{17, 50.0f}, {4000, -100.0f}};
   std::vector<SamplingRow> rows;
   for (int r = 0; r < 3; ++r) {
     rows.push_back({.logits_row = r, .seq = {.params = &greedy, .allowed_tokens = mask}});
     rows.push_back({.logits_row = r, .seq = {.params = &sampled, .allowed_tokens = mask}});
+    rows.push_back({.logits_row = r, .seq = {.params = &biased}});
     rows.push_back({.logits_row = r, .seq = {.params = &greedy}});
   }
   ExpectSame(logits, rows);
-  EXPECT_EQ(sampler_->last_host_rows(), 6);
+  EXPECT_EQ(sampler_->last_host_rows(), 9);
   EXPECT_EQ(sampler_->last_device_rows(), 3);
 }
 
