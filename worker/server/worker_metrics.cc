@@ -84,8 +84,9 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                                  .Add({});
   auto& masks = prometheus::BuildCounter()
                     .Name("pagellm_structured_output_masks_total")
-                    .Help("Structured-output token masks: computed (a vocabulary walk) or "
-                          "served from a grammar's cache")
+                    .Help(
+                        "Structured-output token masks: computed (a vocabulary walk) or "
+                        "served from a grammar's cache")
                     .Register(r);
   structured_masks_computed = &masks.Add({{"source", "computed"}});
   structured_masks_cached = &masks.Add({{"source", "cached"}});
