@@ -184,6 +184,7 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   group->request_id = request_id;
   group->arrival = next_arrival_++;
   group->params = params;
+  if (!params.allowed_token_ids.empty()) group->allowed_mask = structured_->AllowedMask(params);
   if (!params.UseBeamSearch()) {
     group->stop_conditions = StopConditions::Create(params, tokenizer_->end_of_generation_ids());
   }
@@ -369,10 +370,11 @@ void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits
                               ? static_cast<int32_t>(group->max_seqs)
                               : 1;
   sampled_.push_back({seq, static_cast<int32_t>(sampling_rows_.size()), samples});
-  if (seq->grammar.has_value() || !p.allowed_token_ids.empty()) {
-    masked_rows_.push_back(
-        {static_cast<int32_t>(sampling_rows_.size()), samples,
-         structured_->AddMask(seq->grammar.has_value() ? &*seq->grammar : nullptr, p)});
+  if (seq->grammar.has_value()) {
+    masked_rows_.push_back({static_cast<int32_t>(sampling_rows_.size()), samples,
+                            structured_->AddMask(*seq->grammar, p, group->allowed_mask)});
+  } else {
+    row.seq.allowed_tokens = group->allowed_mask;  // empty without allowed_token_ids
   }
   for (int32_t i = 0; i < samples; ++i) {
     row.seq.rng = seq->rng.ForSample(i);

@@ -78,6 +78,9 @@ struct SequenceGroup {
   // 0 has none). The engine advances it as it reports them; a recompute preemption keeps it, so
   // recomputed positions are not reported twice.
   int64_t next_prompt_logprob = 1;
+  // With params.allowed_token_ids: their mask over the vocabulary, made at admission; rows of
+  // the group's sequences without a grammar point at it as is.
+  std::vector<uint64_t> allowed_mask;
 
   // True while prompt logprobs are due: the prompt must be computed from position
   // next_prompt_logprob - 1 on, keeping those positions' logits, so no cached prefix is reused.

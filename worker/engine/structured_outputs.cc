@@ -62,37 +62,37 @@ absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> StructuredOutputs::
   return compiled;
 }
 
-int64_t StructuredOutputs::AddMask(structured::GrammarMatcher* matcher,
-                                   const SamplingParams& params) {
+std::vector<uint64_t> StructuredOutputs::AllowedMask(const SamplingParams& params) const {
+  std::vector<uint64_t> mask(words_, 0);
+  for (int32_t id : params.allowed_token_ids) mask[id >> 6] |= uint64_t{1} << (id & 63);
+  return mask;
+}
+
+int64_t StructuredOutputs::AddMask(structured::GrammarMatcher& matcher,
+                                   const SamplingParams& params,
+                                   absl::Span<const uint64_t> allowed) {
   const auto handle = static_cast<int64_t>(masks_.size());
   masks_.resize(masks_.size() + words_);
   const absl::Span<uint64_t> mask(masks_.data() + handle, words_);
-  if (matcher != nullptr) {
-    const auto start = std::chrono::steady_clock::now();
-    const int64_t computed = matcher->grammar().stats().masks_computed;
-    matcher->FillNextTokenMask(mask);
-    if (matcher->grammar().stats().masks_computed > computed) {
-      ++masks_computed_;
-    } else {
-      ++masks_cached_;
-    }
-    if (matcher->CanEnd()) {
-      auto allow = [&](int32_t id) { mask[id >> 6] |= uint64_t{1} << (id & 63); };
-      if (!params.ignore_eos) {
-        for (int32_t id : eos_ids_) allow(id);
-      }
-      for (int32_t id : params.stop_token_ids) allow(id);
-    }
-    mask_seconds_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t computed = matcher.grammar().stats().masks_computed;
+  matcher.FillNextTokenMask(mask);
+  if (matcher.grammar().stats().masks_computed > computed) {
+    ++masks_computed_;
   } else {
-    std::fill(mask.begin(), mask.end(), ~uint64_t{0});
+    ++masks_cached_;
   }
-  if (!params.allowed_token_ids.empty()) {
-    allowed_.assign(words_, 0);
-    for (int32_t id : params.allowed_token_ids) allowed_[id >> 6] |= uint64_t{1} << (id & 63);
-    for (int64_t w = 0; w < words_; ++w) mask[w] &= allowed_[w];
+  if (matcher.CanEnd()) {
+    auto allow = [&](int32_t id) { mask[id >> 6] |= uint64_t{1} << (id & 63); };
+    if (!params.ignore_eos) {
+      for (int32_t id : eos_ids_) allow(id);
+    }
+    for (int32_t id : params.stop_token_ids) allow(id);
   }
+  if (!allowed.empty()) {
+    for (int64_t w = 0; w < words_; ++w) mask[w] &= allowed[w];
+  }
+  mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return handle;
 }
 

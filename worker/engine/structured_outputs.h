@@ -37,10 +37,13 @@ class StructuredOutputs {
 
   // Drops the step's masks.
   void BeginStep() { masks_.clear(); }
-  // Appends the mask of the tokens `matcher` (null: none) allows next under `params` (EOS
-  // unless ignore_eos, and the stop token ids, where the output may end), less the tokens
-  // outside params.allowed_token_ids when it is not empty, and returns its handle.
-  int64_t AddMask(structured::GrammarMatcher* matcher, const SamplingParams& params);
+  // The mask of params.allowed_token_ids (mask words), made once per request.
+  [[nodiscard]] std::vector<uint64_t> AllowedMask(const SamplingParams& params) const;
+  // Appends the mask of the tokens `matcher` allows next under `params` (EOS unless ignore_eos,
+  // and the stop token ids, where the output may end), ANDed with `allowed` (AllowedMask) when
+  // it is not empty, and returns its handle.
+  int64_t AddMask(structured::GrammarMatcher& matcher, const SamplingParams& params,
+                  absl::Span<const uint64_t> allowed);
   // Masks computed (a vocabulary walk) and served from a grammar's cache so far, and the time
   // AddMask took in all.
   [[nodiscard]] int64_t masks_computed() const { return masks_computed_; }
@@ -60,7 +63,6 @@ class StructuredOutputs {
   // Most recently used last.
   std::vector<std::pair<std::string, std::shared_ptr<structured::CompiledGrammar>>> cache_;
   std::vector<uint64_t> masks_;
-  std::vector<uint64_t> allowed_;  // AddMask's scratch
   int64_t masks_computed_ = 0;
   int64_t masks_cached_ = 0;
   double mask_seconds_ = 0.0;
