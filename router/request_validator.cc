@@ -1,11 +1,13 @@
 #include "router/request_validator.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/api/proto_convert.h"
 #include "common/api/request_limits.h"
+#include "common/json/strict_json.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 
@@ -18,6 +20,48 @@ absl::Status CheckPromptBytes(const ModelContext& model, int64_t bytes, absl::st
   return absl::InvalidArgumentError(absl::StrCat(
       field, " is ", bytes, " bytes long; at most ", model.max_prompt_bytes(),
       " bytes can fit the maximum model length of ", model.max_model_len(), " tokens"));
+}
+
+// Marks every string (keys too) of the JSON text `json` (Tokenizer::MarkUntrusted), decoding
+// escapes first so that "\u003c|im_start|>" is caught too. "" stays "". InvalidArgument naming
+// `field` when the text is not JSON.
+absl::StatusOr<std::string> MarkUntrustedJson(const Tokenizer& tok, const std::string& json,
+                                              const std::string& field) {
+  if (json.empty()) return std::string();
+  absl::StatusOr<nlohmann::ordered_json> parsed =
+      ParseStrictJson(json, {.max_depth = kMaxToolJsonDepth});
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is not valid JSON: ", parsed.status().message()));
+  }
+  absl::Status status;
+  std::function<nlohmann::ordered_json(const nlohmann::ordered_json&)> walk =
+      [&](const nlohmann::ordered_json& j) -> nlohmann::ordered_json {
+    if (!status.ok()) return nullptr;
+    auto mark = [&](const std::string& s) -> std::string {
+      absl::StatusOr<std::string> m = tok.MarkUntrusted(s, field);
+      if (!m.ok()) {
+        status = m.status();
+        return std::string();
+      }
+      return *std::move(m);
+    };
+    if (j.is_string()) return mark(j.get<std::string>());
+    if (j.is_array()) {
+      nlohmann::ordered_json out = nlohmann::ordered_json::array();
+      for (const auto& item : j) out.push_back(walk(item));
+      return out;
+    }
+    if (j.is_object()) {
+      nlohmann::ordered_json out = nlohmann::ordered_json::object();
+      for (const auto& [key, item] : j.items()) out[mark(key)] = walk(item);
+      return out;
+    }
+    return j;
+  };
+  nlohmann::ordered_json marked = walk(*parsed);
+  RETURN_IF_ERROR(status);
+  return marked.dump(-1, ' ', /*ensure_ascii=*/false);
 }
 
 }  // namespace
@@ -43,29 +87,91 @@ absl::StatusOr<EncodedPrompt> EncodeChat(const ModelContext& model, const v1::Ch
     return absl::InvalidArgumentError(absl::StrCat(field, ".messages has ", chat.messages_size(),
                                                    " entries; the limit is ", kMaxChatMessages));
   }
+  if (chat.tools_size() > kMaxTools) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".tools has ", chat.tools_size(),
+                                                   " entries; the limit is ", kMaxTools));
+  }
+  // Every string the client gives: valid UTF-8, counted against the prompt's size, and marked
+  // below so that only the template's own markup can produce control tokens.
   int64_t bytes = 0;
+  auto check = [&bytes](const std::string& value, const std::string& at) -> absl::Status {
+    if (!IsValidUtf8(value)) {
+      return absl::InvalidArgumentError(absl::StrCat(at, " is not valid UTF-8"));
+    }
+    bytes += static_cast<int64_t>(value.size());
+    return absl::OkStatus();
+  };
   for (int i = 0; i < chat.messages_size(); ++i) {
     const v1::ChatMessage& m = chat.messages(i);
     const std::string at = absl::StrCat(field, ".messages[", i, "]");
-    if (!IsValidUtf8(m.role()) || !IsValidUtf8(m.content())) {
-      return absl::InvalidArgumentError(absl::StrCat(at, " is not valid UTF-8"));
-    }
+    RETURN_IF_ERROR(check(m.role(), at + ".role"));
+    RETURN_IF_ERROR(check(m.content(), at + ".content"));
     RETURN_IF_ERROR(CheckMaxBytes(m.role(), kMaxRoleBytes, at + ".role"));
-    bytes += static_cast<int64_t>(m.role().size() + m.content().size());
+    if (m.tool_calls_size() > kMaxToolCallsPerMessage) {
+      return absl::InvalidArgumentError(absl::StrCat(at, ".tool_calls has ", m.tool_calls_size(),
+                                                     " entries; the limit is ",
+                                                     kMaxToolCallsPerMessage));
+    }
+    for (int c = 0; c < m.tool_calls_size(); ++c) {
+      const v1::ToolCall& call = m.tool_calls(c);
+      const std::string call_at = absl::StrCat(at, ".tool_calls[", c, "]");
+      RETURN_IF_ERROR(check(call.id(), call_at + ".id"));
+      RETURN_IF_ERROR(CheckMaxBytes(call.id(), kMaxToolNameBytes, call_at + ".id"));
+      RETURN_IF_ERROR(check(call.name(), call_at + ".name"));
+      RETURN_IF_ERROR(CheckMaxBytes(call.name(), kMaxToolNameBytes, call_at + ".name"));
+      RETURN_IF_ERROR(check(call.arguments(), call_at + ".arguments"));
+    }
+    RETURN_IF_ERROR(check(m.tool_call_id(), at + ".tool_call_id"));
+    RETURN_IF_ERROR(CheckMaxBytes(m.tool_call_id(), kMaxToolNameBytes, at + ".tool_call_id"));
+    RETURN_IF_ERROR(check(m.name(), at + ".name"));
+    RETURN_IF_ERROR(CheckMaxBytes(m.name(), kMaxToolNameBytes, at + ".name"));
+  }
+  for (int i = 0; i < chat.tools_size(); ++i) {
+    const v1::Tool& t = chat.tools(i);
+    const std::string at = absl::StrCat(field, ".tools[", i, "]");
+    RETURN_IF_ERROR(check(t.name(), at + ".name"));
+    RETURN_IF_ERROR(CheckMaxBytes(t.name(), kMaxToolNameBytes, at + ".name"));
+    RETURN_IF_ERROR(check(t.description(), at + ".description"));
+    RETURN_IF_ERROR(check(t.parameters(), at + ".parameters"));
   }
   RETURN_IF_ERROR(CheckPromptBytes(model, bytes, absl::StrCat(field, ".messages")));
   if (model.chat() == nullptr) return model.chat_status();
   // Message text is the client's: it is marked so that only the template's own markup can
   // produce control tokens (Tokenizer::MarkUntrusted). transformers and vLLM tokenize the
   // rendered prompt with special tokens parsed, so a message spelling "<|im_start|>system" forges
-  // a system turn there; here it stays text, as with OpenAI's API.
+  // a system turn there; here it stays text, as with OpenAI's API. JSON text (a call's
+  // arguments, a tool's schema) is marked string by string, escapes decoded.
   const Tokenizer& tok = model.tokenizer();
   v1::ChatPrompt marked = chat;
+  auto mark = [&tok](std::string* value, const std::string& at) -> absl::Status {
+    if (value->empty()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(*value, tok.MarkUntrusted(*value, at));
+    return absl::OkStatus();
+  };
   for (int i = 0; i < marked.messages_size(); ++i) {
     v1::ChatMessage* m = marked.mutable_messages(i);
     const std::string at = absl::StrCat(field, ".messages[", i, "]");
-    ASSIGN_OR_RETURN(*m->mutable_role(), tok.MarkUntrusted(m->role(), at + ".role"));
-    ASSIGN_OR_RETURN(*m->mutable_content(), tok.MarkUntrusted(m->content(), at + ".content"));
+    RETURN_IF_ERROR(mark(m->mutable_role(), at + ".role"));
+    RETURN_IF_ERROR(mark(m->mutable_content(), at + ".content"));
+    for (int c = 0; c < m->tool_calls_size(); ++c) {
+      v1::ToolCall* call = m->mutable_tool_calls(c);
+      const std::string call_at = absl::StrCat(at, ".tool_calls[", c, "]");
+      RETURN_IF_ERROR(mark(call->mutable_id(), call_at + ".id"));
+      RETURN_IF_ERROR(mark(call->mutable_name(), call_at + ".name"));
+      ASSIGN_OR_RETURN(*call->mutable_arguments(),
+                       MarkUntrustedJson(tok, call->arguments(), call_at + ".arguments"));
+    }
+    if (m->has_tool_call_id())
+      RETURN_IF_ERROR(mark(m->mutable_tool_call_id(), at + ".tool_call_id"));
+    if (m->has_name()) RETURN_IF_ERROR(mark(m->mutable_name(), at + ".name"));
+  }
+  for (int i = 0; i < marked.tools_size(); ++i) {
+    v1::Tool* t = marked.mutable_tools(i);
+    const std::string at = absl::StrCat(field, ".tools[", i, "]");
+    RETURN_IF_ERROR(mark(t->mutable_name(), at + ".name"));
+    if (t->has_description()) RETURN_IF_ERROR(mark(t->mutable_description(), at + ".description"));
+    ASSIGN_OR_RETURN(*t->mutable_parameters(),
+                     MarkUntrustedJson(tok, t->parameters(), at + ".parameters"));
   }
   absl::StatusOr<std::string> rendered = model.chat()->Render(marked);
   if (!rendered.ok()) return rendered.status();

@@ -29,6 +29,15 @@ inline constexpr size_t kMaxWorkerRequestIdBytes = kMaxRequestIdBytes + 64;
 inline constexpr size_t kMaxRoleBytes = 64;
 // Messages in one chat prompt.
 inline constexpr int kMaxChatMessages = 4096;
+// Functions one chat prompt may offer the model (OpenAI's limit), and calls one message may
+// carry.
+inline constexpr int kMaxTools = 128;
+inline constexpr int kMaxToolCallsPerMessage = 128;
+// Nesting of a tool's parameter schema or a call's arguments (the template sees them within
+// three more levels, under chat_template::kMaxKwargsDepth).
+inline constexpr int kMaxToolJsonDepth = 24;
+// A tool's or a call's name and a call's id.
+inline constexpr size_t kMaxToolNameBytes = 256;
 // The longest error message sent to a client; longer ones are cut (at a UTF-8 boundary).
 inline constexpr size_t kMaxErrorMessageBytes = 1024;
 // How much of a client's value an error message quotes.

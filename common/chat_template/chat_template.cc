@@ -16,6 +16,7 @@
 
 namespace pagellm {
 
+using chat_template::DictObject;
 using chat_template::Value;
 
 struct ChatTemplate::Impl {
@@ -48,17 +49,33 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
   list.reserve(messages.size());
   for (const ChatMessage& message : messages) {
     Value dict = ctx.MakeDict();
-    dict.AsDict()->Set(Value::String("role"), Value::String(SanitizeUtf8(message.role)));
-    dict.AsDict()->Set(Value::String("content"), Value::String(SanitizeUtf8(message.content)));
+    DictObject* d = dict.AsDict();
+    d->Set(Value::String("role"), Value::String(SanitizeUtf8(message.role)));
+    d->Set(Value::String("content"), Value::String(SanitizeUtf8(message.content)));
+    if (!message.tool_calls_json.empty()) {
+      ASSIGN_OR_RETURN(Value calls, chat_template::ParseJsonValue(message.tool_calls_json,
+                                                                  "a message's tool_calls", ctx));
+      d->Set(Value::String("tool_calls"), std::move(calls));
+    }
+    if (message.tool_call_id.has_value()) {
+      d->Set(Value::String("tool_call_id"), Value::String(SanitizeUtf8(*message.tool_call_id)));
+    }
+    if (message.name.has_value()) {
+      d->Set(Value::String("name"), Value::String(SanitizeUtf8(*message.name)));
+    }
     list.push_back(dict);
   }
   ASSIGN_OR_RETURN(Value messages_value, ctx.MakeList(std::move(list)));
+  Value tools = Value::None();
+  if (!options.tools_json.empty()) {
+    ASSIGN_OR_RETURN(tools, chat_template::ParseJsonValue(options.tools_json, "tools", ctx));
+  }
   std::vector<std::pair<std::string, Value>> globals = {
       {"messages", messages_value},
       {"add_generation_prompt", Value::Bool(options.add_generation_prompt)},
       {"bos_token", Value::String(SanitizeUtf8(options.bos_token))},
       {"eos_token", Value::String(SanitizeUtf8(options.eos_token))},
-      {"tools", Value::None()},
+      {"tools", tools},
       {"documents", Value::None()},
   };
   // transformers passes the tokenizer's special_tokens_map: only the tokens it has.

@@ -46,10 +46,16 @@
 
 namespace pagellm {
 
-// One message of a conversation, as the template sees it: a dict {"role": .., "content": ..}.
+// One message of a conversation, as the template sees it: a dict {"role": .., "content": ..},
+// then the keys that are set of "tool_calls", "tool_call_id" and "name" (vLLM's order).
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", ... (the template decides what is valid)
   std::string content;
+  // A JSON array (an assistant's calls, each {"id", "type", "function": {"name", "arguments"}}
+  // as the template should see them); empty: no "tool_calls" key.
+  std::string tool_calls_json = {};
+  std::optional<std::string> tool_call_id = std::nullopt;
+  std::optional<std::string> name = std::nullopt;
 };
 
 struct RenderOptions {
@@ -69,6 +75,9 @@ struct RenderOptions {
   // invalid JSON, a non-object, or a member named messages, tools, documents or
   // add_generation_prompt.
   std::string template_kwargs_json;
+  // Empty (the template's `tools` is none), or a JSON array: the functions the model may call
+  // as the template sees them (vLLM: {"type": "function", "function": {...}} each).
+  std::string tools_json;
   chat_template::RenderLimits limits;
   // What strftime_now(format) formats (transformers' datetime.now()): unset, the clock at
   // render, in `time_zone`.
@@ -91,10 +100,11 @@ class ChatTemplate {
 
   // Renders `messages`. The template sees the variables `messages` (a list of dicts with "role"
   // and "content"), `add_generation_prompt`, `bos_token`, `eos_token` (and `unk_token`,
-  // `pad_token` when set), and `tools` and `documents` set to none (as transformers passes them
-  // when a request has no tools), the members of options.template_kwargs_json, and
+  // `pad_token` when set), `tools` (options.tools_json, none when empty), `documents` set to
+  // none, the members of options.template_kwargs_json, and
   // transformers' global strftime_now(format) (options.now in options.time_zone).
-  // Invalid UTF-8 in messages or tokens is replaced by U+FFFD first.
+  // Invalid UTF-8 in messages or tokens is replaced by U+FFFD first. JSON (tools_json,
+  // tool_calls_json) that does not parse is InvalidArgument naming it.
   // Errors are InvalidArgument: for the template's own raise_exception(msg) (it rejects the
   // conversation: an unknown role, roles that do not alternate, ...) the message is exactly
   // `msg`; otherwise "chat template error, line N: <cause>" (a type error, an undefined value

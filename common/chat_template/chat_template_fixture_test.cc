@@ -3,7 +3,8 @@
 // .cache/fixtures/chat_template/expected.json, or $PAGELLM_CHAT_TEMPLATE_FIXTURES/expected.json):
 // real chat templates (SmolLM2, Llama 2/3/3.1, Mistral, Qwen2/2.5, Gemma, Phi-3, ChatML, Zephyr,
 // DeepSeek, ...) each rendered over ten conversations, feature templates, and seeded random
-// templates (whitespace control, expressions).
+// templates (whitespace control, expressions); and the templates with tool calling over
+// conversations with tools, calls and tool results, as vLLM passes them.
 //   * jinja2 rendered text: ours must be byte-identical;
 //   * the template's raise_exception(msg): ours must fail with exactly msg, marked as raised;
 //   * any other jinja2 error (including a template jinja2 cannot compile): ours must fail too,
@@ -71,7 +72,14 @@ TEST_F(ChatTemplateFixtureTest, MatchesJinja2) {
         c.contains("template_kwargs") ? absl::StrCat(", kwargs ", c["template_kwargs"].dump()) : "",
         ")");
     std::vector<ChatMessage> messages;
-    for (const Json& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+    for (const Json& m : c["messages"]) {
+      ChatMessage message{m["role"], m["content"]};
+      // Tool calling cases: the keys vLLM passes (tool_calls with parsed arguments, ...).
+      if (m.contains("tool_calls")) message.tool_calls_json = m["tool_calls"].dump();
+      if (m.contains("tool_call_id")) message.tool_call_id = m["tool_call_id"];
+      if (m.contains("name")) message.name = m["name"];
+      messages.push_back(std::move(message));
+    }
     RenderOptions options;
     options.add_generation_prompt = c["add_generation_prompt"];
     options.bos_token = c["bos_token"];
@@ -79,6 +87,7 @@ TEST_F(ChatTemplateFixtureTest, MatchesJinja2) {
     // Cases of the script's FEATURE_VARIANTS: extra variables.
     if (c.contains("unk_token") && !c["unk_token"].is_null()) options.unk_token = c["unk_token"];
     if (c.contains("pad_token") && !c["pad_token"].is_null()) options.pad_token = c["pad_token"];
+    if (c.contains("tools") && !c["tools"].is_null()) options.tools_json = c["tools"].dump();
     if (c.contains("template_kwargs") && !c["template_kwargs"].is_null()) {
       options.template_kwargs_json = c["template_kwargs"].dump();
     }

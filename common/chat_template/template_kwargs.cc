@@ -17,10 +17,11 @@ using Json = nlohmann::ordered_json;
 constexpr std::string_view kReserved[] = {"messages", "tools", "documents",
                                           "add_generation_prompt"};
 
-absl::StatusOr<Value> Convert(const Json& j, int depth, RenderContext& ctx) {
+absl::StatusOr<Value> Convert(const Json& j, int depth, absl::string_view what,
+                              RenderContext& ctx) {
   if (depth > kMaxKwargsDepth) {
     return absl::InvalidArgumentError(
-        absl::StrCat("chat_template_kwargs nest deeper than ", kMaxKwargsDepth, " levels"));
+        absl::StrCat(what, " nests deeper than ", kMaxKwargsDepth, " levels"));
   }
   RETURN_IF_ERROR(ctx.ChargeSteps(1));
   switch (j.type()) {
@@ -33,7 +34,7 @@ absl::StatusOr<Value> Convert(const Json& j, int depth, RenderContext& ctx) {
     case Json::value_t::number_unsigned: {
       const uint64_t u = j.get<uint64_t>();
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return absl::InvalidArgumentError("chat_template_kwargs: integer does not fit in 64 bits");
+        return absl::InvalidArgumentError(absl::StrCat(what, ": integer does not fit in 64 bits"));
       }
       return Value::Int(static_cast<int64_t>(u));
     }
@@ -44,7 +45,7 @@ absl::StatusOr<Value> Convert(const Json& j, int depth, RenderContext& ctx) {
     case Json::value_t::array: {
       std::vector<Value> items;
       for (const Json& item : j) {
-        ASSIGN_OR_RETURN(Value v, Convert(item, depth + 1, ctx));
+        ASSIGN_OR_RETURN(Value v, Convert(item, depth + 1, what, ctx));
         items.push_back(std::move(v));
       }
       return ctx.MakeList(std::move(items));
@@ -53,20 +54,20 @@ absl::StatusOr<Value> Convert(const Json& j, int depth, RenderContext& ctx) {
       Value dict = ctx.MakeDict();
       for (const auto& [key, item] : j.items()) {
         ASSIGN_OR_RETURN(Value k, ctx.MakeString(SanitizeUtf8(key)));
-        ASSIGN_OR_RETURN(Value v, Convert(item, depth + 1, ctx));
+        ASSIGN_OR_RETURN(Value v, Convert(item, depth + 1, what, ctx));
         dict.AsDict()->Set(std::move(k), std::move(v));
       }
       return dict;
     }
     default:
-      return absl::InvalidArgumentError("chat_template_kwargs: unsupported JSON value");
+      return absl::InvalidArgumentError(absl::StrCat(what, ": unsupported JSON value"));
   }
 }
 
 }  // namespace
 
-absl::Status AddTemplateKwargs(std::string_view json, RenderContext& ctx,
-                               std::vector<std::pair<std::string, Value>>* globals) {
+absl::StatusOr<Value> ParseJsonValue(std::string_view json, absl::string_view what,
+                                     RenderContext& ctx) {
   RETURN_IF_ERROR(ctx.ChargeBytes(json.size()));
   RETURN_IF_ERROR(ctx.CheckStringSize(json.size()));
   // The parser recurses per level of nesting: reject deep input before parsing it.
@@ -85,7 +86,7 @@ absl::Status AddTemplateKwargs(std::string_view json, RenderContext& ctx,
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxKwargsDepth + 1) {
         return absl::InvalidArgumentError(
-            absl::StrCat("chat_template_kwargs nest deeper than ", kMaxKwargsDepth, " levels"));
+            absl::StrCat(what, " nests deeper than ", kMaxKwargsDepth, " levels"));
       }
     } else if (c == ']' || c == '}') {
       --depth;
@@ -93,20 +94,25 @@ absl::Status AddTemplateKwargs(std::string_view json, RenderContext& ctx,
   }
   Json parsed = Json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {
-    return absl::InvalidArgumentError("chat_template_kwargs is not valid JSON");
+    return absl::InvalidArgumentError(absl::StrCat(what, " is not valid JSON"));
   }
-  if (!parsed.is_object()) {
+  return Convert(parsed, 1, what, ctx);
+}
+
+absl::Status AddTemplateKwargs(std::string_view json, RenderContext& ctx,
+                               std::vector<std::pair<std::string, Value>>* globals) {
+  ASSIGN_OR_RETURN(Value kwargs, ParseJsonValue(json, "chat_template_kwargs", ctx));
+  if (kwargs.kind() != ValueKind::kDict) {
     return absl::InvalidArgumentError("chat_template_kwargs must be a JSON object");
   }
-  for (const auto& [key, item] : parsed.items()) {
+  for (const auto& [key, v] : kwargs.AsDict()->entries) {
+    const std::string& name = key.AsString();
     for (std::string_view reserved : kReserved) {
-      if (key == reserved) {
+      if (name == reserved) {
         return absl::InvalidArgumentError(
-            absl::StrCat("chat_template_kwargs may not set '", key, "'"));
+            absl::StrCat("chat_template_kwargs may not set '", name, "'"));
       }
     }
-    ASSIGN_OR_RETURN(Value v, Convert(item, 1, ctx));
-    std::string name = SanitizeUtf8(key);
     bool replaced = false;
     for (auto& [existing, value] : *globals) {
       if (existing == name) {
@@ -114,7 +120,7 @@ absl::Status AddTemplateKwargs(std::string_view json, RenderContext& ctx,
         replaced = true;
       }
     }
-    if (!replaced) globals->emplace_back(std::move(name), std::move(v));
+    if (!replaced) globals->emplace_back(name, v);
   }
   return absl::OkStatus();
 }

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/chat_template/render_context.h"
 #include "common/chat_template/value.h"
 
@@ -21,6 +23,12 @@ namespace pagellm::chat_template {
 
 // Deepest nesting of arrays and objects accepted in template kwargs.
 inline constexpr int kMaxKwargsDepth = 32;
+
+// Parses the JSON text `json` into the value json.loads makes; `what` names it in errors.
+// InvalidArgument for invalid JSON, nesting deeper than kMaxKwargsDepth, an integer past 64 bits
+// or values past `ctx`'s limits. Invalid UTF-8 in strings becomes U+FFFD.
+absl::StatusOr<Value> ParseJsonValue(std::string_view json, absl::string_view what,
+                                     RenderContext& ctx);
 
 // Parses `json` (a JSON object) and sets each member as a variable in `globals`, replacing a
 // variable of the same name (bos_token, ...) or appending. InvalidArgument for invalid JSON, a

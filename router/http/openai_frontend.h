@@ -38,6 +38,9 @@ class OpenAiFrontend final : public HttpHandler {
   struct Options {
     std::string served_model_name;  // the `model` clients name; empty: the workers' model name
     std::string version;            // GET /version
+    // "hermes": tool_choice "auto" replies are parsed for <tool_call> blocks (tool_calls.h).
+    // Empty: "auto" is refused with 400, as vLLM refuses it without --tool-call-parser.
+    std::string tool_call_parser;
   };
   // Opens a stream on the router's Generation service (GenerationService::Open), not started.
   using OpenStream = std::function<absl::StatusOr<std::unique_ptr<RoutedStream>>(

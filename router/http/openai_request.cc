@@ -18,100 +18,22 @@
 #include "common/json/strict_json.h"
 #include "common/sampling/sampling_params.h"
 #include "common/status_macros.h"
+#include "router/http/openai_tools.h"
 
 namespace pagellm {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-absl::Status Error(absl::string_view param, absl::string_view message) {
-  absl::Status s = absl::InvalidArgumentError(message);
-  if (!param.empty()) s.SetPayload(kOpenAiParamPayload, absl::Cord(param));
-  return s;
-}
-
-const char* TypeName(const Json& v) {
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
-absl::Status WrongType(absl::string_view param, const Json& v, absl::string_view want) {
-  return Error(param, absl::StrCat(param, " must be ", want, ", got ", TypeName(v)));
-}
-
-// The value of `name` in `obj`, or null when absent or JSON null.
-const Json* Field(const Json& obj, absl::string_view name) {
-  auto it = obj.find(std::string(name));
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-absl::StatusOr<std::optional<bool>> GetBool(const Json& obj, absl::string_view name) {
-  const Json* v = Field(obj, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_boolean()) return WrongType(name, *v, "a boolean");
-  return v->get<bool>();
-}
-
-absl::StatusOr<std::optional<int64_t>> GetInt(const Json& obj, absl::string_view name,
-                                              absl::string_view param = {}) {
-  if (param.empty()) param = name;
-  const Json* v = Field(obj, name);
-  if (v == nullptr) return std::nullopt;
-  if (v->is_number_integer()) {
-    if (v->is_number_unsigned() &&
-        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return Error(param, absl::StrCat(param, " is out of range"));
-    }
-    return v->get<int64_t>();
-  }
-  if (v->is_number_float()) {
-    const double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) {
-      return static_cast<int64_t>(d);
-    }
-  }
-  return WrongType(param, *v, "an integer");
-}
-
-// An integer that must fit int32 (every count and length of the API).
-absl::StatusOr<std::optional<int32_t>> GetInt32(const Json& obj, absl::string_view name) {
-  absl::StatusOr<std::optional<int64_t>> v = GetInt(obj, name);
-  if (!v.ok()) return v.status();
-  if (!v->has_value()) return std::nullopt;
-  if (**v < std::numeric_limits<int32_t>::min() || **v > std::numeric_limits<int32_t>::max()) {
-    return Error(name, absl::StrCat(name, " is out of range, got ", **v));
-  }
-  return static_cast<int32_t>(**v);
-}
-
-absl::StatusOr<std::optional<float>> GetFloat(const Json& obj, absl::string_view name) {
-  const Json* v = Field(obj, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) return WrongType(name, *v, "a number");
-  const double d = v->get<double>();
-  if (!std::isfinite(d) || std::fabs(d) > 1e30) {
-    return Error(name, absl::StrCat(name, " is out of range"));
-  }
-  return static_cast<float>(d);
-}
-
-absl::StatusOr<std::optional<std::string>> GetString(const Json& obj, absl::string_view name,
-                                                     size_t max_bytes) {
-  const Json* v = Field(obj, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_string()) return WrongType(name, *v, "a string");
-  std::string s = v->get<std::string>();
-  if (s.size() > max_bytes) {
-    return Error(name,
-                 absl::StrCat(name, " is ", s.size(), " bytes long; the limit is ", max_bytes));
-  }
-  return s;
-}
+using openai::CheckKnownFields;
+using openai::Error;
+using openai::Field;
+using openai::FieldSet;
+using openai::GetBool;
+using openai::GetFloat;
+using openai::GetInt;
+using openai::GetInt32;
+using openai::GetString;
+using openai::Json;
+using openai::WrongType;
 
 // The fields ParseCommonSampling reads, which both endpoints take.
 constexpr const char* kSamplingFields =
@@ -123,32 +45,6 @@ constexpr const char* kSamplingFields =
     "guided_decoding_backend guided_whitespace_pattern";
 
 // Field names, from space-separated lists.
-class FieldSet {
- public:
-  FieldSet(std::initializer_list<const char*> lists) {
-    for (const char* list : lists) {
-      for (absl::string_view name : absl::StrSplit(list, ' ', absl::SkipEmpty())) {
-        names_.emplace(name);
-      }
-    }
-  }
-  FieldSet(const char* a, const char* b) : FieldSet({a, b}) {}
-  [[nodiscard]] bool contains(absl::string_view name) const { return names_.contains(name); }
-
- private:
-  absl::flat_hash_set<std::string> names_;
-};
-
-// Refuses a field that is not in `known` (the endpoint's fields).
-absl::Status CheckKnownFields(const Json& obj, const FieldSet& known, absl::string_view where) {
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (!known.contains(it.key())) {
-      const std::string param = where.empty() ? it.key() : absl::StrCat(where, ".", it.key());
-      return Error(param, absl::StrCat("unknown or unsupported field '", param, "'"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // A JSON Schema given as an object (or, for vLLM's guided_json, as JSON text too), serialized
 // for the worker in its own key order (properties are generated in that order).
@@ -491,11 +387,11 @@ absl::Status ParseMessages(const Json& j, v1::ChatPrompt* chat) {
     const Json& m = (*messages)[i];
     const std::string at = absl::StrCat("messages[", i, "]");
     if (!m.is_object()) return WrongType(at, m, "an object");
-    for (const char* unsupported : {"tool_calls", "tool_call_id", "function_call", "name"}) {
-      if (Field(m, unsupported) != nullptr) {
-        return Error(absl::StrCat(at, ".", unsupported),
-                     absl::StrCat(at, ".", unsupported, " is not supported"));
-      }
+    if (Field(m, "function_call") != nullptr) {
+      return Error(absl::StrCat(at, ".function_call"),
+                   absl::StrCat(at,
+                                ".function_call (deprecated function calling) is not "
+                                "supported; use tool_calls"));
     }
     if (absl::Status s = CheckKnownFields(
             m,
@@ -514,6 +410,7 @@ absl::Status ParseMessages(const Json& j, v1::ChatPrompt* chat) {
     v1::ChatMessage* out = chat->add_messages();
     out->set_role(role->get<std::string>());
     out->set_content(*std::move(content));
+    RETURN_IF_ERROR(ParseMessageToolFields(m, at, out));
   }
   return absl::OkStatus();
 }
@@ -595,24 +492,13 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body_view) {
       "messages max_tokens max_completion_tokens logprobs top_logprobs add_generation_prompt "
       "chat_template_kwargs tools tool_choice functions function_call parallel_tool_calls");
   RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
-  for (const char* field : {"tools", "functions"}) {
-    if (const Json* v = Field(j, field); v != nullptr && !(v->is_array() && v->empty())) {
-      return Error(field, absl::StrCat(field, " (tool calling) is not supported"));
-    }
-  }
-  for (const char* field : {"tool_choice", "function_call"}) {
-    if (const Json* v = Field(j, field); v != nullptr && !(v->is_string() && *v == "none")) {
-      return Error(field, absl::StrCat(field, " (tool calling) is not supported"));
-    }
-  }
-  ASSIGN_OR_RETURN(auto parallel_tool_calls, GetBool(j, "parallel_tool_calls"));
-  (void)parallel_tool_calls;  // meaningless without tools
 
   OpenAiRequest out;
   out.kind = OpenAiRequest::Kind::kChat;
   v1::GenerateRequest request;
   v1::SamplingParams* s = request.mutable_sampling();
   RETURN_IF_ERROR(ParseCommonSampling(j, &out, s));
+  ASSIGN_OR_RETURN(out.tool_choice, ParseTools(j, request.mutable_chat(), s));
   ASSIGN_OR_RETURN(auto max_tokens, GetInt32(j, "max_tokens"));
   ASSIGN_OR_RETURN(auto max_completion_tokens, GetInt32(j, "max_completion_tokens"));
   if (max_completion_tokens) {
@@ -646,7 +532,7 @@ absl::StatusOr<TokenizeHttpRequest> ParseTokenizeRequest(std::string_view body_v
   const Json& j = *parsed;
   static const FieldSet* const kKnown =
       new FieldSet({"model prompt add_special_tokens messages add_generation_prompt "
-                    "chat_template_kwargs return_token_strs"});
+                    "chat_template_kwargs tools return_token_strs"});
   RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
   TokenizeHttpRequest out;
   ASSIGN_OR_RETURN(auto model, GetString(j, "model", kMaxIdentifierBytes));
@@ -659,7 +545,7 @@ absl::StatusOr<TokenizeHttpRequest> ParseTokenizeRequest(std::string_view body_v
     return Error(has_prompt ? "messages" : "prompt", "give either prompt or messages");
   }
   if (has_prompt) {
-    for (const char* chat_only : {"add_generation_prompt", "chat_template_kwargs"}) {
+    for (const char* chat_only : {"add_generation_prompt", "chat_template_kwargs", "tools"}) {
       if (Field(j, chat_only) != nullptr) {
         return Error(chat_only, absl::StrCat(chat_only, " goes with messages, not prompt"));
       }
@@ -674,6 +560,8 @@ absl::StatusOr<TokenizeHttpRequest> ParseTokenizeRequest(std::string_view body_v
     return Error("add_special_tokens", "add_special_tokens must be false with messages");
   }
   RETURN_IF_ERROR(ParseChatPrompt(j, out.request.mutable_chat()));
+  v1::SamplingParams unused;  // no tool_choice here: the tools are only rendered
+  RETURN_IF_ERROR(ParseTools(j, out.request.mutable_chat(), &unused).status());
   return out;
 }
 

@@ -3,8 +3,8 @@
 // (validation, admission, a worker). This file checks only the JSON shape: names, types and the
 // fields pagellm does not support; the values are validated where gRPC requests are.
 //
-// Every field is known by name: a field pagellm does not implement (`tools`, `suffix`,
-// `logit_bias`, an image content part, ...) or does not know is refused with InvalidArgument
+// Every field is known by name: a field pagellm does not implement (`suffix`, `functions`, an
+// image content part, ...) or does not know is refused with InvalidArgument
 // naming it, never ignored. Errors carry the field's JSON path as the status payload
 // kOpenAiParamPayload (the OpenAI error object's `param`).
 //
@@ -21,11 +21,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "pagellm/v1/generation.pb.h"
+#include "router/http/json_fields.h"
+#include "router/http/openai_tools.h"
 
 namespace pagellm {
 
 // The status payload type URL under which errors carry the offending field's path.
-inline constexpr absl::string_view kOpenAiParamPayload = "pagellm/openai-param";
+inline constexpr absl::string_view kOpenAiParamPayload = openai::kParamPayload;
 // Prompts one /v1/completions request may batch (each becomes its own generation).
 inline constexpr int kMaxPromptsPerRequest = 64;
 // Nesting of the JSON body (objects and arrays open at once): a structured-output JSON Schema
@@ -56,6 +58,8 @@ struct OpenAiRequest {
   // vLLM's prompt_logprobs (not streamed): the prompt tokens' logprobs and the N best, in the
   // choice (completions) or the response (chat).
   std::optional<int> prompt_logprobs;
+  // Chat: how the reply becomes tool calls (openai_tools.h).
+  ToolChoice tool_choice;
 };
 
 // InvalidArgument (with the param payload) for a body that is not a JSON object of the

@@ -3,10 +3,10 @@
 #include "router/http/openai_response.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
 
 namespace pagellm {
 namespace {
@@ -254,7 +254,10 @@ void OpenAiResponse::Append(int prompt, const v1::GenerateResponse& response, st
         c.text_offset = static_cast<int64_t>(config_.echo[prompt].size());
       }
     }
-    if (out != nullptr) {
+    if (out != nullptr && config_.kind == OpenAiRequest::Kind::kChat &&
+        config_.tool_choice.mode != ToolChoice::Mode::kNone) {
+      AppendToolChunks(index, text, d, out);
+    } else if (out != nullptr) {
       if (!text.empty() || !c.finish_reason.empty() || d.logprobs_size() > 0 || lead != nullptr) {
         AppendChunk(index, text, &d, lead, out);
       }
@@ -275,6 +278,117 @@ void OpenAiResponse::Reset(int prompt) {
   if (prompt < 0 || prompt >= config_.prompts) return;
   for (int s = 0; s < config_.n; ++s) choices_[prompt * config_.n + s] = Choice{};
   prompt_info_[prompt] = Prompt{};
+}
+
+std::string OpenAiResponse::FinishWithCalls(const std::string& finish_reason, bool has_calls) {
+  return has_calls && finish_reason == "stop" ? std::string("tool_calls") : finish_reason;
+}
+
+Json OpenAiResponse::CallJson(int k, const ParsedToolCall& call) const {
+  return {{"index", k},
+          {"id", config_.tool_call_id ? config_.tool_call_id() : NewToolCallId()},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+OpenAiResponse::ToolReply OpenAiResponse::ReadToolReply(const std::string& text) const {
+  ToolReply reply;
+  switch (config_.tool_choice.mode) {
+    case ToolChoice::Mode::kNamed:
+      reply.calls.push_back({config_.tool_choice.name, text});
+      break;
+    case ToolChoice::Mode::kRequired:
+      if (auto calls = ParseRequiredToolCalls(text)) {
+        reply.calls = *std::move(calls);
+      } else {
+        reply.content = text;  // not a list of calls: cut short
+      }
+      break;
+    case ToolChoice::Mode::kAuto: {
+      HermesReply hermes = ParseHermesToolCalls(text);
+      reply.content = std::move(hermes.content);
+      reply.calls = std::move(hermes.calls);
+      break;
+    }
+    case ToolChoice::Mode::kNone:
+      reply.content = text;
+      break;
+  }
+  if (!config_.tool_choice.parallel_tool_calls && reply.calls.size() > 1) reply.calls.resize(1);
+  return reply;
+}
+
+void OpenAiResponse::AppendDeltaChunk(int index, const Json& delta, const v1::SampleDelta* logprobs,
+                                      std::string_view finish, std::string* out) {
+  Choice& c = choices_[index];
+  Json choice;
+  choice["index"] = index;
+  choice["delta"] = delta;
+  if (config_.logprobs.has_value() && logprobs != nullptr && logprobs->logprobs_size() > 0) {
+    choice["logprobs"] =
+        LogprobsJson(*tokenizer_, /*chat=*/true, logprobs->logprobs(), &c.text_offset);
+  } else {
+    choice["logprobs"] = nullptr;
+  }
+  choice["finish_reason"] = finish.empty() ? Json() : Json(finish);
+  absl::StrAppend(out, "data: ", prefix_, ",\"choices\":[", Dump(choice), "]}\n\n");
+}
+
+void OpenAiResponse::AppendToolChunks(int index, std::string_view text, const v1::SampleDelta& d,
+                                      std::string* out) {
+  Choice& c = choices_[index];
+  const bool finished = !c.finish_reason.empty();
+  std::vector<Json> deltas;
+  bool calls = false;
+  const auto add_calls = [&](const std::vector<ParsedToolCall>& parsed) {
+    for (const ParsedToolCall& call : parsed) {
+      if (!config_.tool_choice.parallel_tool_calls && c.calls_sent > 0) break;
+      deltas.push_back({{"tool_calls", Json::array({CallJson(c.calls_sent++, call)})}});
+    }
+  };
+  switch (config_.tool_choice.mode) {
+    case ToolChoice::Mode::kNamed:
+      if (!text.empty()) {
+        Json call = {{"index", 0}};
+        if (c.calls_sent == 0) {
+          call = CallJson(0, {config_.tool_choice.name, std::string(text)});
+          c.calls_sent = 1;
+        } else {
+          call["function"] = {{"arguments", text}};
+        }
+        deltas.push_back({{"tool_calls", Json::array({std::move(call)})}});
+      }
+      break;
+    case ToolChoice::Mode::kRequired:
+      c.text.append(text);
+      if (finished) {
+        if (auto parsed = ParseRequiredToolCalls(c.text)) {
+          add_calls(*parsed);
+        } else {
+          deltas.push_back({{"content", c.text}});
+        }
+      }
+      break;
+    case ToolChoice::Mode::kAuto: {
+      std::string content;
+      std::vector<ParsedToolCall> parsed;
+      c.hermes.Feed(text, &content, &parsed);
+      if (finished) c.hermes.Finish(&content, &parsed);
+      if (!content.empty()) deltas.push_back({{"content", std::move(content)}});
+      add_calls(parsed);
+      break;
+    }
+    case ToolChoice::Mode::kNone:
+      break;
+  }
+  calls = c.calls_sent > 0;
+  const std::string finish = finished ? FinishWithCalls(c.finish_reason, calls) : std::string();
+  if (deltas.empty() && (finished || d.logprobs_size() > 0)) deltas.push_back(Json::object());
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    const bool last = i + 1 == deltas.size();
+    AppendDeltaChunk(index, deltas[i], last ? &d : nullptr, last ? finish : std::string_view(),
+                     out);
+  }
 }
 
 void OpenAiResponse::AppendEnd(std::string* out) {
@@ -299,7 +413,23 @@ std::string OpenAiResponse::Body() const {
     const Choice& c = choices_[i];
     Json choice;
     choice["index"] = i;
-    if (chat) {
+    std::string finish_reason = c.finish_reason;
+    if (chat && config_.tool_choice.mode != ToolChoice::Mode::kNone) {
+      ToolReply reply = ReadToolReply(c.text);
+      Json message = {{"role", "assistant"},
+                      {"content", reply.content.has_value() ? Json(*reply.content) : Json()}};
+      if (!reply.calls.empty()) {
+        Json calls = Json::array();
+        for (size_t k = 0; k < reply.calls.size(); ++k) {
+          Json call = CallJson(static_cast<int>(k), reply.calls[k]);
+          call.erase("index");
+          calls.push_back(std::move(call));
+        }
+        message["tool_calls"] = std::move(calls);
+      }
+      finish_reason = FinishWithCalls(finish_reason, !reply.calls.empty());
+      choice["message"] = std::move(message);
+    } else if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
       choice["text"] = c.text;
@@ -318,7 +448,7 @@ std::string OpenAiResponse::Body() const {
     } else {
       choice["logprobs"] = nullptr;
     }
-    choice["finish_reason"] = c.finish_reason.empty() ? Json(nullptr) : Json(c.finish_reason);
+    choice["finish_reason"] = finish_reason.empty() ? Json(nullptr) : Json(finish_reason);
     if (!chat && config_.prompt_logprobs.has_value()) {
       choice["prompt_logprobs"] = PromptLogprobsJson(*tokenizer_, info.ids, info.logprobs);
     }

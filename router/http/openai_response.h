@@ -11,6 +11,7 @@
 #define PAGELLM_ROUTER_HTTP_OPENAI_RESPONSE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,8 +19,10 @@
 
 #include "absl/status/status.h"
 #include "common/tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
 #include "pagellm/v1/generation.pb.h"
 #include "router/http/openai_request.h"
+#include "router/http/tool_calls.h"
 
 namespace pagellm {
 
@@ -39,6 +42,13 @@ class OpenAiResponse {
     bool echo_logprobs = false;  // as in OpenAiRequest
     bool echo_only = false;
     std::optional<int> prompt_logprobs;
+    // Chat: how replies become tool calls (tool_calls.h). Named: the reply is the arguments of
+    // one call. "required": a JSON array of calls (streamed once complete). "auto": hermes
+    // blocks. A reply with calls has content null and finish_reason "tool_calls" (unless cut
+    // short: "length"); one that does not parse comes back as content.
+    ToolChoice tool_choice;
+    // Makes the ids of tool calls; null: NewToolCallId (tests inject fixed ids).
+    std::function<std::string()> tool_call_id;
   };
 
   // `tokenizer` is borrowed and must outlive the response.
@@ -65,12 +75,34 @@ class OpenAiResponse {
     std::vector<v1::TokenLogprob> logprobs;
     int64_t text_offset = 0;  // completions: where the next token's text starts
     bool echoed = false;
+    // Streamed tool calls: the calls sent so far (named: 1 once its first chunk is out) and the
+    // hermes parser of an "auto" reply; a "required" reply gathers in `text`.
+    int calls_sent = 0;
+    HermesStreamParser hermes;
   };
+  // A finished reply as tool calls (config_.tool_choice not none).
+  struct ToolReply {
+    std::optional<std::string> content;
+    std::vector<ParsedToolCall> calls;
+  };
+  [[nodiscard]] ToolReply ReadToolReply(const std::string& text) const;
+  // Streams delta `d` of choice `index` when tool calls are on: tool-call or content chunks, the
+  // last with the finish reason and `d`'s logprobs.
+  void AppendToolChunks(int index, std::string_view text, const v1::SampleDelta& d,
+                        std::string* out);
+  // {"index": k, "id", "type": "function", "function": {"name", "arguments"}}.
+  [[nodiscard]] nlohmann::ordered_json CallJson(int k, const ParsedToolCall& call) const;
+  // "tool_calls" for a reply that stopped with calls; the engine's reason otherwise.
+  static std::string FinishWithCalls(const std::string& finish_reason, bool has_calls);
 
   // One streamed chunk for `delta` of choice `index`; `lead` (echo with logprobs, the choice's
   // first chunk) puts the prompt's tokens before the delta's in its logprobs.
   void AppendChunk(int index, std::string_view text, const v1::SampleDelta* delta,
                    const Prompt* lead, std::string* out);
+  // A chat chunk with `delta` (a JSON object), logprobs from `logprobs` (may be null) and
+  // finish_reason `finish` (null when empty).
+  void AppendDeltaChunk(int index, const nlohmann::ordered_json& delta,
+                        const v1::SampleDelta* logprobs, std::string_view finish, std::string* out);
   [[nodiscard]] std::string MakePrefix() const;
 
   const Config config_;

@@ -7,6 +7,9 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - completions and chat completions, streamed and not: greedy text equals the gRPC API's;
     n=2, logprobs, stop strings, seeds (same seed, same text), usage (also in the last chunk of
     a stream with stream_options.include_usage); `curl -N` streams the events;
+  - tool calling: named and "required" tool_choice (the SDK's parse() with
+    pydantic_function_tool), streamed and not, a tool result sent back, "auto" with the hermes
+    parser;
   - structured output: response_format json_schema (the SDK's parse() with pydantic models),
     json_object, vLLM's structured_outputs and guided_choice; replies validated by jsonschema;
   - prompt scoring: echo with logprobs (and max_tokens 0) scores each token as generation
@@ -58,7 +61,8 @@ class OpenAiApiTest(unittest.TestCase):
         cls.workers = [e2e.StartWorker(f"oa_worker{i}", extra=debug) for i in range(2)]
         for w in cls.workers:
             w.WaitServing(timeout=120)
-        cls.router = e2e.StartRouter("oa_router", cls.workers, extra=debug)
+        cls.router = e2e.StartRouter("oa_router", cls.workers,
+                                     extra=debug + ("--tool-call-parser", "hermes"))
         cls.router.WaitServing()
         cls.base = f"http://127.0.0.1:{cls.router.http_port}"
         cls.client = openai.OpenAI(base_url=cls.base + "/v1", api_key="unused", max_retries=0,
@@ -389,6 +393,115 @@ class OpenAiApiTest(unittest.TestCase):
                 self.assertIn(c.text, ["positive", "negative"])
                 self.assertEqual(c.finish_reason, "stop")
 
+    def test_tool_calls(self):
+        """Tool calling as an agent loop uses it through the SDK: a named tool_choice and
+        "required" (replies generated under the tools' schemas: valid calls, checked by
+        jsonschema and by the SDK's parse() with pydantic_function_tool), streamed and not;
+        the tool's result sent back; "auto" read with the hermes parser (the model made to write
+        a <tool_call> block by a guided choice, so that the parsing is checked end to end)."""
+        import jsonschema
+        import pydantic
+
+        weather = {"type": "object",
+                   "properties": {"city": {"type": "string", "maxLength": 20},
+                                  "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                   "required": ["city", "unit"]}
+        tools = [{"type": "function", "function": {
+                     "name": "get_weather", "description": "Current weather in a city.",
+                     "parameters": weather}},
+                 {"type": "function", "function": {"name": "get_time"}}]
+        msgs = [{"role": "user", "content": "What is the weather in Oslo?"}]
+        r = self.client.chat.completions.create(
+            model=self.model, messages=msgs, tools=tools, max_tokens=60, temperature=0,
+            tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        choice = r.choices[0]
+        self.assertEqual(choice.finish_reason, "tool_calls")
+        self.assertIsNone(choice.message.content)
+        [call] = choice.message.tool_calls
+        self.assertEqual(call.type, "function")
+        self.assertEqual(call.function.name, "get_weather")
+        self.assertRegex(call.id, r"^chatcmpl-tool-[0-9a-f]{32}$")
+        arguments = json.loads(call.function.arguments)
+        jsonschema.validate(arguments, weather)
+        GENERATED.append(call.function.arguments)
+
+        # The call and its result go back; the model answers in text.
+        follow = msgs + [choice.message.model_dump(exclude_none=True),
+                         {"role": "tool", "tool_call_id": call.id, "content": "-3 C, snow"}]
+        r = self.client.chat.completions.create(model=self.model, messages=follow, tools=tools,
+                                                tool_choice="none", max_tokens=20, temperature=0)
+        self.assertIsNone(r.choices[0].message.tool_calls)
+        self.assertTrue(r.choices[0].message.content)
+        GENERATED.append(r.choices[0].message.content)
+
+        # "required", streamed: the SDK's accumulation of the deltas gives whole calls.
+        stream = self.client.chat.completions.create(
+            model=self.model, messages=msgs, tools=tools, tool_choice="required",
+            max_tokens=120, temperature=0, stream=True)
+        calls, finish = {}, None
+        for chunk in stream:
+            c = chunk.choices[0]
+            finish = c.finish_reason or finish
+            for d in c.delta.tool_calls or []:
+                entry = calls.setdefault(d.index, {"name": "", "arguments": ""})
+                entry["name"] += d.function.name or ""
+                entry["arguments"] += d.function.arguments or ""
+        self.assertEqual(finish, "tool_calls")
+        self.assertGreaterEqual(len(calls), 1)
+        for entry in calls.values():
+            self.assertIn(entry["name"], ["get_weather", "get_time"])
+            args = json.loads(entry["arguments"])
+            jsonschema.validate(args, weather if entry["name"] == "get_weather"
+                                else {"type": "object", "maxProperties": 0})
+            GENERATED.append(entry["arguments"])
+
+        # The SDK's typed path: pydantic_function_tool (strict) and parse().
+        class GetWeather(pydantic.BaseModel):
+            city: str = pydantic.Field(max_length=20)
+            unit: str
+
+        parsed = self.client.chat.completions.parse(
+            model=self.model, messages=msgs, max_tokens=60, temperature=0,
+            tools=[openai.pydantic_function_tool(GetWeather)], tool_choice="required",
+            parallel_tool_calls=False)
+        [call] = parsed.choices[0].message.tool_calls
+        self.assertIsInstance(call.function.parsed_arguments, GetWeather)
+        GENERATED.append(call.function.arguments)
+
+        # "auto" with the hermes parser: text before the block is content, the block a call.
+        block = ('Checking.\n<tool_call>\n{"name": "get_weather", "arguments": '
+                 '{"city": "Oslo", "unit": "celsius"}}\n</tool_call>')
+        extra = {"structured_outputs": {"choice": [block]}}
+        r = self.client.chat.completions.create(
+            model=self.model, messages=msgs, tools=tools, max_tokens=100, temperature=0,
+            extra_body=extra)
+        message = r.choices[0].message
+        self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+        self.assertEqual(message.content, "Checking.\n")
+        self.assertEqual([(c.function.name, json.loads(c.function.arguments))
+                          for c in message.tool_calls],
+                         [("get_weather", {"city": "Oslo", "unit": "celsius"})])
+        stream = self.client.chat.completions.create(
+            model=self.model, messages=msgs, tools=tools, max_tokens=100, temperature=0,
+            extra_body=extra, stream=True)
+        content, streamed = "", []
+        for chunk in stream:
+            content += chunk.choices[0].delta.content or ""
+            streamed += chunk.choices[0].delta.tool_calls or []
+        self.assertEqual(content, "Checking.\n")
+        self.assertEqual([(d.function.name, d.function.arguments) for d in streamed],
+                         [("get_weather", message.tool_calls[0].function.arguments)])
+        # Without a block, "auto" is text.
+        r = self.client.chat.completions.create(
+            model=self.model, messages=msgs, tools=tools, max_tokens=8, temperature=0)
+        self.assertIsNone(r.choices[0].message.tool_calls)
+        GENERATED.append(r.choices[0].message.content)
+
+        # /tokenize shows the prompt with the tools as the template renders them.
+        status, t = self.Raw("POST", "/tokenize", {"messages": msgs, "tools": tools})
+        self.assertEqual(status, 200, t)
+        self.assertGreater(t["count"], 0)
+
     def test_logit_bias_and_allowed_token_ids(self):
         """OpenAI's logit_bias (the SDK sends integer keys as strings) and vLLM's
         allowed_token_ids steer greedy and sampled completions."""
@@ -494,9 +607,16 @@ class OpenAiApiTest(unittest.TestCase):
             ("empty stop", "/v1/completions", {"prompt": "hi", "stop": [""]}, 400, "stop"),
             ("unknown field", "/v1/completions", {"prompt": "hi", "temprature": 0}, 400,
              "temprature"),
-            ("tools", "/v1/chat/completions",
-             {"messages": chat, "tools": [{"type": "function", "function": {"name": "f"}}]},
-             400, "tools"),
+            ("tool_choice of no tool", "/v1/chat/completions",
+             {"messages": chat, "tools": [{"type": "function", "function": {"name": "f"}}],
+              "tool_choice": {"type": "function", "function": {"name": "g"}}},
+             400, "does not match any of the specified `tools`"),
+            ("tool call arguments not JSON", "/v1/chat/completions",
+             {"messages": [{"role": "user", "content": "hi"},
+                           {"role": "assistant", "content": None, "tool_calls": [
+                               {"id": "c", "type": "function",
+                                "function": {"name": "f", "arguments": "{oops"}}]}]},
+             400, "arguments is not valid JSON"),
             ("image", "/v1/chat/completions",
              {"messages": [{"role": "user", "content": [
                  {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}, 400,

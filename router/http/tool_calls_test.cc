@@ -1,0 +1,140 @@
+// Reading tool calls out of generated text: the "required" array, hermes blocks (as vLLM's
+// hermes parser reads them), hermes blocks as they stream, and Python-style JSON for the
+// arguments. Expected JSON texts are Python 3.11's json.dumps(value, ensure_ascii=False).
+#include "router/http/tool_calls.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pagellm {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using ::testing::MatchesRegex;
+
+TEST(PyJsonDumpsTest, WritesWhatPythonJsonDumpsWrites) {
+  EXPECT_EQ(
+      PyJsonDumps(Json::parse(
+          R"({"city": "Paris", "n": [1, 2.5, true, null], "nested": {"a": {}}, "e": []})")),
+      "{\"city\": \"Paris\", \"n\": [1, 2.5, true, null], \"nested\": {\"a\": {}}, \"e\": []}");
+  EXPECT_EQ(
+      PyJsonDumps(Json::parse("{\"text\": \"\\u00e9\\ud83d\\ude00\\n\\t\\\"\\\\\\u0001\\u007f\"}")),
+      "{\"text\": \"\u00e9\U0001F600\\n\\t\\\"\\\\\\u0001\x7f\"}");
+  EXPECT_EQ(PyJsonDumps(Json::parse("[1e100, -0.0, 1.0, 12345678901234567890]")),
+            "[1e+100, -0.0, 1.0, 12345678901234567890]");
+}
+
+TEST(RequiredToolCallsTest, ReadsTheArrayOfCalls) {
+  auto calls = ParseRequiredToolCalls(
+      R"([{"name": "get_weather", "parameters": {"city":"Oslo"}}, {"name":"get_time","parameters":{}}])");
+  ASSERT_TRUE(calls.has_value());
+  EXPECT_THAT(*calls, ::testing::ElementsAre(ParsedToolCall{"get_weather", R"({"city": "Oslo"})"},
+                                             ParsedToolCall{"get_time", "{}"}));
+}
+
+TEST(RequiredToolCallsTest, TextThatIsNotAListOfCallsIsNone) {
+  EXPECT_FALSE(ParseRequiredToolCalls(R"([{"name": "f", "parameters": {"a": 1)").has_value());
+  EXPECT_FALSE(ParseRequiredToolCalls(R"({"name": "f", "parameters": {}})").has_value());
+  EXPECT_FALSE(ParseRequiredToolCalls(R"([{"name": 1, "parameters": {}}])").has_value());
+  EXPECT_FALSE(ParseRequiredToolCalls(R"([{"name": "f"}])").has_value());
+  EXPECT_FALSE(ParseRequiredToolCalls("").has_value());
+}
+
+TEST(HermesToolCallsTest, TextWithoutBlocksIsContent) {
+  HermesReply r = ParseHermesToolCalls("The weather is fine.");
+  EXPECT_EQ(r.content, "The weather is fine.");
+  EXPECT_TRUE(r.calls.empty());
+}
+
+TEST(HermesToolCallsTest, BlocksAreCallsAndTheTextBeforeThemContent) {
+  HermesReply r = ParseHermesToolCalls(
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Oslo\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n"
+      "</tool_call>trailing text is dropped");
+  EXPECT_EQ(r.content, "Let me check.\n");
+  EXPECT_THAT(r.calls, ::testing::ElementsAre(ParsedToolCall{"get_weather", R"({"city": "Oslo"})"},
+                                              ParsedToolCall{"get_time", "{}"}));
+}
+
+TEST(HermesToolCallsTest, NoTextBeforeTheFirstBlockIsNoContent) {
+  HermesReply r = ParseHermesToolCalls("<tool_call>{\"name\": \"f\", \"arguments\": [1]}");
+  EXPECT_FALSE(r.content.has_value());  // and an unclosed last block is read to the end
+  EXPECT_THAT(r.calls, ::testing::ElementsAre(ParsedToolCall{"f", "[1]"}));
+}
+
+TEST(HermesToolCallsTest, ABlockThatDoesNotParseMakesItAllContent) {
+  for (const char* text : {
+           "a<tool_call>{\"name\": \"f\", \"arguments\": "
+           "{}}</tool_call><tool_call>{bad</tool_call>",
+           "<tool_call>{\"arguments\": {}}</tool_call>",  // no name
+           "<tool_call>{\"name\": \"f\"}</tool_call>",    // no arguments
+           "<tool_call>[1]</tool_call>",
+       }) {
+    HermesReply r = ParseHermesToolCalls(text);
+    EXPECT_EQ(r.content, text);
+    EXPECT_TRUE(r.calls.empty()) << text;
+  }
+}
+
+// Feeds `text` in pieces of `step` bytes; returns the content and the calls.
+std::pair<std::string, std::vector<ParsedToolCall>> Stream(const std::string& text, size_t step) {
+  HermesStreamParser parser;
+  std::string content;
+  std::vector<ParsedToolCall> calls;
+  for (size_t i = 0; i < text.size(); i += step) {
+    parser.Feed(std::string_view(text).substr(i, step), &content, &calls);
+  }
+  parser.Finish(&content, &calls);
+  return {content, calls};
+}
+
+TEST(HermesStreamParserTest, StreamedInAnyPiecesReadsAsTheWholeReply) {
+  for (const std::string& text : {
+           std::string("plain text with < and <tool and <tool_cal but no block"),
+           std::string("Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                       "{\"city\": \"<tool_call>\"}}\n</tool_call>\n<tool_call>{\"name\": \"g\", "
+                       "\"arguments\": {}}</tool_call>\n"),
+           std::string("<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1}}"),  // unclosed
+       }) {
+    HermesReply whole = ParseHermesToolCalls(text);
+    for (size_t step : {1, 2, 3, 7, 1000}) {
+      auto [content, calls] = Stream(text, step);
+      EXPECT_EQ(content, whole.content.value_or("")) << text << " in steps of " << step;
+      EXPECT_EQ(calls, whole.calls) << text << " in steps of " << step;
+    }
+  }
+}
+
+TEST(HermesStreamParserTest, ContentIsHandedOutBeforeTheReplyEnds) {
+  HermesStreamParser parser;
+  std::string content;
+  std::vector<ParsedToolCall> calls;
+  parser.Feed("Hello <to", &content, &calls);
+  EXPECT_EQ(content, "Hello ");  // "<to" may still become "<tool_call>"
+  parser.Feed("day", &content, &calls);
+  EXPECT_EQ(content, "Hello <today");
+  parser.Feed(" <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool", &content, &calls);
+  EXPECT_EQ(content, "Hello <today ");
+  EXPECT_TRUE(calls.empty());
+  parser.Feed("_call>", &content, &calls);
+  EXPECT_THAT(calls, ::testing::ElementsAre(ParsedToolCall{"f", "{}"}));
+}
+
+TEST(HermesStreamParserTest, ABlockThatDoesNotParseStreamsAsContent) {
+  auto [content, calls] =
+      Stream("<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call><tool_call>{oops", 4);
+  EXPECT_THAT(calls, ::testing::ElementsAre(ParsedToolCall{"f", "{}"}));
+  EXPECT_EQ(content, "<tool_call>{oops");
+}
+
+TEST(ToolCallIdTest, IsVllmsFormAndNew) {
+  const std::string a = NewToolCallId();
+  EXPECT_THAT(a, MatchesRegex("chatcmpl-tool-[0-9a-f]{32}"));
+  EXPECT_NE(a, NewToolCallId());
+}
+
+}  // namespace
+}  // namespace pagellm
