@@ -9,7 +9,7 @@ send one request after another, picked at random:
 
   - OpenAI completions and chat completions, streamed or not, n 1 .. 4, logprobs, stop
     strings, seeds, penalties, echo (with logprobs: the prompt scored too; max_tokens 0),
-    vLLM's prompt_logprobs, logit_bias, structured output (response_format json_object / json_schema,
+    vLLM's prompt_logprobs, logit_bias, tool calls (named, "required", "none"), structured output (response_format json_object / json_schema,
     structured_outputs, guided_choice: a complete answer must parse, or be one of the
     choices), chats without max_tokens (the rest of the context: the
     workers' max_model_len is what their pools hold for one sequence, 768 of the model's 8,192
@@ -81,6 +81,8 @@ SOAK_SCHEMA = {"type": "object", "properties": {
     "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 2}},
     "required": ["title", "score"]}
 SOAK_CHOICES = ["alpha", "beta", "gamma delta"]
+SOAK_TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": SOAK_SCHEMA}},
+              {"type": "function", "function": {"name": "noop"}}]
 
 
 class Soak:
@@ -174,14 +176,27 @@ class Soak:
             return self.Fail(kind, f"choice indices {[c['index'] for c in choices]}, n={n}")
         total = 0
         for c in choices:
-            text = c["message"]["content"] if kind.startswith("chat") else c["text"]
+            text = (c["message"]["content"] or "") if kind.startswith("chat") else c["text"]
+            if c["finish_reason"] == "tool_calls":
+                # Calls made under the tools' schemas are whole, unless a stop string cut them.
+                calls = c["message"].get("tool_calls") or []
+                if body.get("tool_choice") in (None, "none") or not calls:
+                    self.Fail(kind, "tool_calls without a tool_choice that calls")
+                for call in calls if "stop" not in body else []:
+                    try:
+                        args = json.loads(call["function"]["arguments"])
+                    except ValueError:
+                        args = None
+                    if call["function"]["name"] not in ("lookup", "noop") or \
+                            not isinstance(args, dict):
+                        self.Fail(kind, "a tool call that is not one of the tools")
             if body.get("echo"):
                 if not text.startswith(body["prompt"]):
                     self.Fail(kind, "the echo does not start the text")
                 text = text[len(body["prompt"]):]
                 if max_tokens == 0 and text:
                     self.Fail(kind, "echo with max_tokens 0 generated text")
-            if c["finish_reason"] not in ("stop", "length"):
+            if c["finish_reason"] not in ("stop", "length", "tool_calls"):
                 self.Fail(kind, f"finish_reason {c['finish_reason']!r}")
             # A complete structured output (not cut by a stop string) is what was asked for.
             if c["finish_reason"] == "stop" and "stop" not in body and max_tokens > 0:
@@ -252,7 +267,13 @@ class Soak:
         body["messages"] = [{"role": "system", "content": Prompt(rng, 5)},
                             {"role": "user", "content": Prompt(rng)}]
         kind = "chat"
-        if rng.random() < 0.05:  # the rest of the context, which the pool must hold
+        if rng.random() < 0.1 and not any(
+                k in body for k in ("response_format", "structured_outputs", "guided_choice")):
+            body["tools"] = SOAK_TOOLS  # tool calls: a call, a list of calls, or text
+            body["tool_choice"] = rng.choice(
+                ["required", "none", {"type": "function", "function": {"name": "lookup"}}])
+            kind = "chat_tools"
+        elif rng.random() < 0.05:  # the rest of the context, which the pool must hold
             del body["max_tokens"]
             kind = "chat_rest_of_context"
         status, r = self.Post("/v1/chat/completions", body)
