@@ -24,6 +24,7 @@
 #include "common/flags_util.h"
 #include "common/logging.h"
 #include "common/signal_wait.h"
+#include "router/http/tool_calls.h"
 #include "router/router_server.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1",
@@ -42,8 +43,9 @@ ABSL_FLAG(std::string, served_model_name, "",
 ABSL_FLAG(std::string, tool_call_parser, "",
           "How chat replies are read for tool calls under tool_choice \"auto\" (the default "
           "when a request gives tools): \"hermes\" (<tool_call>{...}</tool_call>: Qwen2.5, "
-          "Hermes 2/3, ...; vLLM's --enable-auto-tool-choice --tool-call-parser hermes). Empty: "
-          "\"auto\" is refused; named and \"required\" tool choices work either way");
+          "Hermes 2/3, ...) or \"llama3_json\" (Llama 3.1-3.3's {\"name\", \"parameters\"}); "
+          "vLLM's --enable-auto-tool-choice --tool-call-parser NAME. Empty: \"auto\" is "
+          "refused; named and \"required\" tool choices work either way");
 ABSL_FLAG(int, metrics_port, 9401, "Prometheus /metrics port; 0 turns metrics serving off");
 ABSL_FLAG(std::string, workers, "", "Comma-separated worker addresses host:port");
 ABSL_FLAG(std::string, worker_dns, "",
@@ -170,10 +172,12 @@ int main(int argc, char** argv) {
     options.http.max_connections = static_cast<size_t>(absl::GetFlag(FLAGS_http_max_connections));
     options.http.max_body_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_body));
     options.openai.served_model_name = absl::GetFlag(FLAGS_served_model_name);
-    options.openai.tool_call_parser = absl::GetFlag(FLAGS_tool_call_parser);
-    if (!options.openai.tool_call_parser.empty() && options.openai.tool_call_parser != "hermes") {
-      std::fprintf(stderr, "--tool-call-parser must be empty or hermes\n");
-      return 2;
+    if (const std::string parser = absl::GetFlag(FLAGS_tool_call_parser); !parser.empty()) {
+      options.openai.tool_call_format = pagellm::ToolCallFormatNamed(parser);
+      if (!options.openai.tool_call_format.has_value()) {
+        std::fprintf(stderr, "--tool-call-parser must be empty, hermes or llama3_json\n");
+        return 2;
+      }
     }
   }
   options.workers.dns_target = absl::GetFlag(FLAGS_worker_dns);

@@ -429,17 +429,19 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
     return ReplyUnknownModel(*exchange, request->model, name);
   }
   if (chat && request->tool_choice.mode == ToolChoice::Mode::kAuto &&
-      options_.tool_call_parser.empty()) {
+      !options_.tool_call_format.has_value()) {
     return ReplyError(
         *exchange,
         absl::InvalidArgumentError(
             "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to "
-            "be set (pagellm-router: --tool_call_parser=hermes); or give tool_choice \"none\", "
+            "be set (pagellm-router: --tool-call-parser=hermes or llama3_json); or give "
+            "tool_choice \"none\", "
             "\"required\" or a named function"));
   }
   OpenAiResponse::Config config;
   config.kind = request->kind;
   config.tool_choice = request->tool_choice;
+  if (options_.tool_call_format.has_value()) config.tool_format = *options_.tool_call_format;
   config.id = RandomId(chat ? "chatcmpl-" : "cmpl-");
   config.created = absl::ToUnixSeconds(absl::Now());
   config.model = name;

@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,7 @@
 #include "absl/time/time.h"
 #include "pagellm/v1/generation.pb.h"
 #include "router/http/http_server.h"
+#include "router/http/tool_calls.h"
 #include "router/model_context.h"
 #include "router/routed_stream.h"
 
@@ -38,9 +40,9 @@ class OpenAiFrontend final : public HttpHandler {
   struct Options {
     std::string served_model_name;  // the `model` clients name; empty: the workers' model name
     std::string version;            // GET /version
-    // "hermes": tool_choice "auto" replies are parsed for <tool_call> blocks (tool_calls.h).
-    // Empty: "auto" is refused with 400, as vLLM refuses it without --tool-call-parser.
-    std::string tool_call_parser;
+    // How tool_choice "auto" replies are read for calls (tool_calls.h). None: "auto" is refused
+    // with 400, as vLLM refuses it without --tool-call-parser.
+    std::optional<ToolCallFormat> tool_call_format;
   };
   // Opens a stream on the router's Generation service (GenerationService::Open), not started.
   using OpenStream = std::function<absl::StatusOr<std::unique_ptr<RoutedStream>>(

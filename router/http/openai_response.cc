@@ -305,9 +305,9 @@ OpenAiResponse::ToolReply OpenAiResponse::ReadToolReply(const std::string& text)
       }
       break;
     case ToolChoice::Mode::kAuto: {
-      HermesReply hermes = ParseHermesToolCalls(text);
-      reply.content = std::move(hermes.content);
-      reply.calls = std::move(hermes.calls);
+      ParsedReply parsed = ParseToolCalls(config_.tool_format, text);
+      reply.content = std::move(parsed.content);
+      reply.calls = std::move(parsed.calls);
       break;
     }
     case ToolChoice::Mode::kNone:
@@ -372,8 +372,9 @@ void OpenAiResponse::AppendToolChunks(int index, std::string_view text, const v1
     case ToolChoice::Mode::kAuto: {
       std::string content;
       std::vector<ParsedToolCall> parsed;
-      c.hermes.Feed(text, &content, &parsed);
-      if (finished) c.hermes.Finish(&content, &parsed);
+      if (c.parser == nullptr) c.parser = NewToolCallStreamParser(config_.tool_format);
+      c.parser->Feed(text, &content, &parsed);
+      if (finished) c.parser->Finish(&content, &parsed);
       if (!content.empty()) deltas.push_back({{"content", std::move(content)}});
       add_calls(parsed);
       break;

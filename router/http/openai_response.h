@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,10 +44,11 @@ class OpenAiResponse {
     bool echo_only = false;
     std::optional<int> prompt_logprobs;
     // Chat: how replies become tool calls (tool_calls.h). Named: the reply is the arguments of
-    // one call. "required": a JSON array of calls (streamed once complete). "auto": hermes
-    // blocks. A reply with calls has content null and finish_reason "tool_calls" (unless cut
-    // short: "length"); one that does not parse comes back as content.
+    // one call. "required": a JSON array of calls (streamed once complete). "auto": the calls
+    // of `tool_format`. A reply with calls has content null and finish_reason "tool_calls" (unless
+    // cut short: "length"); one that does not parse comes back as content.
     ToolChoice tool_choice;
+    ToolCallFormat tool_format = ToolCallFormat::kHermes;
     // Makes the ids of tool calls; null: NewToolCallId (tests inject fixed ids).
     std::function<std::string()> tool_call_id;
   };
@@ -76,9 +78,9 @@ class OpenAiResponse {
     int64_t text_offset = 0;  // completions: where the next token's text starts
     bool echoed = false;
     // Streamed tool calls: the calls sent so far (named: 1 once its first chunk is out) and the
-    // hermes parser of an "auto" reply; a "required" reply gathers in `text`.
+    // parser of an "auto" reply (made at its first delta); a "required" reply gathers in `text`.
     int calls_sent = 0;
-    HermesStreamParser hermes;
+    std::unique_ptr<ToolCallStreamParser> parser;
   };
   // A finished reply as tool calls (config_.tool_choice not none).
   struct ToolReply {

@@ -173,5 +173,25 @@ TEST_F(OpenAiResponseToolsTest, AutoChoiceWithoutBlocksIsText) {
   EXPECT_EQ(chunks[2]["finish_reason"], "stop");
 }
 
+TEST_F(OpenAiResponseToolsTest, AutoChoiceReadsLlama3JsonCalls) {
+  OpenAiResponse::Config config = Config(ToolChoice::Mode::kAuto);
+  config.tool_format = ToolCallFormat::kLlama3Json;
+  const std::vector<std::string> pieces = {"{\"name\": \"f\", ", "\"parameters\": {\"x\": 1}}"};
+  Json c = Message(config, pieces);
+  EXPECT_EQ(c["message"], Json::parse(R"({"role": "assistant", "content": null,
+      "tool_calls": [{"id": "call_0", "type": "function",
+                      "function": {"name": "f", "arguments": "{\"x\": 1}"}}]})"));
+  EXPECT_EQ(c["finish_reason"], "tool_calls");
+  std::vector<Json> chunks = Chunks(config, pieces);
+  ASSERT_EQ(chunks.size(), 2u);  // role; the call, with the finish reason, at the end
+  EXPECT_EQ(chunks[1]["delta"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(chunks[1]["finish_reason"], "tool_calls");
+  // Text streams as it comes.
+  chunks = Chunks(config, {"Hello", " there"});
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[1]["delta"]["content"], "Hello");
+  EXPECT_EQ(chunks[2]["finish_reason"], "stop");
+}
+
 }  // namespace
 }  // namespace pagellm

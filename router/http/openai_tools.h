@@ -4,7 +4,7 @@
 // structured output that makes the model call a tool, as vLLM does:
 //   "none": tools go to the template; the reply is text.
 //   "auto" (the default when tools are given): the reply is parsed for calls, which needs a
-//     parser for the model's format (the router's --tool_call_parser; the front end refuses
+//     parser for the model's format (the router's --tool-call-parser; the front end refuses
 //     "auto" without one, as vLLM does without --enable-auto-tool-choice).
 //   named {"type": "function", "function": {"name": N}}: the reply is N's arguments, generated
 //     under N's parameter schema.

@@ -1,5 +1,6 @@
 #include "router/http/tool_calls.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -39,14 +40,25 @@ void AppendPyJson(const Json& j, std::string* out) {
   }
 }
 
-// One hermes block's JSON: {"name": string, "arguments": value}.
-std::optional<ParsedToolCall> ParseHermesBlock(std::string_view block) {
-  absl::StatusOr<Json> j = ParseStrictJson(block, {.max_depth = kMaxReplyDepth});
+// The length of the longest tail of `text` that is a proper prefix of `tag` (text that may
+// still become `tag`).
+size_t HeldBack(std::string_view text, std::string_view tag) {
+  for (size_t keep = std::min(text.size(), tag.size() - 1); keep > 0; --keep) {
+    if (text.substr(text.size() - keep) == tag.substr(0, keep)) return keep;
+  }
+  return 0;
+}
+
+// One call's JSON: {"name": string, `arguments`: value} (or `alternative` for `arguments`).
+std::optional<ParsedToolCall> ParseNamedCall(std::string_view json, const char* arguments,
+                                             const char* alternative) {
+  absl::StatusOr<Json> j = ParseStrictJson(json, {.max_depth = kMaxReplyDepth});
   if (!j.ok() || !j->is_object()) return std::nullopt;
   auto name = j->find("name");
-  auto arguments = j->find("arguments");
-  if (name == j->end() || !name->is_string() || arguments == j->end()) return std::nullopt;
-  return ParsedToolCall{name->get<std::string>(), PyJsonDumps(*arguments)};
+  auto args = j->find(arguments);
+  if (args == j->end() && alternative != nullptr) args = j->find(alternative);
+  if (name == j->end() || !name->is_string() || args == j->end()) return std::nullopt;
+  return ParsedToolCall{name->get<std::string>(), PyJsonDumps(*args)};
 }
 
 }  // namespace
@@ -73,8 +85,14 @@ std::optional<std::vector<ParsedToolCall>> ParseRequiredToolCalls(std::string_vi
   return calls;
 }
 
-HermesReply ParseHermesToolCalls(std::string_view text) {
-  HermesReply reply;
+namespace {
+
+constexpr std::string_view kHermesOpen = "<tool_call>";
+constexpr std::string_view kHermesClose = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+
+ParsedReply ParseHermes(std::string_view text) {
+  ParsedReply reply;
   const size_t first = text.find(kHermesOpen);
   if (first == std::string_view::npos) {
     reply.content = std::string(text);
@@ -86,8 +104,8 @@ HermesReply ParseHermesToolCalls(std::string_view text) {
     const size_t close = text.find(kHermesClose, begin);
     const std::string_view block = text.substr(
         begin, close == std::string_view::npos ? std::string_view::npos : close - begin);
-    std::optional<ParsedToolCall> call = ParseHermesBlock(block);
-    if (!call.has_value()) return HermesReply{std::string(text), {}};
+    std::optional<ParsedToolCall> call = ParseNamedCall(block, "arguments", nullptr);
+    if (!call.has_value()) return ParsedReply{std::string(text), {}};
     reply.calls.push_back(*std::move(call));
     if (close == std::string_view::npos) break;
     at = text.find(kHermesOpen, close + kHermesClose.size());
@@ -96,61 +114,183 @@ HermesReply ParseHermesToolCalls(std::string_view text) {
   return reply;
 }
 
-void HermesStreamParser::Feed(std::string_view text, std::string* content,
-                              std::vector<ParsedToolCall>* calls) {
-  pending_.append(text);
-  Drain(/*at_end=*/false, content, calls);
+// Where the calls of a llama3_json reply start: after leading whitespace and <|python_tag|>,
+// at a '{'; npos when the reply is not calls.
+size_t Llama3CallsStart(std::string_view text) {
+  size_t at = text.find_first_not_of(" \t\r\n");
+  if (at != std::string_view::npos && text.substr(at, kPythonTag.size()) == kPythonTag) {
+    at = text.find_first_not_of(" \t\r\n", at + kPythonTag.size());
+  }
+  return at != std::string_view::npos && text[at] == '{' ? at : std::string_view::npos;
 }
 
-void HermesStreamParser::Finish(std::string* content, std::vector<ParsedToolCall>* calls) {
-  Drain(/*at_end=*/true, content, calls);
+// The end (one past the '}') of the JSON object starting at text[begin] == '{', or npos when it
+// does not close.
+size_t JsonObjectEnd(std::string_view text, size_t begin) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = begin; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
 }
 
-void HermesStreamParser::Drain(bool at_end, std::string* content,
-                               std::vector<ParsedToolCall>* calls) {
-  while (!pending_.empty()) {
-    if (!in_call_) {
-      const size_t open = pending_.find(kHermesOpen);
-      size_t plain = open;  // pending_[0, plain) is text outside any block
-      if (open == std::string::npos) {
-        plain = pending_.size();
-        if (!at_end) {
-          // Keep a tail that may still become "<tool_call>".
-          for (size_t keep = std::min(pending_.size(), kHermesOpen.size() - 1); keep > 0; --keep) {
-            if (std::string_view(pending_).substr(pending_.size() - keep) ==
-                kHermesOpen.substr(0, keep)) {
-              plain = pending_.size() - keep;
-              break;
-            }
-          }
+ParsedReply ParseLlama3Json(std::string_view text) {
+  const ParsedReply as_text{std::string(text), {}};
+  size_t at = Llama3CallsStart(text);
+  if (at == std::string_view::npos) return as_text;
+  ParsedReply reply;
+  while (true) {
+    const size_t end = JsonObjectEnd(text, at);
+    if (end == std::string_view::npos) return as_text;
+    // "arguments" or, as Llama 3.1's prompt asks, "parameters".
+    std::optional<ParsedToolCall> call =
+        ParseNamedCall(text.substr(at, end - at), "arguments", "parameters");
+    if (!call.has_value()) return as_text;
+    reply.calls.push_back(*std::move(call));
+    at = text.find_first_not_of(" \t\r\n", end);
+    if (at == std::string_view::npos) break;
+    if (text[at] != ';') return as_text;
+    at = text.find_first_not_of(" \t\r\n", at + 1);
+    if (at == std::string_view::npos) break;
+    if (text[at] != '{') return as_text;
+  }
+  return reply;
+}
+
+// hermes: content until a block may start; blocks read as they close.
+class HermesStreamParser final : public ToolCallStreamParser {
+ public:
+  void Feed(std::string_view text, std::string* content,
+            std::vector<ParsedToolCall>* calls) override {
+    pending_.append(text);
+    Drain(/*at_end=*/false, content, calls);
+  }
+  void Finish(std::string* content, std::vector<ParsedToolCall>* calls) override {
+    Drain(/*at_end=*/true, content, calls);
+  }
+
+ private:
+  void Drain(bool at_end, std::string* content, std::vector<ParsedToolCall>* calls) {
+    while (!pending_.empty()) {
+      if (!in_call_) {
+        const size_t open = pending_.find(kHermesOpen);
+        size_t plain = open;  // pending_[0, plain) is text outside any block
+        if (open == std::string::npos) {
+          plain = pending_.size() - (at_end ? 0 : HeldBack(pending_, kHermesOpen));
         }
+        if (!seen_call_) content->append(pending_, 0, plain);
+        if (open == std::string::npos) {
+          pending_.erase(0, plain);
+          return;
+        }
+        pending_.erase(0, open + kHermesOpen.size());
+        in_call_ = seen_call_ = true;
+        continue;
       }
-      if (!seen_call_) content->append(pending_, 0, plain);
-      if (open == std::string::npos) {
-        pending_.erase(0, plain);
-        return;
+      const size_t close = pending_.find(kHermesClose);
+      if (close == std::string::npos && !at_end) return;
+      const std::string_view block = std::string_view(pending_).substr(0, close);
+      if (std::optional<ParsedToolCall> call = ParseNamedCall(block, "arguments", nullptr)) {
+        calls->push_back(*std::move(call));
+      } else {
+        content->append(kHermesOpen);
+        content->append(block);
+        if (close != std::string::npos) content->append(kHermesClose);
       }
-      pending_.erase(0, open + kHermesOpen.size());
-      in_call_ = seen_call_ = true;
-      continue;
+      pending_.erase(0, close == std::string::npos ? pending_.size() : close + kHermesClose.size());
+      in_call_ = false;
     }
-    const size_t close = pending_.find(kHermesClose);
-    if (close == std::string::npos && !at_end) return;
-    const std::string_view block = std::string_view(pending_).substr(0, close);
-    if (std::optional<ParsedToolCall> call = ParseHermesBlock(block)) {
-      calls->push_back(*std::move(call));
-    } else {
+    if (at_end && in_call_) {  // "<tool_call>" and nothing after it
       content->append(kHermesOpen);
-      content->append(block);
-      if (close != std::string::npos) content->append(kHermesClose);
+      in_call_ = false;
     }
-    pending_.erase(0, close == std::string::npos ? pending_.size() : close + kHermesClose.size());
-    in_call_ = false;
   }
-  if (at_end && in_call_) {  // "<tool_call>" and nothing after it
-    content->append(kHermesOpen);
-    in_call_ = false;
+
+  std::string pending_;     // text not yet handed out
+  bool in_call_ = false;    // pending_ is inside a block (after its `<tool_call>`)
+  bool seen_call_ = false;  // a block has started: later text outside blocks is dropped
+};
+
+// llama3_json: undecided while the reply is whitespace or a prefix of <|python_tag|>; content
+// from the first other character unless the reply starts as calls, which are held to the end.
+class Llama3JsonStreamParser final : public ToolCallStreamParser {
+ public:
+  void Feed(std::string_view text, std::string* content,
+            std::vector<ParsedToolCall>* calls) override {
+    if (mode_ == Mode::kText) {
+      content->append(text);
+      return;
+    }
+    pending_.append(text);
+    if (mode_ == Mode::kUndecided) Decide(/*at_end=*/false, content);
   }
+  void Finish(std::string* content, std::vector<ParsedToolCall>* calls) override {
+    if (mode_ == Mode::kUndecided) Decide(/*at_end=*/true, content);
+    if (mode_ != Mode::kCalls) return;
+    ParsedReply reply = ParseLlama3Json(pending_);
+    if (reply.content.has_value()) content->append(*reply.content);
+    for (ParsedToolCall& call : reply.calls) calls->push_back(std::move(call));
+    pending_.clear();
+  }
+
+ private:
+  enum class Mode { kUndecided, kText, kCalls };
+  void Decide(bool at_end, std::string* content) {
+    const size_t at = pending_.find_first_not_of(" \t\r\n");
+    if (at == std::string::npos && !at_end) return;
+    const std::string_view rest =
+        at == std::string::npos ? std::string_view() : std::string_view(pending_).substr(at);
+    if (!at_end) {
+      if (rest.size() < kPythonTag.size() && kPythonTag.substr(0, rest.size()) == rest) {
+        return;  // may still be <|python_tag|>
+      }
+      if (rest.substr(0, kPythonTag.size()) == kPythonTag &&
+          rest.find_first_not_of(" \t\r\n", kPythonTag.size()) == std::string_view::npos) {
+        return;  // the tag, and what follows it not yet
+      }
+    }
+    if (Llama3CallsStart(pending_) != std::string::npos) {
+      mode_ = Mode::kCalls;
+      return;
+    }
+    mode_ = Mode::kText;
+    content->append(pending_);
+    pending_.clear();
+  }
+
+  Mode mode_ = Mode::kUndecided;
+  std::string pending_;
+};
+
+}  // namespace
+
+std::optional<ToolCallFormat> ToolCallFormatNamed(std::string_view name) {
+  if (name == "hermes") return ToolCallFormat::kHermes;
+  if (name == "llama3_json") return ToolCallFormat::kLlama3Json;
+  return std::nullopt;
+}
+
+ParsedReply ParseToolCalls(ToolCallFormat format, std::string_view text) {
+  return format == ToolCallFormat::kHermes ? ParseHermes(text) : ParseLlama3Json(text);
+}
+
+std::unique_ptr<ToolCallStreamParser> NewToolCallStreamParser(ToolCallFormat format) {
+  if (format == ToolCallFormat::kHermes) return std::make_unique<HermesStreamParser>();
+  return std::make_unique<Llama3JsonStreamParser>();
 }
 
 std::string NewToolCallId() {

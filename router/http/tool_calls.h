@@ -5,18 +5,22 @@
 //     function's parameter schema); nothing to parse.
 //   "required": the reply is a JSON array of {"name", "parameters"} (generated under
 //     RequiredToolsSchema, openai_tools.h); ParseRequiredToolCalls reads it.
-//   "auto" with the hermes parser (Qwen2.5, Hermes 2/3, ...: vLLM's `--tool-call-parser hermes`):
-//     the model writes `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks after
-//     optional text; ParseHermesToolCalls reads a whole reply, HermesStreamParser one being
-//     streamed.
+//   "auto": the model's own format, which the router is told (--tool-call-parser, vLLM's
+//     names): ParseToolCalls reads a whole reply, a ToolCallStreamParser one being streamed.
+//       hermes (Qwen2.5/Qwen3, Hermes 2/3, ...): text, then blocks
+//         `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`.
+//       llama3_json (Llama 3.1-3.3 with their JSON tool prompt): a reply that starts with `{`
+//         (or `<|python_tag|>`) is one or more objects `{"name": ..., "parameters": {...}}`
+//         ("arguments" too) separated by `;`.
 // Arguments are re-serialized as Python's json.dumps(value, ensure_ascii=False) writes them
 // (PyJsonDumps), as vLLM returns them.
 //
-// Thread-safe: the functions are pure; a HermesStreamParser belongs to one choice of one
+// Thread-safe: the functions are pure; a ToolCallStreamParser belongs to one choice of one
 // request.
 #ifndef PAGELLM_ROUTER_HTTP_TOOL_CALLS_H_
 #define PAGELLM_ROUTER_HTTP_TOOL_CALLS_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,35 +44,34 @@ std::string PyJsonDumps(const nlohmann::ordered_json& j);
 // max_tokens).
 std::optional<std::vector<ParsedToolCall>> ParseRequiredToolCalls(std::string_view text);
 
-inline constexpr std::string_view kHermesOpen = "<tool_call>";
-inline constexpr std::string_view kHermesClose = "</tool_call>";
+// The formats of --tool-call-parser.
+enum class ToolCallFormat { kHermes, kLlama3Json };
+// "hermes" or "llama3_json"; nullopt for another name.
+std::optional<ToolCallFormat> ToolCallFormatNamed(std::string_view name);
 
-// A whole hermes reply, as vLLM's hermes parser reads it: without `<tool_call>`, or when any
-// block is not a JSON object with a string "name" and "arguments", no calls and the text as
-// content. Otherwise the calls (a last block may be unclosed) and, as content, the text before
-// the first block (nullopt when empty); text after a block is dropped.
-struct HermesReply {
+// A whole reply read in `format`, as vLLM's parser reads it: when it holds no calls, or when
+// any of them does not parse, no calls and the text as content. Otherwise the calls, and as
+// content the text before the first (nullopt when empty; hermes only, a llama3_json reply with
+// calls has none); hermes: a last block may be unclosed, text after a block is dropped.
+struct ParsedReply {
   std::optional<std::string> content;
   std::vector<ParsedToolCall> calls;
 };
-HermesReply ParseHermesToolCalls(std::string_view text);
+ParsedReply ParseToolCalls(ToolCallFormat format, std::string_view text);
 
-// A hermes reply as it streams. Feed hands out content as soon as it cannot be the start of a
-// `<tool_call>` and each call when its block closes; Finish the rest at the end. Streamed, a
-// block that does not parse comes out as content (calls already sent cannot be taken back), and
-// text between or after blocks is dropped, as in ParseHermesToolCalls.
-class HermesStreamParser {
+// A reply in one format as it streams. Feed hands out content as soon as it cannot be part of
+// a call and each call once it is complete; Finish the rest at the end. Streamed, a hermes
+// block that does not parse comes out as content (calls already sent cannot be taken back);
+// a llama3_json reply that starts as calls is held to its end, then read as ParseToolCalls
+// reads it.
+class ToolCallStreamParser {
  public:
-  void Feed(std::string_view text, std::string* content, std::vector<ParsedToolCall>* calls);
-  void Finish(std::string* content, std::vector<ParsedToolCall>* calls);
-
- private:
-  void Drain(bool at_end, std::string* content, std::vector<ParsedToolCall>* calls);
-
-  std::string pending_;     // text not yet handed out
-  bool in_call_ = false;    // pending_ is inside a block (after its `<tool_call>`)
-  bool seen_call_ = false;  // a block has started: later text outside blocks is dropped
+  virtual ~ToolCallStreamParser() = default;
+  virtual void Feed(std::string_view text, std::string* content,
+                    std::vector<ParsedToolCall>* calls) = 0;
+  virtual void Finish(std::string* content, std::vector<ParsedToolCall>* calls) = 0;
 };
+std::unique_ptr<ToolCallStreamParser> NewToolCallStreamParser(ToolCallFormat format);
 
 // A new call id: "chatcmpl-tool-" and 32 random hex digits (vLLM's form).
 std::string NewToolCallId();

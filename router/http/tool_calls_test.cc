@@ -44,13 +44,14 @@ TEST(RequiredToolCallsTest, TextThatIsNotAListOfCallsIsNone) {
 }
 
 TEST(HermesToolCallsTest, TextWithoutBlocksIsContent) {
-  HermesReply r = ParseHermesToolCalls("The weather is fine.");
+  ParsedReply r = ParseToolCalls(ToolCallFormat::kHermes, "The weather is fine.");
   EXPECT_EQ(r.content, "The weather is fine.");
   EXPECT_TRUE(r.calls.empty());
 }
 
 TEST(HermesToolCallsTest, BlocksAreCallsAndTheTextBeforeThemContent) {
-  HermesReply r = ParseHermesToolCalls(
+  ParsedReply r = ParseToolCalls(
+      ToolCallFormat::kHermes,
       "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
       "\"Oslo\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n"
       "</tool_call>trailing text is dropped");
@@ -60,7 +61,8 @@ TEST(HermesToolCallsTest, BlocksAreCallsAndTheTextBeforeThemContent) {
 }
 
 TEST(HermesToolCallsTest, NoTextBeforeTheFirstBlockIsNoContent) {
-  HermesReply r = ParseHermesToolCalls("<tool_call>{\"name\": \"f\", \"arguments\": [1]}");
+  ParsedReply r =
+      ParseToolCalls(ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": [1]}");
   EXPECT_FALSE(r.content.has_value());  // and an unclosed last block is read to the end
   EXPECT_THAT(r.calls, ::testing::ElementsAre(ParsedToolCall{"f", "[1]"}));
 }
@@ -73,61 +75,126 @@ TEST(HermesToolCallsTest, ABlockThatDoesNotParseMakesItAllContent) {
            "<tool_call>{\"name\": \"f\"}</tool_call>",    // no arguments
            "<tool_call>[1]</tool_call>",
        }) {
-    HermesReply r = ParseHermesToolCalls(text);
+    ParsedReply r = ParseToolCalls(ToolCallFormat::kHermes, text);
     EXPECT_EQ(r.content, text);
     EXPECT_TRUE(r.calls.empty()) << text;
   }
 }
 
 // Feeds `text` in pieces of `step` bytes; returns the content and the calls.
-std::pair<std::string, std::vector<ParsedToolCall>> Stream(const std::string& text, size_t step) {
-  HermesStreamParser parser;
+std::pair<std::string, std::vector<ParsedToolCall>> Stream(ToolCallFormat format,
+                                                           const std::string& text, size_t step) {
+  std::unique_ptr<ToolCallStreamParser> parser = NewToolCallStreamParser(format);
   std::string content;
   std::vector<ParsedToolCall> calls;
   for (size_t i = 0; i < text.size(); i += step) {
-    parser.Feed(std::string_view(text).substr(i, step), &content, &calls);
+    parser->Feed(std::string_view(text).substr(i, step), &content, &calls);
   }
-  parser.Finish(&content, &calls);
+  parser->Finish(&content, &calls);
   return {content, calls};
 }
 
-TEST(HermesStreamParserTest, StreamedInAnyPiecesReadsAsTheWholeReply) {
-  for (const std::string& text : {
-           std::string("plain text with < and <tool and <tool_cal but no block"),
-           std::string("Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
-                       "{\"city\": \"<tool_call>\"}}\n</tool_call>\n<tool_call>{\"name\": \"g\", "
-                       "\"arguments\": {}}</tool_call>\n"),
-           std::string("<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1}}"),  // unclosed
-       }) {
-    HermesReply whole = ParseHermesToolCalls(text);
+// Streamed in any pieces, a reply reads as it reads whole.
+void ExpectStreamsAsWhole(ToolCallFormat format, const std::vector<std::string>& texts) {
+  for (const std::string& text : texts) {
+    ParsedReply whole = ParseToolCalls(format, text);
     for (size_t step : {1, 2, 3, 7, 1000}) {
-      auto [content, calls] = Stream(text, step);
+      auto [content, calls] = Stream(format, text, step);
       EXPECT_EQ(content, whole.content.value_or("")) << text << " in steps of " << step;
       EXPECT_EQ(calls, whole.calls) << text << " in steps of " << step;
     }
   }
 }
 
-TEST(HermesStreamParserTest, ContentIsHandedOutBeforeTheReplyEnds) {
-  HermesStreamParser parser;
+TEST(HermesStreamTest, StreamedInAnyPiecesReadsAsTheWholeReply) {
+  ExpectStreamsAsWhole(
+      ToolCallFormat::kHermes,
+      {"plain text with < and <tool and <tool_cal but no block",
+       "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+       "\"<tool_call>\"}}\n</tool_call>\n<tool_call>{\"name\": \"g\", \"arguments\": {}}"
+       "</tool_call>\n",
+       "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1}}"});  // unclosed
+}
+
+TEST(HermesStreamTest, ContentIsHandedOutBeforeTheReplyEnds) {
+  std::unique_ptr<ToolCallStreamParser> parser = NewToolCallStreamParser(ToolCallFormat::kHermes);
   std::string content;
   std::vector<ParsedToolCall> calls;
-  parser.Feed("Hello <to", &content, &calls);
+  parser->Feed("Hello <to", &content, &calls);
   EXPECT_EQ(content, "Hello ");  // "<to" may still become "<tool_call>"
-  parser.Feed("day", &content, &calls);
+  parser->Feed("day", &content, &calls);
   EXPECT_EQ(content, "Hello <today");
-  parser.Feed(" <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool", &content, &calls);
+  parser->Feed(" <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool", &content, &calls);
   EXPECT_EQ(content, "Hello <today ");
   EXPECT_TRUE(calls.empty());
-  parser.Feed("_call>", &content, &calls);
+  parser->Feed("_call>", &content, &calls);
   EXPECT_THAT(calls, ::testing::ElementsAre(ParsedToolCall{"f", "{}"}));
 }
 
-TEST(HermesStreamParserTest, ABlockThatDoesNotParseStreamsAsContent) {
+TEST(HermesStreamTest, ABlockThatDoesNotParseStreamsAsContent) {
   auto [content, calls] =
-      Stream("<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call><tool_call>{oops", 4);
+      Stream(ToolCallFormat::kHermes,
+             "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call><tool_call>{oops", 4);
   EXPECT_THAT(calls, ::testing::ElementsAre(ParsedToolCall{"f", "{}"}));
   EXPECT_EQ(content, "<tool_call>{oops");
+}
+
+TEST(Llama3JsonToolCallsTest, AReplyStartingWithAnObjectIsCalls) {
+  ParsedReply r = ParseToolCalls(
+      ToolCallFormat::kLlama3Json,
+      "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}; "
+      "{\"name\": \"get_time\", \"arguments\": {}}");
+  EXPECT_FALSE(r.content.has_value());
+  EXPECT_THAT(r.calls, ::testing::ElementsAre(ParsedToolCall{"get_weather", R"({"city": "Oslo"})"},
+                                              ParsedToolCall{"get_time", "{}"}));
+  r = ParseToolCalls(ToolCallFormat::kLlama3Json,
+                     " \n{\"name\": \"f\", \"parameters\": {\"s\": \"}{;\"}}\n");
+  EXPECT_THAT(r.calls, ::testing::ElementsAre(ParsedToolCall{"f", R"({"s": "}{;"})"}));
+}
+
+TEST(Llama3JsonToolCallsTest, AnythingElseIsText) {
+  for (const char* text : {
+           "The answer is {\"name\": \"f\", \"parameters\": {}}",  // text first
+           "{\"city\": \"Oslo\"}",                                 // JSON, not a call
+           "{\"name\": \"f\", \"parameters\": {}} and more",       // text after
+           "{\"name\": \"f\", \"parameters\": {",                  // cut short
+           "{\"name\": \"f\", \"parameters\": {}}; oops",
+       }) {
+    ParsedReply r = ParseToolCalls(ToolCallFormat::kLlama3Json, text);
+    EXPECT_EQ(r.content, text);
+    EXPECT_TRUE(r.calls.empty()) << text;
+  }
+}
+
+TEST(Llama3JsonStreamTest, StreamedInAnyPiecesReadsAsTheWholeReply) {
+  ExpectStreamsAsWhole(ToolCallFormat::kLlama3Json,
+                       {"Plain text, streamed as it comes.", "  <|python is not the tag",
+                        "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": [1, 2]}}",
+                        "{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"g\", "
+                        "\"arguments\": {\"b\": null}}",
+                        "{\"not\": \"a call\"}", ""});
+}
+
+TEST(Llama3JsonStreamTest, TextStreamsAtOnceAndCallsAtTheEnd) {
+  std::unique_ptr<ToolCallStreamParser> parser =
+      NewToolCallStreamParser(ToolCallFormat::kLlama3Json);
+  std::string content;
+  std::vector<ParsedToolCall> calls;
+  parser->Feed(" ", &content, &calls);
+  EXPECT_EQ(content, "");  // undecided
+  parser->Feed("Hi", &content, &calls);
+  EXPECT_EQ(content, " Hi");
+  parser->Feed(" there", &content, &calls);
+  EXPECT_EQ(content, " Hi there");
+
+  parser = NewToolCallStreamParser(ToolCallFormat::kLlama3Json);
+  content.clear();
+  parser->Feed("{\"name\": \"f\", ", &content, &calls);
+  parser->Feed("\"parameters\": {}}", &content, &calls);
+  EXPECT_EQ(content, "");
+  EXPECT_TRUE(calls.empty());
+  parser->Finish(&content, &calls);
+  EXPECT_THAT(calls, ::testing::ElementsAre(ParsedToolCall{"f", "{}"}));
 }
 
 TEST(ToolCallIdTest, IsVllmsFormAndNew) {
