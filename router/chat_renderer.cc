@@ -84,6 +84,7 @@ class TemplateRenderer final : public ChatRenderer {
       // Any role: the template decides (developer, ipython, function, ...), as in transformers.
       ChatMessage message{m.role(), m.content()};
       ASSIGN_OR_RETURN(message.tool_calls_json, ToolCallsJson(m, i));
+      if (m.has_reasoning()) message.reasoning = m.reasoning();
       if (m.has_tool_call_id()) message.tool_call_id = m.tool_call_id();
       if (m.has_name()) message.name = m.name();
       messages.push_back(std::move(message));

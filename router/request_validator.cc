@@ -106,6 +106,7 @@ absl::StatusOr<EncodedPrompt> EncodeChat(const ModelContext& model, const v1::Ch
     const std::string at = absl::StrCat(field, ".messages[", i, "]");
     RETURN_IF_ERROR(check(m.role(), at + ".role"));
     RETURN_IF_ERROR(check(m.content(), at + ".content"));
+    RETURN_IF_ERROR(check(m.reasoning(), at + ".reasoning"));
     RETURN_IF_ERROR(CheckMaxBytes(m.role(), kMaxRoleBytes, at + ".role"));
     if (m.tool_calls_size() > kMaxToolCallsPerMessage) {
       return absl::InvalidArgumentError(absl::StrCat(at, ".tool_calls has ", m.tool_calls_size(),
@@ -153,6 +154,7 @@ absl::StatusOr<EncodedPrompt> EncodeChat(const ModelContext& model, const v1::Ch
     const std::string at = absl::StrCat(field, ".messages[", i, "]");
     RETURN_IF_ERROR(mark(m->mutable_role(), at + ".role"));
     RETURN_IF_ERROR(mark(m->mutable_content(), at + ".content"));
+    if (m->has_reasoning()) RETURN_IF_ERROR(mark(m->mutable_reasoning(), at + ".reasoning"));
     for (int c = 0; c < m->tool_calls_size(); ++c) {
       v1::ToolCall* call = m->mutable_tool_calls(c);
       const std::string call_at = absl::StrCat(at, ".tool_calls[", c, "]");

@@ -361,7 +361,6 @@ TEST(ModelContextTest, PassesAnyRoleAndTheWorkersSpecialTokensToTheTemplate) {
   EXPECT_EQ(p->rendered, "<BOS>[developer]be brief[ipython]42<EOS>");
 }
 
-
 v1::ChatPrompt ToolChat() {
   v1::ChatPrompt chat;
   v1::ChatMessage* user = chat.add_messages();
@@ -369,6 +368,7 @@ v1::ChatPrompt ToolChat() {
   user->set_content("x?");
   v1::ChatMessage* assistant = chat.add_messages();
   assistant->set_role("assistant");
+  assistant->set_reasoning("r");
   v1::ToolCall* call = assistant->add_tool_calls();
   call->set_id("c1");
   call->set_name("f");
@@ -388,8 +388,8 @@ v1::ChatPrompt ToolChat() {
 }
 
 // vLLM's shapes: tools as ChatCompletionToolsParam.model_dump() (description and parameters
-// none when missing), calls with their arguments parsed (_postprocess_messages), and only the
-// keys a message has.
+// none when missing), calls with their arguments parsed (_postprocess_messages), an earlier
+// reasoning under both names, and only the keys a message has.
 TEST(ModelContextTest, ToolsAndCallsReachTheTemplateAsVllmPassesThem) {
   auto model = ModelWithTemplate(
       "{{ tools | tojson }}\n{% for m in messages %}{{ m | tojson }}\n{% endfor %}");
@@ -403,7 +403,8 @@ TEST(ModelContextTest, ToolsAndCallsReachTheTemplateAsVllmPassesThem) {
             "\n"
             R"({"role": "user", "content": "x?"})"
             "\n"
-            R"({"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": )"
+            R"({"role": "assistant", "content": "", "reasoning": "r", "reasoning_content": )"
+            R"("r", "tool_calls": [{"id": "c1", "type": )"
             R"("function", "function": {"name": "f", "arguments": {"x": 1}}}]})"
             "\n"
             R"({"role": "tool", "content": "2", "tool_call_id": "c1"})"

@@ -24,6 +24,7 @@
 #include "common/flags_util.h"
 #include "common/logging.h"
 #include "common/signal_wait.h"
+#include "router/http/reasoning.h"
 #include "router/http/tool_calls.h"
 #include "router/router_server.h"
 
@@ -46,6 +47,11 @@ ABSL_FLAG(std::string, tool_call_parser, "",
           "Hermes 2/3, ...) or \"llama3_json\" (Llama 3.1-3.3's {\"name\", \"parameters\"}); "
           "vLLM's --enable-auto-tool-choice --tool-call-parser NAME. Empty: \"auto\" is "
           "refused; named and \"required\" tool choices work either way");
+ABSL_FLAG(std::string, reasoning_parser, "",
+          "Splits a reasoning model's chat replies into `reasoning` (the <think> part) and "
+          "`content`: \"deepseek_r1\" (DeepSeek-R1 and distills, QwQ, Qwen3 thinking-2507: "
+          "reasoning until </think>) or \"qwen3\" (reasoning only when the reply opens "
+          "<think>); vLLM's --reasoning-parser. Empty: replies are not split");
 ABSL_FLAG(int, metrics_port, 9401, "Prometheus /metrics port; 0 turns metrics serving off");
 ABSL_FLAG(std::string, workers, "", "Comma-separated worker addresses host:port");
 ABSL_FLAG(std::string, worker_dns, "",
@@ -172,6 +178,13 @@ int main(int argc, char** argv) {
     options.http.max_connections = static_cast<size_t>(absl::GetFlag(FLAGS_http_max_connections));
     options.http.max_body_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_body));
     options.openai.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+    if (const std::string parser = absl::GetFlag(FLAGS_reasoning_parser); !parser.empty()) {
+      options.openai.reasoning_format = pagellm::ReasoningFormatNamed(parser);
+      if (!options.openai.reasoning_format.has_value()) {
+        std::fprintf(stderr, "--reasoning-parser must be empty, deepseek_r1 or qwen3\n");
+        return 2;
+      }
+    }
     if (const std::string parser = absl::GetFlag(FLAGS_tool_call_parser); !parser.empty()) {
       options.openai.tool_call_format = pagellm::ToolCallFormatNamed(parser);
       if (!options.openai.tool_call_format.has_value()) {

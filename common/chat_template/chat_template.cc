@@ -52,6 +52,11 @@ absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>&
     DictObject* d = dict.AsDict();
     d->Set(Value::String("role"), Value::String(SanitizeUtf8(message.role)));
     d->Set(Value::String("content"), Value::String(SanitizeUtf8(message.content)));
+    if (message.reasoning.has_value()) {
+      const Value reasoning = Value::String(SanitizeUtf8(*message.reasoning));
+      d->Set(Value::String("reasoning"), reasoning);
+      d->Set(Value::String("reasoning_content"), reasoning);
+    }
     if (!message.tool_calls_json.empty()) {
       ASSIGN_OR_RETURN(Value calls, chat_template::ParseJsonValue(message.tool_calls_json,
                                                                   "a message's tool_calls", ctx));

@@ -47,10 +47,12 @@
 namespace pagellm {
 
 // One message of a conversation, as the template sees it: a dict {"role": .., "content": ..},
-// then the keys that are set of "tool_calls", "tool_call_id" and "name" (vLLM's order).
+// then the keys that are set of "reasoning" and "reasoning_content" (both `reasoning`),
+// "tool_calls", "tool_call_id" and "name".
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", ... (the template decides what is valid)
   std::string content;
+  std::optional<std::string> reasoning = std::nullopt;
   // A JSON array (an assistant's calls, each {"id", "type", "function": {"name", "arguments"}}
   // as the template should see them); empty: no "tool_calls" key.
   std::string tool_calls_json = {};

@@ -75,6 +75,7 @@ TEST_F(ChatTemplateFixtureTest, MatchesJinja2) {
     for (const Json& m : c["messages"]) {
       ChatMessage message{m["role"], m["content"]};
       // Tool calling cases: the keys vLLM passes (tool_calls with parsed arguments, ...).
+      if (m.contains("reasoning")) message.reasoning = m["reasoning"];
       if (m.contains("tool_calls")) message.tool_calls_json = m["tool_calls"].dump();
       if (m.contains("tool_call_id")) message.tool_call_id = m["tool_call_id"];
       if (m.contains("name")) message.name = m["name"];

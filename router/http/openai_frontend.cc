@@ -442,6 +442,11 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   config.kind = request->kind;
   config.tool_choice = request->tool_choice;
   if (options_.tool_call_format.has_value()) config.tool_format = *options_.tool_call_format;
+  if (chat && options_.reasoning_format.has_value()) {
+    const v1::GenerateRequest& p = request->prompts.front();
+    config.reasoning = !p.sampling().has_structured_output() &&
+                       ThinksFor(*options_.reasoning_format, p.chat().chat_template_kwargs());
+  }
   config.id = RandomId(chat ? "chatcmpl-" : "cmpl-");
   config.created = absl::ToUnixSeconds(absl::Now());
   config.model = name;

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "pagellm/v1/generation.pb.h"
 #include "router/http/http_server.h"
+#include "router/http/reasoning.h"
 #include "router/http/tool_calls.h"
 #include "router/model_context.h"
 #include "router/routed_stream.h"
@@ -43,6 +44,9 @@ class OpenAiFrontend final : public HttpHandler {
     // How tool_choice "auto" replies are read for calls (tool_calls.h). None: "auto" is refused
     // with 400, as vLLM refuses it without --tool-call-parser.
     std::optional<ToolCallFormat> tool_call_format;
+    // How chat replies are split into reasoning and answer (reasoning.h); none: not split.
+    // Replies under a structured output (a named or "required" tool choice too) are not split.
+    std::optional<ReasoningFormat> reasoning_format;
   };
   // Opens a stream on the router's Generation service (GenerationService::Open), not started.
   using OpenStream = std::function<absl::StatusOr<std::unique_ptr<RoutedStream>>(

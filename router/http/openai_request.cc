@@ -395,7 +395,8 @@ absl::Status ParseMessages(const Json& j, v1::ChatPrompt* chat) {
     }
     if (absl::Status s = CheckKnownFields(
             m,
-            {"role", "content", "tool_calls", "tool_call_id", "function_call", "name", "refusal"},
+            {"role content tool_calls tool_call_id function_call name refusal reasoning "
+             "reasoning_content"},
             at);
         !s.ok()) {
       return s;

@@ -2,6 +2,8 @@
 // invalid UTF-8 replaced: a token's piece may be part of a character.
 #include "router/http/openai_response.h"
 
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -254,6 +256,20 @@ void OpenAiResponse::Append(int prompt, const v1::GenerateResponse& response, st
         c.text_offset = static_cast<int64_t>(config_.echo[prompt].size());
       }
     }
+    std::string answer;  // streamed with a reasoning format: the part after the reasoning
+    if (out != nullptr && config_.reasoning) {
+      if (c.splitter == nullptr) {
+        c.splitter = std::make_unique<ReasoningStreamSplitter>();
+      }
+      std::string reasoning;
+      c.splitter->Feed(text, &reasoning, &answer);
+      if (!c.finish_reason.empty()) c.splitter->Finish(&reasoning, &answer);
+      if (!reasoning.empty()) {
+        AppendDeltaChunk(index, {{"reasoning", reasoning}, {"reasoning_content", reasoning}},
+                         nullptr, "", out);
+      }
+      text = answer;
+    }
     if (out != nullptr && config_.kind == OpenAiRequest::Kind::kChat &&
         config_.tool_choice.mode != ToolChoice::Mode::kNone) {
       AppendToolChunks(index, text, d, out);
@@ -415,10 +431,25 @@ std::string OpenAiResponse::Body() const {
     Json choice;
     choice["index"] = i;
     std::string finish_reason = c.finish_reason;
-    if (chat && config_.tool_choice.mode != ToolChoice::Mode::kNone) {
-      ToolReply reply = ReadToolReply(c.text);
+    std::optional<ReasoningSplit> split;
+    if (chat && config_.reasoning) split = SplitReasoning(c.text);
+    if (chat && (split.has_value() || config_.tool_choice.mode != ToolChoice::Mode::kNone)) {
+      ToolReply reply;
+      if (config_.tool_choice.mode != ToolChoice::Mode::kNone) {
+        reply = ReadToolReply(split.has_value() ? split->content.value_or("") : c.text);
+        // A reply that is all reasoning has no answer to read calls from.
+        if (split.has_value() && !split->content.has_value() && reply.calls.empty()) {
+          reply.content.reset();
+        }
+      } else {
+        reply.content = split->content;
+      }
       Json message = {{"role", "assistant"},
                       {"content", reply.content.has_value() ? Json(*reply.content) : Json()}};
+      if (split.has_value() && split->reasoning.has_value()) {
+        message["reasoning"] = *split->reasoning;          // vLLM's name
+        message["reasoning_content"] = *split->reasoning;  // DeepSeek's and older vLLM's
+      }
       if (!reply.calls.empty()) {
         Json calls = Json::array();
         for (size_t k = 0; k < reply.calls.size(); ++k) {

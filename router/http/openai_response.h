@@ -23,6 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "pagellm/v1/generation.pb.h"
 #include "router/http/openai_request.h"
+#include "router/http/reasoning.h"
 #include "router/http/tool_calls.h"
 
 namespace pagellm {
@@ -49,6 +50,9 @@ class OpenAiResponse {
     // cut short: "length"); one that does not parse comes back as content.
     ToolChoice tool_choice;
     ToolCallFormat tool_format = ToolCallFormat::kHermes;
+    // Chat: the reasoning (<think>) is split from the answer (reasoning.h) and returned as the
+    // message's `reasoning` and `reasoning_content`; tool calls are read from the answer.
+    bool reasoning = false;
     // Makes the ids of tool calls; null: NewToolCallId (tests inject fixed ids).
     std::function<std::string()> tool_call_id;
   };
@@ -81,6 +85,7 @@ class OpenAiResponse {
     // parser of an "auto" reply (made at its first delta); a "required" reply gathers in `text`.
     int calls_sent = 0;
     std::unique_ptr<ToolCallStreamParser> parser;
+    std::unique_ptr<ReasoningStreamSplitter> splitter;  // streamed with a reasoning format
   };
   // A finished reply as tool calls (config_.tool_choice not none).
   struct ToolReply {

@@ -1,5 +1,6 @@
-// OpenAiResponse with tool calls: how a chat reply becomes `tool_calls` under each tool_choice,
-// whole and streamed (the chunks the openai SDK accumulates). The worker's messages are written
+// OpenAiResponse with tool calls and reasoning: how a chat reply becomes `tool_calls` under each
+// tool_choice and `reasoning` under a reasoning format, whole and streamed (the chunks the openai
+// SDK accumulates). The worker's messages are written
 // by hand; tool call ids are injected.
 #include <memory>
 #include <string>
@@ -191,6 +192,55 @@ TEST_F(OpenAiResponseToolsTest, AutoChoiceReadsLlama3JsonCalls) {
   ASSERT_EQ(chunks.size(), 3u);
   EXPECT_EQ(chunks[1]["delta"]["content"], "Hello");
   EXPECT_EQ(chunks[2]["finish_reason"], "stop");
+}
+
+TEST_F(OpenAiResponseToolsTest, ReasoningIsSplitFromTheAnswer) {
+  OpenAiResponse::Config config = Config(ToolChoice::Mode::kNone);
+  config.reasoning = true;
+  const std::vector<std::string> pieces = {"2+2: add", " them.</th", "ink>\n\n4"};
+  Json c = Message(config, pieces);
+  EXPECT_EQ(c["message"], Json::parse(R"({"role": "assistant", "content": "\n\n4",
+      "reasoning": "2+2: add them.", "reasoning_content": "2+2: add them."})"));
+  EXPECT_EQ(c["finish_reason"], "stop");
+
+  std::string reasoning, content;
+  std::vector<Json> chunks = Chunks(config, pieces);
+  for (size_t i = 1; i < chunks.size(); ++i) {
+    const Json& d = chunks[i]["delta"];
+    if (d.contains("reasoning")) {
+      EXPECT_EQ(d["reasoning"], d["reasoning_content"]);
+      reasoning += d["reasoning"].get<std::string>();
+    }
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, "2+2: add them.");
+  EXPECT_EQ(content, "\n\n4");
+  EXPECT_EQ(chunks.back()["finish_reason"], "stop");
+
+  // Cut short while thinking: no answer.
+  c = Message(config, {"hmm"}, v1::FINISH_REASON_LENGTH);
+  EXPECT_TRUE(c["message"]["content"].is_null());
+  EXPECT_EQ(c["message"]["reasoning"], "hmm");
+}
+
+TEST_F(OpenAiResponseToolsTest, CallsAreReadFromTheAnswerAfterTheReasoning) {
+  OpenAiResponse::Config config = Config(ToolChoice::Mode::kAuto);
+  config.reasoning = true;
+  const std::vector<std::string> pieces = {
+      "<think>The user wants <tool_call> weather.</think>\n",
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"};
+  Json c = Message(config, pieces);
+  EXPECT_EQ(c["message"], Json::parse(R"({"role": "assistant", "content": "\n",
+      "reasoning": "The user wants <tool_call> weather.",
+      "reasoning_content": "The user wants <tool_call> weather.",
+      "tool_calls": [{"id": "call_0", "type": "function",
+                      "function": {"name": "f", "arguments": "{}"}}]})"));
+  EXPECT_EQ(c["finish_reason"], "tool_calls");
+  std::vector<Json> chunks = Chunks(config, pieces);
+  int calls = 0;
+  for (const Json& chunk : chunks) calls += chunk["delta"].contains("tool_calls") ? 1 : 0;
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(chunks.back()["finish_reason"], "tool_calls");
 }
 
 }  // namespace

@@ -177,6 +177,13 @@ absl::Status ParseMessageToolFields(const Json& m, absl::string_view at, v1::Cha
     if (!id->is_string()) return WrongType(absl::StrCat(at, ".tool_call_id"), *id, "a string");
     out->set_tool_call_id(id->get<std::string>());
   }
+  // An earlier reply's reasoning, under vLLM's name or DeepSeek's (the first given).
+  for (const char* key : {"reasoning", "reasoning_content"}) {
+    if (const Json* r = Field(m, key)) {
+      if (!r->is_string()) return WrongType(absl::StrCat(at, ".", key), *r, "a string");
+      if (!out->has_reasoning()) out->set_reasoning(r->get<std::string>());
+    }
+  }
   if (const Json* name = Field(m, "name")) {
     if (!name->is_string()) return WrongType(absl::StrCat(at, ".name"), *name, "a string");
     out->set_name(name->get<std::string>());

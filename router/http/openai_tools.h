@@ -1,7 +1,7 @@
 // The OpenAI chat API's tool calling, request side: `tools`, `tool_choice`,
-// `parallel_tool_calls` and the tool fields of `messages` (an assistant's `tool_calls`, a tool
-// message's `tool_call_id`, `name`), read into the ChatPrompt the template renders and into the
-// structured output that makes the model call a tool, as vLLM does:
+// `parallel_tool_calls` and the tool fields of `messages` (an assistant's `tool_calls` and
+// `reasoning`, a tool message's `tool_call_id`, `name`), read into the ChatPrompt the template
+// renders and into the structured output that makes the model call a tool, as vLLM does:
 //   "none": tools go to the template; the reply is text.
 //   "auto" (the default when tools are given): the reply is parsed for calls, which needs a
 //     parser for the model's format (the router's --tool-call-parser; the front end refuses
@@ -34,7 +34,8 @@ struct ToolChoice {
   bool parallel_tool_calls = true;  // false: at most one call per reply
 };
 
-// A message's tool_calls, tool_call_id and name (`m` is messages[i], `at` its path).
+// A message's tool_calls, tool_call_id, name and reasoning (or reasoning_content) (`m` is
+// messages[i], `at` its path).
 absl::Status ParseMessageToolFields(const openai::Json& m, absl::string_view at,
                                     v1::ChatMessage* out);
 

@@ -115,10 +115,13 @@ TEST(OpenAiToolsTest, MessagesCarryCallsAndResults) {
          "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
         {"id": "c2", "function": {"name": "get_time", "arguments": {"tz": "UTC"}}},
         {"id": "c3", "function": {"name": "get_time"}}]},
-      {"role": "tool", "content": "-3 C", "tool_call_id": "c1"}]})");
+      {"role": "tool", "content": "-3 C", "tool_call_id": "c1"},
+      {"role": "assistant", "content": "ok", "reasoning_content": "DeepSeek's name"},
+      {"role": "assistant", "content": "ok", "reasoning": "vLLM's name",
+       "reasoning_content": "vLLM's name"}]})");
   ASSERT_TRUE(r.ok()) << r.status();
   const v1::ChatPrompt& chat = r->prompts[0].chat();
-  ASSERT_EQ(chat.messages_size(), 3);
+  ASSERT_EQ(chat.messages_size(), 5);
   EXPECT_EQ(chat.messages(0).name(), "ann");
   const v1::ChatMessage& a = chat.messages(1);
   EXPECT_EQ(a.content(), "");  // null: "" to the template, as vLLM passes it
@@ -131,6 +134,9 @@ TEST(OpenAiToolsTest, MessagesCarryCallsAndResults) {
   EXPECT_FALSE(a.has_tool_call_id());
   EXPECT_EQ(chat.messages(2).tool_call_id(), "c1");
   EXPECT_FALSE(chat.messages(2).has_name());
+  EXPECT_FALSE(chat.messages(2).has_reasoning());
+  EXPECT_EQ(chat.messages(3).reasoning(), "DeepSeek's name");
+  EXPECT_EQ(chat.messages(4).reasoning(), "vLLM's name");
 }
 
 }  // namespace

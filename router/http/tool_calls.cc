@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_format.h"
 #include "common/json/strict_json.h"
+#include "router/http/partial_tag.h"
 
 namespace pagellm {
 namespace {
@@ -38,15 +39,6 @@ void AppendPyJson(const Json& j, std::string* out) {
   } else {
     out->append(j.dump(-1, ' ', false, Json::error_handler_t::replace));
   }
-}
-
-// The length of the longest tail of `text` that is a proper prefix of `tag` (text that may
-// still become `tag`).
-size_t HeldBack(std::string_view text, std::string_view tag) {
-  for (size_t keep = std::min(text.size(), tag.size() - 1); keep > 0; --keep) {
-    if (text.substr(text.size() - keep) == tag.substr(0, keep)) return keep;
-  }
-  return 0;
 }
 
 // One call's JSON: {"name": string, `arguments`: value} (or `alternative` for `arguments`).
@@ -190,7 +182,7 @@ class HermesStreamParser final : public ToolCallStreamParser {
         const size_t open = pending_.find(kHermesOpen);
         size_t plain = open;  // pending_[0, plain) is text outside any block
         if (open == std::string::npos) {
-          plain = pending_.size() - (at_end ? 0 : HeldBack(pending_, kHermesOpen));
+          plain = pending_.size() - (at_end ? 0 : PartialTagSuffix(pending_, kHermesOpen));
         }
         if (!seen_call_) content->append(pending_, 0, plain);
         if (open == std::string::npos) {

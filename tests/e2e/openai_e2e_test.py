@@ -10,6 +10,7 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - tool calling: named and "required" tool_choice (the SDK's parse() with
     pydantic_function_tool), streamed and not, a tool result sent back, "auto" with the hermes
     parser;
+  - reasoning: a router with --reasoning-parser returns `reasoning` apart from `content`;
   - structured output: response_format json_schema (the SDK's parse() with pydantic models),
     json_object, vLLM's structured_outputs and guided_choice; replies validated by jsonschema;
   - prompt scoring: echo with logprobs (and max_tokens 0) scores each token as generation
@@ -501,6 +502,49 @@ class OpenAiApiTest(unittest.TestCase):
         status, t = self.Raw("POST", "/tokenize", {"messages": msgs, "tools": tools})
         self.assertEqual(status, 200, t)
         self.assertGreater(t["count"], 0)
+
+    def test_reasoning_parser(self):
+        """A router started with --reasoning-parser returns the reasoning apart from the answer
+        (the unit tests split real <think> replies; SmolLM2 never closes one, so its whole reply
+        is reasoning, cut short), streamed and not; enable_thinking false (qwen3) turns it off;
+        an earlier reply's reasoning can be sent back."""
+        router = e2e.StartRouter("oa_router_reasoning", self.workers,
+                                 extra=("--reasoning-parser", "qwen3"))
+        try:
+            router.WaitServing()
+            client = openai.OpenAI(base_url=f"http://127.0.0.1:{router.http_port}/v1",
+                                   api_key="unused", max_retries=0, timeout=120)
+            msgs = [{"role": "user", "content": CHAT}]
+            plain = self.client.chat.completions.create(
+                model=self.model, messages=msgs, max_tokens=12, temperature=0)
+            text = plain.choices[0].message.content
+            GENERATED.append(text)
+            r = client.chat.completions.create(model=self.model, messages=msgs, max_tokens=12,
+                                               temperature=0)
+            message = r.choices[0].message
+            self.assertIsNone(message.content)
+            self.assertEqual(message.model_extra["reasoning"], text)
+            self.assertEqual(message.model_extra["reasoning_content"], text)
+            stream = client.chat.completions.create(model=self.model, messages=msgs,
+                                                    max_tokens=12, temperature=0, stream=True)
+            reasoning, content = "", ""
+            for chunk in stream:
+                delta = chunk.choices[0].delta
+                reasoning += (delta.model_extra or {}).get("reasoning") or ""
+                content += delta.content or ""
+            self.assertEqual((reasoning, content), (text, ""))
+            off = client.chat.completions.create(
+                model=self.model, messages=msgs, max_tokens=12, temperature=0,
+                extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+            self.assertEqual(off.choices[0].message.content, text)
+            self.assertNotIn("reasoning", off.choices[0].message.model_extra)
+            again = client.chat.completions.create(
+                model=self.model, max_tokens=4, temperature=0,
+                messages=msgs + [message.model_dump(exclude_none=True),
+                                 {"role": "user", "content": "And?"}])
+            GENERATED.append(again.choices[0].message.model_extra["reasoning"])
+        finally:
+            router.terminate()
 
     def test_logit_bias_and_allowed_token_ids(self):
         """OpenAI's logit_bias (the SDK sends integer keys as strings) and vLLM's
