@@ -355,7 +355,6 @@ void OpenAiResponse::AppendToolChunks(int index, std::string_view text, const v1
   Choice& c = choices_[index];
   const bool finished = !c.finish_reason.empty();
   std::vector<Json> deltas;
-  bool calls = false;
   const auto add_calls = [&](const std::vector<ParsedToolCall>& parsed) {
     for (const ParsedToolCall& call : parsed) {
       if (!config_.tool_choice.parallel_tool_calls && c.calls_sent > 0) break;
@@ -376,19 +375,14 @@ void OpenAiResponse::AppendToolChunks(int index, std::string_view text, const v1
       }
       break;
     case ToolChoice::Mode::kRequired:
-      c.text.append(text);
-      if (finished) {
-        if (auto parsed = ParseRequiredToolCalls(c.text)) {
-          add_calls(*parsed);
-        } else {
-          deltas.push_back({{"content", c.text}});
-        }
-      }
-      break;
     case ToolChoice::Mode::kAuto: {
       std::string content;
       std::vector<ParsedToolCall> parsed;
-      if (c.parser == nullptr) c.parser = NewToolCallStreamParser(config_.tool_format);
+      if (c.parser == nullptr) {
+        c.parser = config_.tool_choice.mode == ToolChoice::Mode::kRequired
+                       ? NewRequiredStreamParser()
+                       : NewToolCallStreamParser(config_.tool_format);
+      }
       c.parser->Feed(text, &content, &parsed);
       if (finished) c.parser->Finish(&content, &parsed);
       if (!content.empty()) deltas.push_back({{"content", std::move(content)}});
@@ -398,8 +392,8 @@ void OpenAiResponse::AppendToolChunks(int index, std::string_view text, const v1
     case ToolChoice::Mode::kNone:
       break;
   }
-  calls = c.calls_sent > 0;
-  const std::string finish = finished ? FinishWithCalls(c.finish_reason, calls) : std::string();
+  const std::string finish =
+      finished ? FinishWithCalls(c.finish_reason, c.calls_sent > 0) : std::string();
   if (deltas.empty() && (finished || d.logprobs_size() > 0)) deltas.push_back(Json::object());
   for (size_t i = 0; i < deltas.size(); ++i) {
     const bool last = i + 1 == deltas.size();

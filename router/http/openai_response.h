@@ -45,9 +45,9 @@ class OpenAiResponse {
     bool echo_only = false;
     std::optional<int> prompt_logprobs;
     // Chat: how replies become tool calls (tool_calls.h). Named: the reply is the arguments of
-    // one call. "required": a JSON array of calls (streamed once complete). "auto": the calls
-    // of `tool_format`. A reply with calls has content null and finish_reason "tool_calls" (unless
-    // cut short: "length"); one that does not parse comes back as content.
+    // one call. "required": a JSON array of calls (each streamed once complete). "auto": the
+    // calls of `tool_format`. A reply with calls has content null and finish_reason "tool_calls"
+    // (unless cut short: "length"); one that does not parse comes back as content.
     ToolChoice tool_choice;
     ToolCallFormat tool_format = ToolCallFormat::kHermes;
     // Chat: the reasoning (<think>) is split from the answer (reasoning.h) and returned as the
@@ -82,7 +82,7 @@ class OpenAiResponse {
     int64_t text_offset = 0;  // completions: where the next token's text starts
     bool echoed = false;
     // Streamed tool calls: the calls sent so far (named: 1 once its first chunk is out) and the
-    // parser of an "auto" reply (made at its first delta); a "required" reply gathers in `text`.
+    // parser of a "required" or "auto" reply (made at its first delta).
     int calls_sent = 0;
     std::unique_ptr<ToolCallStreamParser> parser;
     std::unique_ptr<ReasoningStreamSplitter> splitter;  // streamed with a reasoning format

@@ -118,7 +118,7 @@ TEST_F(OpenAiResponseToolsTest, RequiredChoiceReadsTheListOfCalls) {
   EXPECT_EQ(c["finish_reason"], "tool_calls");
 
   std::vector<Json> chunks = Chunks(Config(ToolChoice::Mode::kRequired), pieces);
-  ASSERT_EQ(chunks.size(), 3u);  // role, then one chunk per call once the list is complete
+  ASSERT_EQ(chunks.size(), 3u);  // role, then one chunk per call as its element closes
   EXPECT_EQ(chunks[1]["delta"]["tool_calls"][0]["index"], 0);
   EXPECT_EQ(chunks[1]["delta"]["tool_calls"][0]["function"]["name"], "get_weather");
   EXPECT_EQ(chunks[2]["delta"]["tool_calls"][0]["index"], 1);
@@ -129,6 +129,26 @@ TEST_F(OpenAiResponseToolsTest, RequiredChoiceReadsTheListOfCalls) {
   OpenAiResponse::Config one = Config(ToolChoice::Mode::kRequired);
   one.tool_choice.parallel_tool_calls = false;
   EXPECT_EQ(Message(one, pieces)["message"]["tool_calls"].size(), 1u);
+}
+
+TEST_F(OpenAiResponseToolsTest, RequiredCallsStreamAsTheirElementsClose) {
+  // The first call is out before the second is generated.
+  OpenAiResponse r(Config(ToolChoice::Mode::kRequired), tokenizer_.get());
+  std::string sse;
+  std::vector<v1::GenerateResponse> m = Reply(
+      {R"([{"name": "f", "parameters": {"s": "],}"}})", R"(, {"name": "g", "parameters": {}}])"});
+  r.Append(0, m[0], &sse);
+  EXPECT_NE(sse.find(R"("arguments":"{\"s\": \"],}\"}")"), std::string::npos) << sse;
+  EXPECT_EQ(sse.find(R"("name":"g")"), std::string::npos) << sse;
+  r.Append(0, m[1], &sse);
+  EXPECT_NE(sse.find(R"("name":"g")"), std::string::npos) << sse;
+  // Cut short after a call: the call stays, the reason says so.
+  std::vector<Json> chunks =
+      Chunks(Config(ToolChoice::Mode::kRequired), {R"([{"name": "f", "parameters": {}}, {"na)"},
+             v1::FINISH_REASON_LENGTH);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[1]["delta"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(chunks[1]["finish_reason"], "length");
 }
 
 TEST_F(OpenAiResponseToolsTest, RequiredReplyCutShortIsContent) {

@@ -268,7 +268,65 @@ class Llama3JsonStreamParser final : public ToolCallStreamParser {
   std::string pending_;
 };
 
+// "required": scans the array as it grows; an element ends at the ',' or ']' after it.
+class RequiredStreamParser final : public ToolCallStreamParser {
+ public:
+  void Feed(std::string_view text, std::string* content,
+            std::vector<ParsedToolCall>* calls) override {
+    text_.append(text);
+    for (; scanned_ < text_.size(); ++scanned_) {
+      const char c = text_[scanned_];
+      if (in_string_) {
+        if (escaped_) {
+          escaped_ = false;
+        } else if (c == '\\') {
+          escaped_ = true;
+        } else if (c == '"') {
+          in_string_ = false;
+        }
+        continue;
+      }
+      if (c == '"') {
+        in_string_ = true;
+      } else if (c == '{' || c == '[') {
+        if (++depth_ == 2) element_ = scanned_;
+      } else if (c == '}' || c == ']') {
+        if (--depth_ == 1 && element_ != std::string::npos) {
+          const std::string_view element =
+              std::string_view(text_).substr(element_, scanned_ + 1 - element_);
+          if (std::optional<ParsedToolCall> call = ParseNamedCall(element, "parameters", nullptr)) {
+            calls->push_back(*std::move(call));
+            ++sent_;
+          }
+          element_ = std::string::npos;
+        }
+      }
+    }
+  }
+  void Finish(std::string* content, std::vector<ParsedToolCall>* calls) override {
+    if (sent_ > 0) return;
+    if (std::optional<std::vector<ParsedToolCall>> all = ParseRequiredToolCalls(text_)) {
+      for (ParsedToolCall& call : *all) calls->push_back(std::move(call));
+    } else {
+      content->append(text_);
+    }
+  }
+
+ private:
+  std::string text_;
+  size_t scanned_ = 0;
+  int depth_ = 0;
+  bool in_string_ = false;
+  bool escaped_ = false;
+  size_t element_ = std::string::npos;  // where the element being scanned starts
+  int sent_ = 0;
+};
+
 }  // namespace
+
+std::unique_ptr<ToolCallStreamParser> NewRequiredStreamParser() {
+  return std::make_unique<RequiredStreamParser>();
+}
 
 std::optional<ToolCallFormat> ToolCallFormatNamed(std::string_view name) {
   if (name == "hermes") return ToolCallFormat::kHermes;

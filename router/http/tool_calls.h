@@ -72,6 +72,9 @@ class ToolCallStreamParser {
   virtual void Finish(std::string* content, std::vector<ParsedToolCall>* calls) = 0;
 };
 std::unique_ptr<ToolCallStreamParser> NewToolCallStreamParser(ToolCallFormat format);
+// A "required" reply as it streams: each call once its element of the array is complete. At
+// the end, a reply of which no call was complete and that is not a list of calls is content.
+std::unique_ptr<ToolCallStreamParser> NewRequiredStreamParser();
 
 // A new call id: "chatcmpl-tool-" and 32 random hex digits (vLLM's form).
 std::string NewToolCallId();

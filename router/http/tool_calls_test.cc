@@ -197,6 +197,28 @@ TEST(Llama3JsonStreamTest, TextStreamsAtOnceAndCallsAtTheEnd) {
   EXPECT_THAT(calls, ::testing::ElementsAre(ParsedToolCall{"f", "{}"}));
 }
 
+TEST(RequiredStreamTest, StreamedInAnyPiecesReadsAsTheWholeReply) {
+  for (const std::string& text : {
+           std::string(R"([{"name": "f", "parameters": {"a": "}]\"{", "b": [1, {"c": 2}]}}, )"
+                       R"( {"name": "g", "parameters": {}}])"),
+           std::string(R"([{"name": "f", "parameters": {"a": 1)"),  // cut short: content
+       }) {
+    std::optional<std::vector<ParsedToolCall>> whole = ParseRequiredToolCalls(text);
+    EXPECT_EQ(whole.has_value(), text.back() == ']') << text;  // the whole list, or cut short
+    for (size_t step : {1, 2, 5, 1000}) {
+      std::unique_ptr<ToolCallStreamParser> parser = NewRequiredStreamParser();
+      std::string content;
+      std::vector<ParsedToolCall> calls;
+      for (size_t i = 0; i < text.size(); i += step) {
+        parser->Feed(std::string_view(text).substr(i, step), &content, &calls);
+      }
+      parser->Finish(&content, &calls);
+      EXPECT_EQ(calls, whole.value_or(std::vector<ParsedToolCall>())) << text << " / " << step;
+      EXPECT_EQ(content, whole.has_value() ? "" : text) << text << " / " << step;
+    }
+  }
+}
+
 TEST(ToolCallIdTest, IsVllmsFormAndNew) {
   const std::string a = NewToolCallId();
   EXPECT_THAT(a, MatchesRegex("chatcmpl-tool-[0-9a-f]{32}"));
