@@ -2,7 +2,8 @@
 // 151,646; tools/fixtures/make_tokenizer_fixture.py makes them), from the repository root:
 //   build/bin/grammar_matcher_bench [--benchmark_filter=...]
 // Mask/cold: a state's first mask (the vocabulary walk); Mask/cached: a state seen before
-// (a copy of vocab/8 bytes); Accept: advancing past one token.
+// (a copy of vocab/8 bytes); Accept: advancing past one token; CompileRequiredTools/N: a
+// "required" tool choice over N tools compiled, and its first mask.
 #include <fstream>
 #include <map>
 #include <memory>
@@ -91,6 +92,45 @@ void BM_Accept(benchmark::State& state, const std::string& name) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * ids.size()));
 }
 
+// The schema of a "required" tool choice over `n` tools (router/http/openai_tools.h's
+// RequiredToolsSchema): an array of {"name": one tool's name, "parameters": its schema}, each
+// tool taking a city, a unit enum and an optional day count.
+std::string RequiredToolsSchema(int n) {
+  std::string variants;
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) variants += ", ";
+    variants += R"({"type": "object", "properties": {"name": {"type": "string", "enum": ["tool_)" +
+                std::to_string(i) +
+                R"("]}, "parameters": {"type": "object", "properties": {
+      "city": {"type": "string", "maxLength": 64},
+      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+      "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+      "required": ["city", "unit"]}}, "required": ["name", "parameters"]})";
+  }
+  return R"({"type": "array", "minItems": 1, "items": {"anyOf": [)" + variants + "]}}";
+}
+
+// What admitting a request with a new tool set costs the engine thread: the schema compiled to
+// a grammar, and the first mask (the array's start).
+void BM_CompileRequiredTools(benchmark::State& state) {
+  const Vocab* v = Load("smollm2");
+  if (v == nullptr) return state.SkipWithError("run tools/fixtures/make_tokenizer_fixture.py");
+  const std::string schema = RequiredToolsSchema(static_cast<int>(state.range(0)));
+  std::vector<uint64_t> mask(v->vocab->mask_words());
+  for (auto _ : state) {
+    auto g = CompiledGrammar::Create(*JsonSchemaGrammar(schema), v->vocab);
+    GrammarMatcher m(g);
+    m.FillNextTokenMask(absl::MakeSpan(mask));
+  }
+  state.counters["schema_bytes"] = static_cast<double>(schema.size());
+}
+
+BENCHMARK(BM_CompileRequiredTools)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(32)
+    ->Arg(128)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MaskCold, smollm2_object_start, "smollm2", "{")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MaskCold, smollm2_in_string, "smollm2", "{\"name\": \"Al")
     ->Unit(benchmark::kMillisecond);

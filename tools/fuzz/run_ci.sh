@@ -34,7 +34,7 @@ declare -A dict=(
   [gguf_file_fuzz]=gguf [safetensors_file_fuzz]=safetensors [hf_config_fuzz]=hf_config
   [hf_tokenizer_json_fuzz]=hf_tokenizer_json [tokenizer_fuzz]=tokenizer
   [chat_template_fuzz]=chat_template [request_bytes_fuzz]=request_bytes
-  [openai_request_fuzz]=openai_request
+  [openai_request_fuzz]=openai_request [tool_reply_fuzz]=tool_reply
 )
 all_targets=""
 for src in tools/fuzz/*_fuzz.cc; do all_targets+="$(basename "$src" .cc) "; done
