@@ -44,7 +44,8 @@ ABSL_FLAG(std::string, served_model_name, "",
 ABSL_FLAG(std::string, tool_call_parser, "",
           "How chat replies are read for tool calls under tool_choice \"auto\" (the default "
           "when a request gives tools): \"hermes\" (<tool_call>{...}</tool_call>: Qwen2.5, "
-          "Hermes 2/3, ...) or \"llama3_json\" (Llama 3.1-3.3's {\"name\", \"parameters\"}); "
+          "Hermes 2/3, ...), \"llama3_json\" (Llama 3.1-3.3's {\"name\", \"parameters\"}) or "
+          "\"mistral\" ([TOOL_CALLS]); "
           "vLLM's --enable-auto-tool-choice --tool-call-parser NAME. Empty: \"auto\" is "
           "refused; named and \"required\" tool choices work either way");
 ABSL_FLAG(std::string, reasoning_parser, "",
@@ -188,7 +189,7 @@ int main(int argc, char** argv) {
     if (const std::string parser = absl::GetFlag(FLAGS_tool_call_parser); !parser.empty()) {
       options.openai.tool_call_format = pagellm::ToolCallFormatNamed(parser);
       if (!options.openai.tool_call_format.has_value()) {
-        std::fprintf(stderr, "--tool-call-parser must be empty, hermes or llama3_json\n");
+        std::fprintf(stderr, "--tool-call-parser must be empty, hermes, llama3_json or mistral\n");
         return 2;
       }
     }

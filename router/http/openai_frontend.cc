@@ -441,7 +441,14 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   OpenAiResponse::Config config;
   config.kind = request->kind;
   config.tool_choice = request->tool_choice;
-  if (options_.tool_call_format.has_value()) config.tool_format = *options_.tool_call_format;
+  if (options_.tool_call_format.has_value()) {
+    config.tool_format = *options_.tool_call_format;
+    if (config.tool_format == ToolCallFormat::kMistral &&
+        request->tool_choice.mode == ToolChoice::Mode::kAuto) {
+      // [TOOL_CALLS] is a control token: the reply must keep it to be read (vLLM does this too).
+      request->prompts.front().mutable_sampling()->set_skip_special_tokens(false);
+    }
+  }
   if (chat && options_.reasoning_format.has_value()) {
     const v1::GenerateRequest& p = request->prompts.front();
     config.reasoning = !p.sampling().has_structured_output() &&

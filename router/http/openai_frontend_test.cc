@@ -91,8 +91,10 @@ class OpenAiFrontendTest : public ::testing::Test {
   }
 
   void StartRouter(size_t max_queue = 1024, size_t max_body = 1 << 20,
-                   std::shared_ptr<ReloadableSecrets> keys = nullptr) {
+                   std::shared_ptr<ReloadableSecrets> keys = nullptr,
+                   OpenAiFrontend::Options openai = {}) {
     RouterServer::Options o;
+    o.openai = std::move(openai);
     o.api_keys = std::move(keys);
     o.listen_address = "127.0.0.1:0";
     for (const auto& w : workers_) o.workers.addresses.push_back(w->address());
@@ -236,6 +238,30 @@ TEST_F(OpenAiFrontendTest, ChatTemplateKwargsReachTheTemplate) {
                        {"chat_template_kwargs", {{"messages", Json::array()}}}});
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_THAT(r.body, HasSubstr("may not set 'messages'"));
+}
+
+// Mistral's [TOOL_CALLS] is a control token: "auto" replies keep special tokens to be read.
+TEST_F(OpenAiFrontendTest, MistralAutoToolChoiceKeepsSpecialTokens) {
+  FakeWorker::Options o;
+  o.info = FakeWorker::DefaultInfo();
+  o.info.set_chat_template("{{ messages[0]['content'] }}");
+  FakeWorker& worker = AddWorker(o);
+  OpenAiFrontend::Options openai;
+  openai.tool_call_format = ToolCallFormat::kMistral;
+  StartRouter(1024, 1 << 20, nullptr, openai);
+  for (const char* choice : {"auto", "none"}) {
+    HttpResult r = Post(port(), "/v1/chat/completions",
+                        {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                         {"max_tokens", 1},
+                         {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
+                         {"tool_choice", choice}});
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  const std::vector<v1::WorkerGenerateRequest> seen = worker.requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[0].sampling().has_skip_special_tokens());
+  EXPECT_FALSE(seen[0].sampling().skip_special_tokens());
+  EXPECT_FALSE(seen[1].sampling().has_skip_special_tokens());  // "none": the default
 }
 
 TEST_F(OpenAiFrontendTest, SeveralPromptsGetChoicesInPromptOrder) {

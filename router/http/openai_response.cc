@@ -301,10 +301,11 @@ std::string OpenAiResponse::FinishWithCalls(const std::string& finish_reason, bo
 }
 
 Json OpenAiResponse::CallJson(int k, const ParsedToolCall& call) const {
-  return {{"index", k},
-          {"id", config_.tool_call_id ? config_.tool_call_id() : NewToolCallId()},
-          {"type", "function"},
-          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+  return {
+      {"index", k},
+      {"id", config_.tool_call_id ? config_.tool_call_id() : NewToolCallId(config_.tool_format)},
+      {"type", "function"},
+      {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
 OpenAiResponse::ToolReply OpenAiResponse::ReadToolReply(const std::string& text) const {

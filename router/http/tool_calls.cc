@@ -268,6 +268,92 @@ class Llama3JsonStreamParser final : public ToolCallStreamParser {
   std::string pending_;
 };
 
+constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
+constexpr std::string_view kMistralArgs = "[ARGS]";
+
+// What follows [TOOL_CALLS] in a mistral reply: a JSON array of {"name", "arguments"} (v3
+// tokenizers), or `name[ARGS]{...}` per call, calls separated by [TOOL_CALLS] (v11 and later).
+std::optional<std::vector<ParsedToolCall>> ParseMistralCalls(std::string_view text) {
+  const size_t begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string_view::npos) return std::nullopt;
+  std::vector<ParsedToolCall> calls;
+  if (text[begin] == '[') {
+    absl::StatusOr<Json> j = ParseStrictJson(text.substr(begin), {.max_depth = kMaxReplyDepth});
+    if (!j.ok() || !j->is_array() || j->empty()) return std::nullopt;
+    for (const Json& item : *j) {
+      std::optional<ParsedToolCall> call =
+          item.is_object() ? ParseNamedCall(item.dump(), "arguments", nullptr) : std::nullopt;
+      if (!call.has_value()) return std::nullopt;
+      calls.push_back(*std::move(call));
+    }
+    return calls;
+  }
+  size_t at = begin;
+  while (at < text.size()) {
+    const size_t args = text.find(kMistralArgs, at);
+    if (args == std::string_view::npos) return std::nullopt;
+    const size_t next = text.find(kMistralCalls, args);
+    const std::string_view name = text.substr(at, args - at);
+    const size_t json_begin = args + kMistralArgs.size();
+    const std::string_view json =
+        text.substr(json_begin, next == std::string_view::npos ? next : next - json_begin);
+    absl::StatusOr<Json> arguments = ParseStrictJson(json, {.max_depth = kMaxReplyDepth});
+    if (name.empty() || !arguments.ok()) return std::nullopt;
+    calls.push_back({std::string(name), PyJsonDumps(*arguments)});
+    if (next == std::string_view::npos) break;
+    at = next + kMistralCalls.size();
+  }
+  return calls;
+}
+
+ParsedReply ParseMistral(std::string_view text) {
+  const size_t first = text.find(kMistralCalls);
+  if (first == std::string_view::npos) return ParsedReply{std::string(text), {}};
+  std::optional<std::vector<ParsedToolCall>> calls =
+      ParseMistralCalls(text.substr(first + kMistralCalls.size()));
+  if (!calls.has_value()) return ParsedReply{std::string(text), {}};
+  ParsedReply reply;
+  if (first > 0) reply.content = std::string(text.substr(0, first));
+  reply.calls = *std::move(calls);
+  return reply;
+}
+
+// mistral: content until [TOOL_CALLS] (held back while it may be starting); the calls after it
+// are read at the end.
+class MistralStreamParser final : public ToolCallStreamParser {
+ public:
+  void Feed(std::string_view text, std::string* content,
+            std::vector<ParsedToolCall>* calls) override {
+    pending_.append(text);
+    if (in_calls_) return;
+    const size_t at = pending_.find(kMistralCalls);
+    if (at != std::string::npos) {
+      content->append(pending_, 0, at);
+      pending_.erase(0, at + kMistralCalls.size());
+      in_calls_ = true;
+      return;
+    }
+    const size_t keep = PartialTagSuffix(pending_, kMistralCalls);
+    content->append(pending_, 0, pending_.size() - keep);
+    pending_.erase(0, pending_.size() - keep);
+  }
+  void Finish(std::string* content, std::vector<ParsedToolCall>* calls) override {
+    if (!in_calls_) {
+      content->append(pending_);
+    } else if (std::optional<std::vector<ParsedToolCall>> parsed = ParseMistralCalls(pending_)) {
+      for (ParsedToolCall& call : *parsed) calls->push_back(std::move(call));
+    } else {
+      content->append(kMistralCalls);
+      content->append(pending_);
+    }
+    pending_.clear();
+  }
+
+ private:
+  std::string pending_;
+  bool in_calls_ = false;
+};
+
 // "required": scans the array as it grows; an element ends at the ',' or ']' after it.
 class RequiredStreamParser final : public ToolCallStreamParser {
  public:
@@ -331,20 +417,44 @@ std::unique_ptr<ToolCallStreamParser> NewRequiredStreamParser() {
 std::optional<ToolCallFormat> ToolCallFormatNamed(std::string_view name) {
   if (name == "hermes") return ToolCallFormat::kHermes;
   if (name == "llama3_json") return ToolCallFormat::kLlama3Json;
+  if (name == "mistral") return ToolCallFormat::kMistral;
   return std::nullopt;
 }
 
 ParsedReply ParseToolCalls(ToolCallFormat format, std::string_view text) {
-  return format == ToolCallFormat::kHermes ? ParseHermes(text) : ParseLlama3Json(text);
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return ParseHermes(text);
+    case ToolCallFormat::kLlama3Json:
+      return ParseLlama3Json(text);
+    case ToolCallFormat::kMistral:
+      return ParseMistral(text);
+  }
+  return ParsedReply{std::string(text), {}};
 }
 
 std::unique_ptr<ToolCallStreamParser> NewToolCallStreamParser(ToolCallFormat format) {
-  if (format == ToolCallFormat::kHermes) return std::make_unique<HermesStreamParser>();
-  return std::make_unique<Llama3JsonStreamParser>();
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return std::make_unique<HermesStreamParser>();
+    case ToolCallFormat::kLlama3Json:
+      return std::make_unique<Llama3JsonStreamParser>();
+    case ToolCallFormat::kMistral:
+      return std::make_unique<MistralStreamParser>();
+  }
+  return nullptr;
 }
 
-std::string NewToolCallId() {
+std::string NewToolCallId(ToolCallFormat format) {
   thread_local absl::BitGen gen;
+  if (format == ToolCallFormat::kMistral) {
+    // Mistral's templates refuse other ids: 9 letters and digits.
+    constexpr std::string_view kAlnum =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    std::string id(9, ' ');
+    for (char& c : id) c = kAlnum[absl::Uniform<size_t>(gen, 0, kAlnum.size())];
+    return id;
+  }
   return absl::StrFormat("chatcmpl-tool-%016x%016x", absl::Uniform<uint64_t>(gen),
                          absl::Uniform<uint64_t>(gen));
 }

@@ -12,6 +12,9 @@
 //       llama3_json (Llama 3.1-3.3 with their JSON tool prompt): a reply that starts with `{`
 //         (or `<|python_tag|>`) is one or more objects `{"name": ..., "parameters": {...}}`
 //         ("arguments" too) separated by `;`.
+//       mistral (Mistral 7B v0.3, Nemo, Small, Large): text, then [TOOL_CALLS] and a JSON array
+//         of {"name", "arguments"} (v3 tokenizers) or `name[ARGS]{...}` per call (v11 and
+//         later). [TOOL_CALLS] is a control token: replies must keep special tokens.
 // Arguments are re-serialized as Python's json.dumps(value, ensure_ascii=False) writes them
 // (PyJsonDumps), as vLLM returns them.
 //
@@ -45,8 +48,8 @@ std::string PyJsonDumps(const nlohmann::ordered_json& j);
 std::optional<std::vector<ParsedToolCall>> ParseRequiredToolCalls(std::string_view text);
 
 // The formats of --tool-call-parser.
-enum class ToolCallFormat { kHermes, kLlama3Json };
-// "hermes" or "llama3_json"; nullopt for another name.
+enum class ToolCallFormat { kHermes, kLlama3Json, kMistral };
+// "hermes", "llama3_json" or "mistral"; nullopt for another name.
 std::optional<ToolCallFormat> ToolCallFormatNamed(std::string_view name);
 
 // A whole reply read in `format`, as vLLM's parser reads it: when it holds no calls, or when
@@ -76,8 +79,9 @@ std::unique_ptr<ToolCallStreamParser> NewToolCallStreamParser(ToolCallFormat for
 // the end, a reply of which no call was complete and that is not a list of calls is content.
 std::unique_ptr<ToolCallStreamParser> NewRequiredStreamParser();
 
-// A new call id: "chatcmpl-tool-" and 32 random hex digits (vLLM's form).
-std::string NewToolCallId();
+// A new call id: "chatcmpl-tool-" and 32 random hex digits (vLLM's form); for mistral, 9
+// random letters and digits (what its templates accept, as vLLM makes them).
+std::string NewToolCallId(ToolCallFormat format = ToolCallFormat::kHermes);
 
 }  // namespace pagellm
 

@@ -197,6 +197,40 @@ TEST(Llama3JsonStreamTest, TextStreamsAtOnceAndCallsAtTheEnd) {
   EXPECT_THAT(calls, ::testing::ElementsAre(ParsedToolCall{"f", "{}"}));
 }
 
+TEST(MistralToolCallsTest, CallsFollowTheToolCallsToken) {
+  // v3 tokenizers: a JSON array.
+  ParsedReply r = ParseToolCalls(
+      ToolCallFormat::kMistral,
+      "Sure. [TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, "
+      "{\"name\": \"get_time\", \"arguments\": {}}]");
+  EXPECT_EQ(r.content, "Sure. ");
+  EXPECT_THAT(r.calls, ::testing::ElementsAre(ParsedToolCall{"get_weather", R"({"city": "Oslo"})"},
+                                              ParsedToolCall{"get_time", "{}"}));
+  // v11 and later: name[ARGS]{...} per call.
+  r = ParseToolCalls(
+      ToolCallFormat::kMistral,
+      "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\"}[TOOL_CALLS]get_time[ARGS]{}");
+  EXPECT_FALSE(r.content.has_value());
+  EXPECT_THAT(r.calls, ::testing::ElementsAre(ParsedToolCall{"get_weather", R"({"city": "Oslo"})"},
+                                              ParsedToolCall{"get_time", "{}"}));
+  for (const char* text :
+       {"no calls here", "[TOOL_CALLS] [{\"name\": \"f\"}]",
+        "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {", "[TOOL_CALLS]f{}", "[TOOL_CALLS] []"}) {
+    r = ParseToolCalls(ToolCallFormat::kMistral, text);
+    EXPECT_EQ(r.content, text);
+    EXPECT_TRUE(r.calls.empty()) << text;
+  }
+}
+
+TEST(MistralStreamTest, StreamedInAnyPiecesReadsAsTheWholeReply) {
+  ExpectStreamsAsWhole(
+      ToolCallFormat::kMistral,
+      {"Plain [TOOL text [TOOL_CALL",
+       "Sure. [TOOL_CALLS] [{\"name\": \"f\", "
+       "\"arguments\": {\"a\": \"[TOOL_CALLS]\"}}]",
+       "[TOOL_CALLS]f[ARGS]{\"x\": 1}[TOOL_CALLS]g[ARGS]{}", "text [TOOL_CALLS] not json"});
+}
+
 TEST(RequiredStreamTest, StreamedInAnyPiecesReadsAsTheWholeReply) {
   for (const std::string& text : {
            std::string(R"([{"name": "f", "parameters": {"a": "}]\"{", "b": [1, {"c": 2}]}}, )"
@@ -223,6 +257,10 @@ TEST(ToolCallIdTest, IsVllmsFormAndNew) {
   const std::string a = NewToolCallId();
   EXPECT_THAT(a, MatchesRegex("chatcmpl-tool-[0-9a-f]{32}"));
   EXPECT_NE(a, NewToolCallId());
+  // Mistral's templates raise on other ids.
+  const std::string m = NewToolCallId(ToolCallFormat::kMistral);
+  EXPECT_THAT(m, MatchesRegex("[A-Za-z0-9]{9}"));
+  EXPECT_NE(m, NewToolCallId(ToolCallFormat::kMistral));
 }
 
 }  // namespace
