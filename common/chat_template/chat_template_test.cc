@@ -587,6 +587,13 @@ TEST_F(ChatTemplateTest, TemplateKwargsAndSpecialTokens) {
   EXPECT_THAT(Error("x", options), HasSubstr("deeper"));
   options.template_kwargs_json = "{\"a\": " + std::string(100000, '[') + "}";
   EXPECT_THAT(Error("x", options), HasSubstr("deeper"));
+  // 32 levels are fine, and brackets inside strings (escaped quotes too) are text.
+  options.template_kwargs_json = "{\"a\": " + std::string(31, '[') + std::string(31, ']') +
+                                 ", \"s\": \"\\\"" + std::string(40, '[') + "\"}";
+  EXPECT_EQ(*Render("{{ s | length }}", Conversation(), options), "41");
+  options.template_kwargs_json.clear();
+  options.tools_json = std::string(40, '[') + std::string(40, ']');
+  EXPECT_THAT(Error("x", options), HasSubstr("tools nests deeper than 32 levels"));
   options.template_kwargs_json = "{\"a\": \"" + std::string(100, 'x') + "\"}";
   options.limits.max_string_bytes = 50;
   EXPECT_THAT(Error("x", options), HasSubstr("limit"));

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/json/json_scan.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "nlohmann/json.hpp"
@@ -71,26 +72,12 @@ absl::StatusOr<Value> ParseJsonValue(std::string_view json, absl::string_view wh
   RETURN_IF_ERROR(ctx.ChargeBytes(json.size()));
   RETURN_IF_ERROR(ctx.CheckStringSize(json.size()));
   // The parser recurses per level of nesting: reject deep input before parsing it.
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < json.size(); ++i) {
-    const char c = json[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxKwargsDepth + 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, " nests deeper than ", kMaxKwargsDepth, " levels"));
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
+  // (A parse stops at the first error, so only the first value can make it recurse.)
+  if (const size_t at = json.find_first_not_of(" \t\r\n");
+      at != std::string_view::npos && (json[at] == '{' || json[at] == '[') &&
+      ScanJsonContainer(json, at, kMaxKwargsDepth + 1).too_deep) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " nests deeper than ", kMaxKwargsDepth, " levels"));
   }
   Json parsed = Json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {

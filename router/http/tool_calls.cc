@@ -6,6 +6,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_format.h"
+#include "common/json/json_scan.h"
 #include "common/json/strict_json.h"
 #include "router/http/partial_tag.h"
 
@@ -116,37 +117,13 @@ size_t Llama3CallsStart(std::string_view text) {
   return at != std::string_view::npos && text[at] == '{' ? at : std::string_view::npos;
 }
 
-// The end (one past the '}') of the JSON object starting at text[begin] == '{', or npos when it
-// does not close.
-size_t JsonObjectEnd(std::string_view text, size_t begin) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = begin; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if ((c == '}' || c == ']') && --depth == 0) {
-      return i + 1;
-    }
-  }
-  return std::string_view::npos;
-}
-
 ParsedReply ParseLlama3Json(std::string_view text) {
   const ParsedReply as_text{std::string(text), {}};
   size_t at = Llama3CallsStart(text);
   if (at == std::string_view::npos) return as_text;
   ParsedReply reply;
   while (true) {
-    const size_t end = JsonObjectEnd(text, at);
+    const size_t end = ScanJsonContainer(text, at, kMaxReplyDepth).end;
     if (end == std::string_view::npos) return as_text;
     // "arguments" or, as Llama 3.1's prompt asks, "parameters".
     std::optional<ParsedToolCall> call =

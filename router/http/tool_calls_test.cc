@@ -81,10 +81,9 @@ TEST(HermesToolCallsTest, ABlockThatDoesNotParseMakesItAllContent) {
   }
 }
 
-// Feeds `text` in pieces of `step` bytes; returns the content and the calls.
-std::pair<std::string, std::vector<ParsedToolCall>> Stream(ToolCallFormat format,
-                                                           const std::string& text, size_t step) {
-  std::unique_ptr<ToolCallStreamParser> parser = NewToolCallStreamParser(format);
+// Feeds `text` to `parser` in pieces of `step` bytes; returns the content and the calls.
+std::pair<std::string, std::vector<ParsedToolCall>> Stream(
+    std::unique_ptr<ToolCallStreamParser> parser, const std::string& text, size_t step) {
   std::string content;
   std::vector<ParsedToolCall> calls;
   for (size_t i = 0; i < text.size(); i += step) {
@@ -92,6 +91,11 @@ std::pair<std::string, std::vector<ParsedToolCall>> Stream(ToolCallFormat format
   }
   parser->Finish(&content, &calls);
   return {content, calls};
+}
+
+std::pair<std::string, std::vector<ParsedToolCall>> Stream(ToolCallFormat format,
+                                                           const std::string& text, size_t step) {
+  return Stream(NewToolCallStreamParser(format), text, step);
 }
 
 // Streamed in any pieces, a reply reads as it reads whole.
@@ -240,13 +244,7 @@ TEST(RequiredStreamTest, StreamedInAnyPiecesReadsAsTheWholeReply) {
     std::optional<std::vector<ParsedToolCall>> whole = ParseRequiredToolCalls(text);
     EXPECT_EQ(whole.has_value(), text.back() == ']') << text;  // the whole list, or cut short
     for (size_t step : {1, 2, 5, 1000}) {
-      std::unique_ptr<ToolCallStreamParser> parser = NewRequiredStreamParser();
-      std::string content;
-      std::vector<ParsedToolCall> calls;
-      for (size_t i = 0; i < text.size(); i += step) {
-        parser->Feed(std::string_view(text).substr(i, step), &content, &calls);
-      }
-      parser->Finish(&content, &calls);
+      auto [content, calls] = Stream(NewRequiredStreamParser(), text, step);
       EXPECT_EQ(calls, whole.value_or(std::vector<ParsedToolCall>())) << text << " / " << step;
       EXPECT_EQ(content, whole.has_value() ? "" : text) << text << " / " << step;
     }
