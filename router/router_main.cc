@@ -51,8 +51,9 @@ ABSL_FLAG(std::string, tool_call_parser, "",
 ABSL_FLAG(std::string, reasoning_parser, "",
           "Splits a reasoning model's chat replies into `reasoning` (the <think> part) and "
           "`content`: \"deepseek_r1\" (DeepSeek-R1 and distills, QwQ, Qwen3 thinking-2507: "
-          "reasoning until </think>) or \"qwen3\" (reasoning only when the reply opens "
-          "<think>); vLLM's --reasoning-parser. Empty: replies are not split");
+          "reasoning until </think>) or \"qwen3\" (the same, unless the request's "
+          "chat_template_kwargs set enable_thinking to false); vLLM's --reasoning-parser. "
+          "Empty: replies are not split");
 ABSL_FLAG(int, metrics_port, 9401, "Prometheus /metrics port; 0 turns metrics serving off");
 ABSL_FLAG(std::string, workers, "", "Comma-separated worker addresses host:port");
 ABSL_FLAG(std::string, worker_dns, "",

@@ -434,9 +434,8 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
         *exchange,
         absl::InvalidArgumentError(
             "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to "
-            "be set (pagellm-router: --tool-call-parser=hermes or llama3_json); or give "
-            "tool_choice \"none\", "
-            "\"required\" or a named function"));
+            "be set (pagellm-router: --tool-call-parser=hermes, llama3_json or mistral); or "
+            "give tool_choice \"none\", \"required\" or a named function"));
   }
   OpenAiResponse::Config config;
   config.kind = request->kind;
