@@ -37,9 +37,7 @@ class FakeChat final : public ChatRenderer {
 };
 
 std::unique_ptr<ModelContext> Model(bool with_chat) {
-  auto tok = Tokenizer::Create(FakeWorker::TinyVocab());
-  EXPECT_TRUE(tok.ok()) << tok.status();
-  return ModelContext::TEST_Create(FakeWorker::DefaultInfo(), *std::move(tok),
+  return ModelContext::TEST_Create(FakeWorker::DefaultInfo(), FakeWorker::TinyTokenizer(),
                                    with_chat ? std::make_unique<FakeChat>() : nullptr);
 }
 

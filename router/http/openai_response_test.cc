@@ -55,12 +55,6 @@ std::vector<v1::GenerateResponse> WorkerMessages() {
 
 class OpenAiResponseTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Tokenizer>> t =
-        Tokenizer::Create(testing::FakeWorker::TinyVocab());
-    ASSERT_TRUE(t.ok()) << t.status();
-    tokenizer_ = *std::move(t);
-  }
   OpenAiResponse::Config EchoLogprobs() const {
     OpenAiResponse::Config c;
     c.id = "cmpl-1";
@@ -76,7 +70,7 @@ class OpenAiResponseTest : public ::testing::Test {
     return Json::parse(r.Body());
   }
 
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Tokenizer> tokenizer_ = testing::FakeWorker::TinyTokenizer();
 };
 
 TEST_F(OpenAiResponseTest, EchoWithLogprobsListsThePromptTokensFirst) {

@@ -35,12 +35,6 @@ std::vector<v1::GenerateResponse> Reply(const std::vector<std::string>& pieces,
 
 class OpenAiResponseToolsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Tokenizer>> t =
-        Tokenizer::Create(testing::FakeWorker::TinyVocab());
-    ASSERT_TRUE(t.ok()) << t.status();
-    tokenizer_ = *std::move(t);
-  }
   OpenAiResponse::Config Config(ToolChoice::Mode mode, std::string name = "") {
     OpenAiResponse::Config c;
     c.kind = OpenAiRequest::Kind::kChat;
@@ -76,7 +70,7 @@ class OpenAiResponseToolsTest : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Tokenizer> tokenizer_ = testing::FakeWorker::TinyTokenizer();
 };
 
 TEST_F(OpenAiResponseToolsTest, NamedChoiceTheReplyIsTheArguments) {

@@ -408,6 +408,16 @@ FakeWorker::Impl::~Impl() {
   timer_thread_.join();
 }
 
+std::unique_ptr<Tokenizer> FakeWorker::TinyTokenizer() {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::Create(TinyVocab());
+  if (!t.ok()) {
+    std::fprintf(stderr, "TinyVocab does not make a tokenizer: %s\n",
+                 t.status().ToString().c_str());
+    std::abort();
+  }
+  return *std::move(t);
+}
+
 VocabSpec FakeWorker::TinyVocab() {
   VocabSpec spec;
   spec.model = VocabModel::kByteLevelBpe;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/tokenizer/tokenizer.h"
 #include "common/tokenizer/vocab_spec.h"
 #include "grpcpp/grpcpp.h"
 #include "pagellm/v1/worker.pb.h"
@@ -58,6 +59,8 @@ class FakeWorker {
   // 256 byte tokens (byte-level BPE, "gpt2" pre-tokenizer) then control tokens <s> (256, BOS,
   // added to text prompts), </s> (257, EOS), <|im_start|> (258), <|im_end|> (259).
   static VocabSpec TinyVocab();
+  // A Tokenizer of TinyVocab (the router's view of the fake model).
+  static std::unique_ptr<Tokenizer> TinyTokenizer();
   // vocab 260, max_model_len 64, block_size 4, max_parallel_samples 4, no chat template.
   static v1::ModelInfo DefaultInfo();
   // 1000 blocks of 4 tokens, all free.
