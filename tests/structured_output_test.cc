@@ -1,14 +1,17 @@
 // Structured output through the engine on the real default model (SmolLM2-135M-Instruct, CPU
-// backend): JSON Schema, JSON object and choice constraints end in complete, parseable output
-// (parsed here by nlohmann::json, which knows nothing of the grammar), alone, batched, sampled
-// and with n > 1; each masked row is independent of the batch; bad schemas are refused at
-// admission. (common/structured/grammar_matcher_test.cc checks the grammars themselves against
-// Python's json and jsonschema.)
+// backend): JSON Schema, JSON object, choice and regex constraints end in complete output
+// (parsed here by nlohmann::json and matched by PCRE2, which know nothing of the grammar),
+// alone, batched, sampled and with n > 1; each masked row is independent of the batch; bad schemas
+// are refused at admission. (common/structured/grammar_matcher_test.cc checks the grammars
+// themselves against Python's json and jsonschema.)
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -225,11 +228,58 @@ TEST_F(StructuredOutputTest, AllowedTokenIdsAndLogitBiasSteerEverySample) {
   EXPECT_EQ((r[{"both", 0}].finish), FinishReason::kStop);
 }
 
+TEST_F(StructuredOutputTest, RegexOutputIsAFullMatch) {
+  SamplingParams phone = testing::GreedyParams(40);
+  phone.ignore_eos = false;
+  phone.structured_output.kind = StructuredOutput::Kind::kRegex;
+  phone.structured_output.regex = R"(\(\d{3}\) \d{3}-\d{4})";
+  SamplingParams date = phone;
+  date.structured_output.regex = R"((Mon|Tues|Wednes)day, [A-Z][a-z]{2,8} \d{1,2}(st|nd|rd|th)?)";
+  date.temperature = 1.0f;
+  date.seed = 3;
+  date.n = 3;
+  ASSERT_TRUE(engine_->AddRequest("phone", Chat("Give me a phone number."), phone).ok());
+  ASSERT_TRUE(engine_->AddRequest("date", Chat("When shall we meet?"), date).ok());
+  Results r = Run();
+  // PCRE2, which knows nothing of the grammar, checks that the whole text matches.
+  auto full_match = [](const std::string& pattern, const std::string& text) {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    pcre2_code* re =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                      PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &error, &offset, nullptr);
+    EXPECT_NE(re, nullptr) << pattern;
+    if (re == nullptr) return false;
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
+    const int rc =
+        pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0, 0, md, nullptr);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    return rc >= 0;
+  };
+  const Result& p = r[{"phone", 0}];
+  ASSERT_TRUE(p.error.ok()) << p.error;
+  EXPECT_EQ(p.finish, FinishReason::kStop);
+  EXPECT_TRUE(full_match(phone.structured_output.regex, p.text)) << p.text;
+  for (int i = 0; i < 3; ++i) {
+    const Result& d = r[{"date", i}];
+    ASSERT_TRUE(d.error.ok()) << d.error;
+    if (d.finish == FinishReason::kLength) continue;  // still inside the pattern
+    EXPECT_TRUE(full_match(date.structured_output.regex, d.text)) << d.text;
+  }
+}
+
 TEST_F(StructuredOutputTest, BadSchemasAndBeamSearchAreRefusedAtAdmission) {
   const absl::Status pattern =
-      engine_->AddRequest("x", Chat("hi"), Schema(R"({"type": "string", "pattern": "^a+$"})"));
+      engine_->AddRequest("x", Chat("hi"), Schema(R"({"type": "string", "pattern": "^(a)\\1$"})"));
   EXPECT_EQ(pattern.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(pattern.message(), HasSubstr("'pattern' is not supported"));
+  EXPECT_THAT(pattern.message(), HasSubstr("backreferences are not supported"));
+  SamplingParams lookahead = testing::GreedyParams(8);
+  lookahead.structured_output.kind = StructuredOutput::Kind::kRegex;
+  lookahead.structured_output.regex = "a(?=b)";
+  const absl::Status regex = engine_->AddRequest("w", Chat("hi"), lookahead);
+  EXPECT_EQ(regex.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(regex.message(), HasSubstr("lookaround is not supported at offset 1"));
   EXPECT_EQ(engine_->AddRequest("y", Chat("hi"), Schema("{not json")).code(),
             absl::StatusCode::kInvalidArgument);
   SamplingParams beam = Schema(R"({"type": "object"})");

@@ -46,6 +46,10 @@ SamplingParams SamplingParamsFromProto(const v1::SamplingParams& p) {
       case v1::StructuredOutput::kJsonObject:
         if (so.json_object()) s.structured_output.kind = StructuredOutput::Kind::kJsonObject;
         break;
+      case v1::StructuredOutput::kRegex:
+        s.structured_output.kind = StructuredOutput::Kind::kRegex;
+        s.structured_output.regex = so.regex();
+        break;
       case v1::StructuredOutput::kChoice:
         s.structured_output.kind = StructuredOutput::Kind::kChoice;
         s.structured_output.choices.assign(so.choice().values().begin(),
@@ -90,6 +94,9 @@ void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out) {
       break;
     case StructuredOutput::Kind::kJsonObject:
       out->mutable_structured_output()->set_json_object(true);
+      break;
+    case StructuredOutput::Kind::kRegex:
+      out->mutable_structured_output()->set_regex(s.structured_output.regex);
       break;
     case StructuredOutput::Kind::kChoice:
       for (const std::string& c : s.structured_output.choices) {

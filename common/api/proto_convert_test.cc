@@ -72,6 +72,8 @@ TEST(ProtoConvertTest, StructuredOutputRoundTripsInEachKind) {
        .json_schema = R"({"type":"object"})"},
         StructuredOutput{.kind = StructuredOutput::Kind::kJsonObject},
         StructuredOutput{.kind = StructuredOutput::Kind::kChoice, .choices = {"a", "", "b c"}},
+        StructuredOutput{.kind = StructuredOutput::Kind::kRegex, .regex = "(a|b)\\d{2}"},
+        StructuredOutput{.kind = StructuredOutput::Kind::kRegex, .regex = ""},
         StructuredOutput{}}) {
     SamplingParams s;
     s.structured_output = so;
@@ -82,6 +84,7 @@ TEST(ProtoConvertTest, StructuredOutputRoundTripsInEachKind) {
     EXPECT_EQ(back.structured_output.kind, so.kind);
     EXPECT_EQ(back.structured_output.json_schema, so.json_schema);
     EXPECT_EQ(back.structured_output.choices, so.choices);
+    EXPECT_EQ(back.structured_output.regex, so.regex);
     EXPECT_EQ(back.structured_output.CacheKey(), so.CacheKey());
   }
   // json_object: false is no constraint.

@@ -24,6 +24,8 @@ std::string StructuredOutput::CacheKey() const {
       return "object";
     case Kind::kJsonSchema:
       return absl::StrCat("schema:", json_schema);
+    case Kind::kRegex:
+      return absl::StrCat("regex:", regex);
     case Kind::kChoice: {
       std::string key = "choice";
       for (const std::string& c : choices) absl::StrAppend(&key, ":", c.size(), ":", c);
@@ -107,6 +109,11 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
       return Bad("structured_output.json_schema",
                  absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes"),
                  static_cast<double>(so.json_schema.size()));
+    }
+    if (so.regex.size() > static_cast<size_t>(kMaxStructuredBytes)) {
+      return Bad("structured_output.regex",
+                 absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes"),
+                 static_cast<double>(so.regex.size()));
     }
     if (so.kind == StructuredOutput::Kind::kJsonSchema && so.json_schema.empty()) {
       return absl::InvalidArgumentError("sampling_params.structured_output.json_schema is empty");

@@ -51,9 +51,11 @@ struct StructuredOutput {
     kJsonSchema,  // a JSON value valid under json_schema (a JSON Schema document)
     kJsonObject,  // any JSON object
     kChoice,      // exactly one of choices
+    kRegex,       // a full match of regex
   };
   Kind kind = Kind::kNone;
   std::string json_schema = {};
+  std::string regex = {};
   std::vector<std::string> choices = {};
 
   [[nodiscard]] bool enabled() const { return kind != Kind::kNone; }

@@ -122,6 +122,11 @@ TEST(SamplingParamsTest, ValidateNamesTheBadField) {
          p.temperature = 0.0f;
          p.beam_width = 2;
        }},
+      {"structured_output.regex",
+       [](SamplingParams& p) {
+         p.structured_output.kind = StructuredOutput::Kind::kRegex;
+         p.structured_output.regex = std::string(kMaxStructuredBytes + 1, 'a');
+       }},
       {"beam search",
        [](SamplingParams& p) {
          p.structured_output.kind = StructuredOutput::Kind::kJsonObject;

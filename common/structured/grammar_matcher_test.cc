@@ -12,6 +12,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/structured/grammar_test_util.h"
 #include "common/structured/json_schema_grammar.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,48 +21,13 @@
 namespace pagellm::structured {
 namespace {
 
+using ::pagellm::structured::test_util::Accepts;
+using ::pagellm::structured::test_util::ByteVocab;
+using ::pagellm::structured::test_util::Compile;
+using ::pagellm::structured::test_util::Fixture;
+using ::pagellm::structured::test_util::Hex;
+using ::pagellm::structured::test_util::kFixture;
 using ::testing::HasSubstr;
-
-constexpr char kFixture[] = ".cache/fixtures/structured/cases.json";
-
-// Token b is the byte b.
-std::shared_ptr<const TokenVocabulary> ByteVocab() {
-  static const auto* kBytes = [] {
-    auto* v = new std::vector<std::string>;
-    for (int b = 0; b < 256; ++b) v->push_back(std::string(1, static_cast<char>(b)));
-    return v;
-  }();
-  return *TokenVocabulary::Create(
-      256, [](int32_t id) { return std::string_view((*kBytes)[id]); },
-      [](int32_t) { return true; });
-}
-
-// Whether the whole of `text` is a complete output of `matcher`'s grammar.
-bool Accepts(GrammarMatcher matcher, std::string_view text) {
-  for (char c : text) {
-    if (!matcher.Accept(static_cast<uint8_t>(c)).ok()) return false;
-  }
-  return matcher.CanEnd();
-}
-
-std::shared_ptr<CompiledGrammar> Compile(absl::StatusOr<Grammar> g,
-                                         std::shared_ptr<const TokenVocabulary> vocab = nullptr,
-                                         const MatcherLimits& limits = MatcherLimits()) {
-  EXPECT_TRUE(g.ok()) << g.status();
-  return CompiledGrammar::Create(*std::move(g), vocab ? vocab : ByteVocab(), limits);
-}
-
-std::optional<nlohmann::json> Fixture() {
-  std::ifstream in(kFixture);
-  if (!in) return std::nullopt;
-  std::stringstream s;
-  s << in.rdbuf();
-  return nlohmann::json::parse(s.str());
-}
-
-std::string Hex(const nlohmann::json& c) {
-  return absl::HexStringToBytes(c["text_hex"].get<std::string>());
-}
 
 TEST(JsonGrammarTest, AnyObjectAcceptsExactlyWhatPythonJsonAccepts) {
   const auto fixture = Fixture();
@@ -136,7 +102,10 @@ TEST(JsonGrammarTest, UnsupportedOrBrokenSchemasAreRefusedByName) {
     const char* message;
   };
   for (const Case& c : std::vector<Case>{
-           {R"({"type": "string", "pattern": "a+"})", "'pattern' is not supported"},
+           {R"({"type": "string", "pattern": "(a)\\1"})",
+            "pattern: regex: backreferences are not supported"},
+           {R"({"type": "string", "pattern": "a+", "maxLength": 3})",
+            "maxLength next to pattern is not supported"},
            {R"({"type": "string", "format": "hostname"})", "format 'hostname' is not supported"},
            {R"({"properties": {"n": {"type": "number", "minimum": 0}}})",
             "/properties/n': minimum/maximum bound integers only"},

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/json/strict_json.h"
+#include "common/structured/regex_grammar.h"
 #include "nlohmann/json.hpp"
 
 namespace pagellm::structured {
@@ -408,6 +409,7 @@ const absl::flat_hash_set<std::string_view>& Supported() {
                                                                       "allOf",
                                                                       "$ref",
                                                                       "format",
+                                                                      "pattern",
                                                                       "minimum",
                                                                       "maximum",
                                                                       "exclusiveMinimum",
@@ -489,7 +491,7 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Schema(const Json& s, const std::s
     for (const char* key : {"items", "minItems", "maxItems"}) {
       if (s.contains(key)) return Typed(s, "array", path, depth);
     }
-    for (const char* key : {"minLength", "maxLength", "format"}) {
+    for (const char* key : {"minLength", "maxLength", "format", "pattern"}) {
       if (s.contains(key)) return Typed(s, "string", path, depth);
     }
     for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
@@ -528,6 +530,17 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Typed(const Json& s, const std::st
       item = *r;
     }
     return Array(item, std::max(*min, 0), *max);
+  }
+  if (type == "string" && s.contains("pattern")) {
+    if (!s["pattern"].is_string()) return Unsupported(path, "pattern must be a string");
+    for (const char* key : {"minLength", "maxLength", "format"}) {
+      if (s.contains(key)) {
+        return Unsupported(path, absl::StrCat(key, " next to pattern is not supported"));
+      }
+    }
+    auto body = AddRegexRule(s["pattern"].get<std::string>(), RegexText::kJsonString, &b_);
+    if (!body.ok()) return Unsupported(path, absl::StrCat("pattern: ", body.status().message()));
+    return b_.Rule("patterned", {{B::Byte('"'), B::Ref(*body), B::Byte('"')}});
   }
   if (type == "string" && s.contains("format")) {
     if (!s["format"].is_string()) return Unsupported(path, "format must be a string");

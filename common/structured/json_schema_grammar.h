@@ -15,7 +15,10 @@
 //   properties + required (properties are generated in the schema's order; optional ones may
 //   be left out); additionalProperties false or absent (no other keys, as OpenAI's strict mode
 //   and vLLM's default), or any schema when there are no properties (a map); items, minItems,
-//   maxItems; minLength, maxLength (in characters; a surrogate-pair escape is one); format
+//   maxItems; minLength, maxLength (in characters; a surrogate-pair escape is one); pattern
+//   (regex_grammar.h's syntax; the string is a full match of it -- JSON Schema asks only for a
+//   match somewhere, so every output validates -- written with raw UTF-8, never \uXXXX, and
+//   not next to minLength, maxLength or format); format
 //   date, time, date-time, uuid, ipv4, email (a subset of each: dates from year 1000 with
 //   February's days 01-28, times with an offset, emails local@domain of common characters);
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum on integers (exact); enum; const;
@@ -24,7 +27,7 @@
 //   A keyword of one type without a type (e.g. only "minimum") generates that type.
 // Annotations are ignored: title, description, default, examples, $schema, $id, $comment,
 // deprecated, readOnly, writeOnly.
-// Anything else -- pattern, other formats, bounds on non-integer numbers, multipleOf,
+// Anything else -- other formats, bounds on non-integer numbers, multipleOf,
 // uniqueItems, prefixItems, patternProperties, if/then/else, not, ... -- is refused with
 // InvalidArgument naming the keyword and where it is, never ignored: the output would not be
 // guaranteed to validate.

@@ -65,6 +65,16 @@ absl::Status SetJsonSchema(const Json& schema, absl::string_view field, v1::Stru
   return absl::OkStatus();
 }
 
+absl::Status SetRegex(const Json& regex, absl::string_view field, v1::StructuredOutput* so) {
+  if (!regex.is_string()) return WrongType(field, regex, "a string");
+  if (regex.get_ref<const std::string&>().size() > static_cast<size_t>(kMaxStructuredBytes)) {
+    return Error(field, absl::StrCat(field, " is ", regex.get_ref<const std::string&>().size(),
+                                     " bytes; the limit is ", kMaxStructuredBytes));
+  }
+  so->set_regex(regex.get<std::string>());
+  return absl::OkStatus();
+}
+
 absl::Status SetChoice(const Json& choice, absl::string_view field, v1::StructuredOutput* so) {
   if (!choice.is_array() || choice.empty() || choice.size() > static_cast<size_t>(kMaxChoices)) {
     return Error(field, absl::StrCat(field, " must be a list of 1 to ", kMaxChoices, " strings"));
@@ -79,11 +89,11 @@ absl::Status SetChoice(const Json& choice, absl::string_view field, v1::Structur
 // Structured output, from whichever of OpenAI's response_format, vLLM's structured_outputs or
 // its older guided_json / guided_choice the request uses (at most one constraint).
 absl::Status ParseStructuredOutput(const Json& j, v1::SamplingParams* s) {
-  for (const char* field : {"guided_regex", "guided_grammar", "guided_whitespace_pattern"}) {
+  for (const char* field : {"guided_grammar", "guided_whitespace_pattern"}) {
     if (Field(j, field) != nullptr) {
       return Error(field, absl::StrCat(field,
-                                       " is not supported (JSON schemas, JSON objects and "
-                                       "choices are)"));
+                                       " is not supported (JSON schemas, JSON objects, "
+                                       "choices and regexes are)"));
     }
   }
   if (const Json* backend = Field(j, "guided_decoding_backend");
@@ -122,6 +132,8 @@ absl::Status ParseStructuredOutput(const Json& j, v1::SamplingParams* s) {
         RETURN_IF_ERROR(SetJsonSchema(value, "structured_outputs.json", &so));
       } else if (key == "choice") {
         RETURN_IF_ERROR(SetChoice(value, "structured_outputs.choice", &so));
+      } else if (key == "regex") {
+        RETURN_IF_ERROR(SetRegex(value, "structured_outputs.regex", &so));
       } else if (key == "json_object") {
         if (!value.is_boolean())
           return WrongType("structured_outputs.json_object", value, "a boolean");
@@ -132,7 +144,8 @@ absl::Status ParseStructuredOutput(const Json& j, v1::SamplingParams* s) {
       } else {
         return Error("structured_outputs",
                      absl::StrCat("structured_outputs.", key,
-                                  " is not supported (json, choice and json_object are)"));
+                                  " is not supported (json, choice, json_object and regex "
+                                  "are)"));
       }
       given.push_back(absl::StrCat("structured_outputs.", key));
     }
@@ -144,6 +157,10 @@ absl::Status ParseStructuredOutput(const Json& j, v1::SamplingParams* s) {
   if (const Json* v = Field(j, "guided_choice")) {
     RETURN_IF_ERROR(SetChoice(*v, "guided_choice", &so));
     given.push_back("guided_choice");
+  }
+  if (const Json* v = Field(j, "guided_regex")) {
+    RETURN_IF_ERROR(SetRegex(*v, "guided_regex", &so));
+    given.push_back("guided_regex");
   }
   if (given.size() > 1) {
     return Error(given[1], absl::StrCat("only one structured output constraint may be given: ",

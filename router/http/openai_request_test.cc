@@ -188,6 +188,13 @@ TEST(OpenAiRequestTest, StructuredOutputFromEachOfItsSpellings) {
       R"({"messages": [{"role": "user", "content": "a"}], "guided_choice": ["x"]})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(r->prompts[0].sampling().structured_output().choice().values(), ElementsAre("x"));
+  r = ParseChatRequest(
+      R"({"messages": [{"role": "user", "content": "a"}], "structured_outputs": {"regex": "\\d+"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].sampling().structured_output().regex(), "\\d+");
+  r = ParseCompletionRequest(R"({"prompt": "a", "guided_regex": "yes|no"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].sampling().structured_output().regex(), "yes|no");
 }
 
 TEST(OpenAiRequestTest, TokenizeTakesAPromptOrMessages) {
@@ -389,8 +396,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownResponseFormat", false,
                 R"({"prompt": "a", "response_format": {"type": "yaml"}})", "response_format",
                 "text, json_object or json_schema"},
-        BadCase{"GuidedRegex", false, R"({"prompt": "a", "guided_regex": "a+"})", "guided_regex",
-                "not supported"},
+        BadCase{"GuidedRegexNotAString", false, R"({"prompt": "a", "guided_regex": ["a+"]})",
+                "guided_regex", "must be a string"},
+        BadCase{"GuidedGrammar", false, R"({"prompt": "a", "guided_grammar": "root ::= x"})",
+                "guided_grammar", "not supported"},
+        BadCase{"RegexAndChoice", false,
+                R"({"prompt": "a", "structured_outputs": {"regex": "a+", "choice": ["a"]}})",
+                "structured_outputs.choice", "only one structured output constraint"},
         BadCase{"StructuredOutputsGrammar", false,
                 R"({"prompt": "a", "structured_outputs": {"grammar": "root ::= x"}})",
                 "structured_outputs", "structured_outputs.grammar is not supported"},

@@ -29,6 +29,7 @@ PAGELLM_REQUIRE_MODELS=1.)
 """
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -394,6 +395,29 @@ class OpenAiApiTest(unittest.TestCase):
                 self.assertIn(c.text, ["positive", "negative"])
                 self.assertEqual(c.finish_reason, "stop")
 
+        # Regexes (checked by Python's re, the syntax vLLM users write), and a schema pattern.
+        phone = r"\(\d{3}\) \d{3}-\d{4}"
+        for extra in ({"guided_regex": phone}, {"structured_outputs": {"regex": phone}}):
+            r = self.client.chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": "A phone number?"}],
+                max_tokens=30, temperature=0.7, seed=5, n=2, extra_body=extra)
+            for c in r.choices:
+                self.assertEqual(c.finish_reason, "stop")
+                self.assertIsNotNone(re.fullmatch(phone, c.message.content, re.ASCII),
+                                     c.message.content)
+        code = {"type": "object", "properties": {"code": {"type": "string",
+                                                          "pattern": "^[A-Z]{3}-[0-9]{2,4}$"}},
+                "required": ["code"]}
+        r = self.client.completions.create(
+            model=self.model, prompt="A product code as JSON: ", max_tokens=40, temperature=0,
+            extra_body={"structured_outputs": {"json": code}})
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        jsonschema.validate(json.loads(r.choices[0].text), code)
+        with self.assertRaises(openai.BadRequestError) as bad:
+            self.client.completions.create(model=self.model, prompt="x", max_tokens=5,
+                                           extra_body={"guided_regex": "(a)\\1"})
+        self.assertIn("backreferences are not supported", str(bad.exception))
+
     def test_tool_calls(self):
         """Tool calling as an agent loop uses it through the SDK: a named tool_choice and
         "required" (replies generated under the tools' schemas: valid calls, checked by
@@ -667,10 +691,12 @@ class OpenAiApiTest(unittest.TestCase):
              "image_url"),
             ("unsupported schema keyword", "/v1/chat/completions",
              {"messages": chat, "response_format": {"type": "json_schema", "json_schema": {
-                 "name": "x", "schema": {"type": "string", "pattern": "^a+$"}}}}, 400,
-             "'pattern' is not supported"),
-            ("regex", "/v1/completions", {"prompt": "hi", "guided_regex": "a+"}, 400,
-             "guided_regex"),
+                 "name": "x", "schema": {"type": "string", "multipleOf": 2}}}}, 400,
+             "'multipleOf' is not supported"),
+            ("regex lookahead", "/v1/completions", {"prompt": "hi", "guided_regex": "a(?=b)"},
+             400, "lookaround is not supported at offset 1"),
+            ("grammar", "/v1/completions", {"prompt": "hi", "guided_grammar": "root ::= x"}, 400,
+             "guided_grammar"),
             ("unknown model", "/v1/completions", {"model": "gpt-4o", "prompt": "hi"}, 404,
              "does not exist"),
             ("unknown endpoint", "/v1/embeddings", {"input": "hi"}, 404, "no route"),

@@ -10,8 +10,8 @@ send one request after another, picked at random:
   - OpenAI completions and chat completions, streamed or not, n 1 .. 4, logprobs, stop
     strings, seeds, penalties, echo (with logprobs: the prompt scored too; max_tokens 0),
     vLLM's prompt_logprobs, logit_bias, tool calls (named, "required", "none"), structured output (response_format json_object / json_schema,
-    structured_outputs, guided_choice: a complete answer must parse, or be one of the
-    choices), chats without max_tokens (the rest of the context: the
+    structured_outputs, guided_choice, guided_regex: a complete answer must parse, be one of the
+    choices or fully match the regex), chats without max_tokens (the rest of the context: the
     workers' max_model_len is what their pools hold for one sequence, 768 of the model's 8,192
     positions): each answer is checked for its shape (one choice per sample, finish reasons,
     usage that adds up, one logprob per token, no stop string in the text);
@@ -44,6 +44,7 @@ import http.client
 import json
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -81,6 +82,7 @@ SOAK_SCHEMA = {"type": "object", "properties": {
     "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 2}},
     "required": ["title", "score"]}
 SOAK_CHOICES = ["alpha", "beta", "gamma delta"]
+SOAK_REGEX = r"[A-Z][a-z]{1,10}( [a-z]{1,10}){0,3}\."
 SOAK_TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": SOAK_SCHEMA}},
               {"type": "function", "function": {"name": "noop"}}]
 
@@ -165,7 +167,9 @@ class Soak:
                     "name": "s", "schema": SOAK_SCHEMA}}},
                 {"structured_outputs": {"json": SOAK_SCHEMA}},
                 {"guided_choice": SOAK_CHOICES},
-                {"structured_outputs": {"choice": SOAK_CHOICES}}]))
+                {"structured_outputs": {"choice": SOAK_CHOICES}},
+                {"guided_regex": SOAK_REGEX},
+                {"structured_outputs": {"regex": SOAK_REGEX}}]))
         return body
 
     def CheckChoices(self, kind, body, r, prompts):
@@ -202,8 +206,12 @@ class Soak:
             if c["finish_reason"] == "stop" and "stop" not in body and max_tokens > 0:
                 choices = (body.get("guided_choice") or
                            body.get("structured_outputs", {}).get("choice"))
+                regex = body.get("guided_regex") or body.get("structured_outputs", {}).get("regex")
                 if choices is not None and text not in choices:
                     self.Fail(kind, "a guided choice answered with another text")
+                elif regex is not None:
+                    if re.fullmatch(regex, text, re.ASCII) is None:
+                        self.Fail(kind, "a guided regex answered with a text it does not match")
                 elif choices is None and ("response_format" in body or
                                           "structured_outputs" in body):
                     try:

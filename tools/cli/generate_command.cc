@@ -48,6 +48,8 @@ ABSL_FLAG(std::string, json_schema, "",
           "constrain the output to JSON valid under this JSON Schema: a file, or the schema "
           "itself when it starts with '{'");
 ABSL_FLAG(bool, json_object, false, "constrain the output to a JSON object");
+ABSL_FLAG(std::optional<std::string>, regex, std::nullopt,
+          "constrain the output to a full match of this regular expression (Python re syntax)");
 ABSL_FLAG(int32_t, n, 1, "parallel samples per prompt (they share the prompt's KV blocks)");
 ABSL_FLAG(int32_t, beam_width, 0, "beam search of this width (>= 2; needs --temperature 0)");
 ABSL_FLAG(double, length_penalty, 1.0, "beam score = logprob / length^length_penalty");
@@ -228,13 +230,15 @@ int GenerateMain(int argc, char** argv) {
     }
   }
 
-  // Structured output: at most one of --json-schema, --json-object, --choice (repeatable).
+  // Structured output: at most one of --json-schema, --json-object, --choice (repeatable),
+  // --regex.
   const std::string schema = absl::GetFlag(FLAGS_json_schema);
+  const std::optional<std::string> regex = absl::GetFlag(FLAGS_regex);
   if (static_cast<int>(!schema.empty()) + static_cast<int>(absl::GetFlag(FLAGS_json_object)) +
-          static_cast<int>(!repeated[2].empty()) >
+          static_cast<int>(!repeated[2].empty()) + static_cast<int>(regex.has_value()) >
       1) {
     return Fail(absl::InvalidArgumentError(
-        "give at most one of --json-schema, --json-object and --choice"));
+        "give at most one of --json-schema, --json-object, --choice and --regex"));
   }
   if (!schema.empty()) {
     params.structured_output.kind = StructuredOutput::Kind::kJsonSchema;
@@ -250,6 +254,9 @@ int GenerateMain(int argc, char** argv) {
   } else if (!repeated[2].empty()) {
     params.structured_output.kind = StructuredOutput::Kind::kChoice;
     params.structured_output.choices = repeated[2];
+  } else if (regex.has_value()) {
+    params.structured_output.kind = StructuredOutput::Kind::kRegex;
+    params.structured_output.regex = *regex;
   }
 
   const bool json = absl::GetFlag(FLAGS_json);

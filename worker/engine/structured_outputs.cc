@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/structured/json_schema_grammar.h"
+#include "common/structured/regex_grammar.h"
 
 namespace pagellm {
 
@@ -37,6 +38,9 @@ absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> StructuredOutputs::
       break;
     case StructuredOutput::Kind::kChoice:
       grammar = structured::ChoiceGrammar(so.choices);
+      break;
+    case StructuredOutput::Kind::kRegex:
+      grammar = structured::RegexGrammar(so.regex);
       break;
     case StructuredOutput::Kind::kNone:
       return absl::InvalidArgumentError("structured output: none asked for");
