@@ -1,9 +1,9 @@
 // Structured output through the engine on the real default model (SmolLM2-135M-Instruct, CPU
-// backend): JSON Schema, JSON object, choice and regex constraints end in complete output
-// (parsed here by nlohmann::json and matched by PCRE2, which know nothing of the grammar),
-// alone, batched, sampled and with n > 1; each masked row is independent of the batch; bad schemas
-// are refused at admission. (common/structured/grammar_matcher_test.cc checks the grammars
-// themselves against Python's json and jsonschema.)
+// backend): JSON Schema, JSON object, choice, regex and GBNF constraints end in complete output
+// (parsed here by nlohmann::json and matched by PCRE2, which know nothing of the grammars),
+// alone, batched, sampled and with n > 1; each masked row is independent of the batch; bad
+// schemas, patterns and grammars are refused at admission. (common/structured/'s tests check
+// the grammars themselves against Python's json, jsonschema and re, and Lark.)
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +38,23 @@ constexpr char kPersonSchema[] = R"({
   },
   "required": ["name", "age", "city", "hobbies"]
 })";
+
+// Whether PCRE2, which knows nothing of the grammars, matches the whole of `text`.
+bool FullMatch(const std::string& pattern, const std::string& text) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* re =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                    PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &error, &offset, nullptr);
+  EXPECT_NE(re, nullptr) << pattern;
+  if (re == nullptr) return false;
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
+  const int rc =
+      pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0, 0, md, nullptr);
+  pcre2_match_data_free(md);
+  pcre2_code_free(re);
+  return rc >= 0;
+}
 
 struct Result {
   std::vector<int32_t> tokens;
@@ -241,31 +258,36 @@ TEST_F(StructuredOutputTest, RegexOutputIsAFullMatch) {
   ASSERT_TRUE(engine_->AddRequest("phone", Chat("Give me a phone number."), phone).ok());
   ASSERT_TRUE(engine_->AddRequest("date", Chat("When shall we meet?"), date).ok());
   Results r = Run();
-  // PCRE2, which knows nothing of the grammar, checks that the whole text matches.
-  auto full_match = [](const std::string& pattern, const std::string& text) {
-    int error = 0;
-    PCRE2_SIZE offset = 0;
-    pcre2_code* re =
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                      PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &error, &offset, nullptr);
-    EXPECT_NE(re, nullptr) << pattern;
-    if (re == nullptr) return false;
-    pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
-    const int rc =
-        pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0, 0, md, nullptr);
-    pcre2_match_data_free(md);
-    pcre2_code_free(re);
-    return rc >= 0;
-  };
   const Result& p = r[{"phone", 0}];
   ASSERT_TRUE(p.error.ok()) << p.error;
   EXPECT_EQ(p.finish, FinishReason::kStop);
-  EXPECT_TRUE(full_match(phone.structured_output.regex, p.text)) << p.text;
+  EXPECT_TRUE(FullMatch(phone.structured_output.regex, p.text)) << p.text;
   for (int i = 0; i < 3; ++i) {
     const Result& d = r[{"date", i}];
     ASSERT_TRUE(d.error.ok()) << d.error;
     if (d.finish == FinishReason::kLength) continue;  // still inside the pattern
-    EXPECT_TRUE(full_match(date.structured_output.regex, d.text)) << d.text;
+    EXPECT_TRUE(FullMatch(date.structured_output.regex, d.text)) << d.text;
+  }
+}
+
+TEST_F(StructuredOutputTest, GbnfGrammarOutputIsAMatchOfRoot) {
+  SamplingParams p = testing::GreedyParams(40);
+  p.ignore_eos = false;
+  p.temperature = 0.8f;
+  p.seed = 11;
+  p.n = 3;
+  p.structured_output.kind = StructuredOutput::Kind::kGrammar;
+  p.structured_output.grammar = R"(root ::= answer ", " count " " unit
+answer ::= "yes" | "no"     # then a number
+count ::= [1-9] [0-9]{0,2}
+unit ::= ("apple" | "pear") "s"?)";
+  ASSERT_TRUE(engine_->AddRequest("g", Chat("Do you have fruit? How many?"), p).ok());
+  Results r = Run();
+  for (int i = 0; i < 3; ++i) {
+    const Result& x = r[{"g", i}];
+    ASSERT_TRUE(x.error.ok()) << x.error;
+    EXPECT_EQ(x.finish, FinishReason::kStop) << x.text;
+    EXPECT_TRUE(FullMatch("(yes|no), [1-9][0-9]{0,2} (apple|pear)s?", x.text)) << x.text;
   }
 }
 
@@ -280,6 +302,12 @@ TEST_F(StructuredOutputTest, BadSchemasAndBeamSearchAreRefusedAtAdmission) {
   const absl::Status regex = engine_->AddRequest("w", Chat("hi"), lookahead);
   EXPECT_EQ(regex.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(regex.message(), HasSubstr("lookaround is not supported at offset 1"));
+  SamplingParams left = lookahead;
+  left.structured_output.kind = StructuredOutput::Kind::kGrammar;
+  left.structured_output.grammar = "root ::= root \"a\" | \"a\"";
+  const absl::Status grammar = engine_->AddRequest("v", Chat("hi"), left);
+  EXPECT_EQ(grammar.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(grammar.message(), HasSubstr("'root' refers to itself before matching anything"));
   EXPECT_EQ(engine_->AddRequest("y", Chat("hi"), Schema("{not json")).code(),
             absl::StatusCode::kInvalidArgument);
   SamplingParams beam = Schema(R"({"type": "object"})");

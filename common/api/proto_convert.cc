@@ -50,6 +50,10 @@ SamplingParams SamplingParamsFromProto(const v1::SamplingParams& p) {
         s.structured_output.kind = StructuredOutput::Kind::kRegex;
         s.structured_output.regex = so.regex();
         break;
+      case v1::StructuredOutput::kGrammar:
+        s.structured_output.kind = StructuredOutput::Kind::kGrammar;
+        s.structured_output.grammar = so.grammar();
+        break;
       case v1::StructuredOutput::kChoice:
         s.structured_output.kind = StructuredOutput::Kind::kChoice;
         s.structured_output.choices.assign(so.choice().values().begin(),
@@ -97,6 +101,9 @@ void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out) {
       break;
     case StructuredOutput::Kind::kRegex:
       out->mutable_structured_output()->set_regex(s.structured_output.regex);
+      break;
+    case StructuredOutput::Kind::kGrammar:
+      out->mutable_structured_output()->set_grammar(s.structured_output.grammar);
       break;
     case StructuredOutput::Kind::kChoice:
       for (const std::string& c : s.structured_output.choices) {

@@ -74,6 +74,7 @@ TEST(ProtoConvertTest, StructuredOutputRoundTripsInEachKind) {
         StructuredOutput{.kind = StructuredOutput::Kind::kChoice, .choices = {"a", "", "b c"}},
         StructuredOutput{.kind = StructuredOutput::Kind::kRegex, .regex = "(a|b)\\d{2}"},
         StructuredOutput{.kind = StructuredOutput::Kind::kRegex, .regex = ""},
+        StructuredOutput{.kind = StructuredOutput::Kind::kGrammar, .grammar = "root ::= \"a\""},
         StructuredOutput{}}) {
     SamplingParams s;
     s.structured_output = so;
@@ -85,6 +86,7 @@ TEST(ProtoConvertTest, StructuredOutputRoundTripsInEachKind) {
     EXPECT_EQ(back.structured_output.json_schema, so.json_schema);
     EXPECT_EQ(back.structured_output.choices, so.choices);
     EXPECT_EQ(back.structured_output.regex, so.regex);
+    EXPECT_EQ(back.structured_output.grammar, so.grammar);
     EXPECT_EQ(back.structured_output.CacheKey(), so.CacheKey());
   }
   // json_object: false is no constraint.

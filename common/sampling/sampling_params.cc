@@ -26,6 +26,8 @@ std::string StructuredOutput::CacheKey() const {
       return absl::StrCat("schema:", json_schema);
     case Kind::kRegex:
       return absl::StrCat("regex:", regex);
+    case Kind::kGrammar:
+      return absl::StrCat("grammar:", grammar);
     case Kind::kChoice: {
       std::string key = "choice";
       for (const std::string& c : choices) absl::StrAppend(&key, ":", c.size(), ":", c);
@@ -110,10 +112,13 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
                  absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes"),
                  static_cast<double>(so.json_schema.size()));
     }
-    if (so.regex.size() > static_cast<size_t>(kMaxStructuredBytes)) {
-      return Bad("structured_output.regex",
-                 absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes"),
-                 static_cast<double>(so.regex.size()));
+    for (const auto& [field, text] :
+         {std::pair<const char*, const std::string&>{"structured_output.regex", so.regex},
+          {"structured_output.grammar", so.grammar}}) {
+      if (text.size() > static_cast<size_t>(kMaxStructuredBytes)) {
+        return Bad(field, absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes"),
+                   static_cast<double>(text.size()));
+      }
     }
     if (so.kind == StructuredOutput::Kind::kJsonSchema && so.json_schema.empty()) {
       return absl::InvalidArgumentError("sampling_params.structured_output.json_schema is empty");

@@ -52,10 +52,12 @@ struct StructuredOutput {
     kJsonObject,  // any JSON object
     kChoice,      // exactly one of choices
     kRegex,       // a full match of regex
+    kGrammar,     // a match of grammar (GBNF)'s root rule
   };
   Kind kind = Kind::kNone;
   std::string json_schema = {};
   std::string regex = {};
+  std::string grammar = {};
   std::vector<std::string> choices = {};
 
   [[nodiscard]] bool enabled() const { return kind != Kind::kNone; }

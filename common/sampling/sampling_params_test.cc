@@ -127,6 +127,11 @@ TEST(SamplingParamsTest, ValidateNamesTheBadField) {
          p.structured_output.kind = StructuredOutput::Kind::kRegex;
          p.structured_output.regex = std::string(kMaxStructuredBytes + 1, 'a');
        }},
+      {"structured_output.grammar",
+       [](SamplingParams& p) {
+         p.structured_output.kind = StructuredOutput::Kind::kGrammar;
+         p.structured_output.grammar = std::string(kMaxStructuredBytes + 1, ' ');
+       }},
       {"beam search",
        [](SamplingParams& p) {
          p.structured_output.kind = StructuredOutput::Kind::kJsonObject;

@@ -18,6 +18,7 @@
 #include "common/structured/grammar.h"
 #include "common/structured/grammar_matcher.h"
 #include "common/structured/token_vocabulary.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -61,9 +62,29 @@ inline std::optional<nlohmann::json> Fixture() {
   return nlohmann::json::parse(s.str());
 }
 
+// `g` failed with InvalidArgument and a message holding `message` (`input` names the case).
+inline void ExpectRefused(const absl::StatusOr<Grammar>& g, std::string_view message,
+                          std::string_view input) {
+  ASSERT_FALSE(g.ok()) << input;
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << input;
+  EXPECT_THAT(std::string(g.status().message()), ::testing::HasSubstr(std::string(message)))
+      << input;
+}
+
 // A fixture case's bytes.
 inline std::string Hex(const nlohmann::json& c) {
   return absl::HexStringToBytes(c["text_hex"].get<std::string>());
+}
+
+// Expects `g` to accept exactly the fixture `cases` marked valid; counts the valid and invalid.
+inline void ExpectVerdicts(const std::shared_ptr<CompiledGrammar>& g, const nlohmann::json& cases,
+                           int* valid, int* invalid) {
+  for (const auto& c : cases) {
+    const std::string text = Hex(c);
+    const bool want = c["valid"].get<bool>();
+    EXPECT_EQ(Accepts(GrammarMatcher(g), text), want) << absl::CHexEscape(text);
+    (want ? *valid : *invalid) += 1;
+  }
 }
 
 }  // namespace pagellm::structured::test_util

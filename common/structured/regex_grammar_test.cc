@@ -19,8 +19,9 @@ namespace {
 
 using ::pagellm::structured::test_util::Accepts;
 using ::pagellm::structured::test_util::Compile;
+using ::pagellm::structured::test_util::ExpectRefused;
+using ::pagellm::structured::test_util::ExpectVerdicts;
 using ::pagellm::structured::test_util::Fixture;
-using ::pagellm::structured::test_util::Hex;
 using ::pagellm::structured::test_util::kFixture;
 using ::testing::HasSubstr;
 
@@ -35,13 +36,7 @@ TEST(RegexGrammarTest, AcceptsExactlyWhatPythonFullmatchAccepts) {
   for (const auto& r : (*fixture)["regexes"]) {
     const std::string pattern = r["pattern"].get<std::string>();
     SCOPED_TRACE(absl::StrCat("pattern ", absl::CHexEscape(pattern)));
-    auto g = Compile(RegexGrammar(pattern));
-    for (const auto& c : r["cases"]) {
-      const std::string text = Hex(c);
-      const bool want = c["valid"].get<bool>();
-      EXPECT_EQ(Accepts(GrammarMatcher(g), text), want) << absl::CHexEscape(text);
-      (want ? valid : invalid) += 1;
-    }
+    ExpectVerdicts(Compile(RegexGrammar(pattern)), r["cases"], &valid, &invalid);
     ++patterns;
   }
   EXPECT_GE(patterns, 25);
@@ -87,10 +82,7 @@ TEST(RegexGrammarTest, UnsupportedOrBrokenPatternsAreRefusedWithTheOffset) {
            {"\\012", "octal escapes are not supported"},
            {"\xff", "not valid UTF-8"},
        }) {
-    auto g = RegexGrammar(c.pattern);
-    ASSERT_FALSE(g.ok()) << c.pattern;
-    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(g.status().message(), HasSubstr(c.message)) << c.pattern;
+    ExpectRefused(RegexGrammar(c.pattern), c.message, c.pattern);
   }
 }
 

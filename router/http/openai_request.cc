@@ -65,13 +65,25 @@ absl::Status SetJsonSchema(const Json& schema, absl::string_view field, v1::Stru
   return absl::OkStatus();
 }
 
-absl::Status SetRegex(const Json& regex, absl::string_view field, v1::StructuredOutput* so) {
-  if (!regex.is_string()) return WrongType(field, regex, "a string");
-  if (regex.get_ref<const std::string&>().size() > static_cast<size_t>(kMaxStructuredBytes)) {
-    return Error(field, absl::StrCat(field, " is ", regex.get_ref<const std::string&>().size(),
+// A regex or a GBNF grammar: text within kMaxStructuredBytes.
+absl::StatusOr<std::string> StructuredText(const Json& text, absl::string_view field) {
+  if (!text.is_string()) return WrongType(field, text, "a string");
+  if (text.get_ref<const std::string&>().size() > static_cast<size_t>(kMaxStructuredBytes)) {
+    return Error(field, absl::StrCat(field, " is ", text.get_ref<const std::string&>().size(),
                                      " bytes; the limit is ", kMaxStructuredBytes));
   }
-  so->set_regex(regex.get<std::string>());
+  return text.get<std::string>();
+}
+
+absl::Status SetRegex(const Json& regex, absl::string_view field, v1::StructuredOutput* so) {
+  ASSIGN_OR_RETURN(std::string text, StructuredText(regex, field));
+  so->set_regex(std::move(text));
+  return absl::OkStatus();
+}
+
+absl::Status SetGrammar(const Json& grammar, absl::string_view field, v1::StructuredOutput* so) {
+  ASSIGN_OR_RETURN(std::string text, StructuredText(grammar, field));
+  so->set_grammar(std::move(text));
   return absl::OkStatus();
 }
 
@@ -89,12 +101,10 @@ absl::Status SetChoice(const Json& choice, absl::string_view field, v1::Structur
 // Structured output, from whichever of OpenAI's response_format, vLLM's structured_outputs or
 // its older guided_json / guided_choice the request uses (at most one constraint).
 absl::Status ParseStructuredOutput(const Json& j, v1::SamplingParams* s) {
-  for (const char* field : {"guided_grammar", "guided_whitespace_pattern"}) {
-    if (Field(j, field) != nullptr) {
-      return Error(field, absl::StrCat(field,
-                                       " is not supported (JSON schemas, JSON objects, "
-                                       "choices and regexes are)"));
-    }
+  if (Field(j, "guided_whitespace_pattern") != nullptr) {
+    return Error("guided_whitespace_pattern",
+                 "guided_whitespace_pattern is not supported (JSON output allows runs of at most "
+                 "16 whitespace bytes between tokens)");
   }
   if (const Json* backend = Field(j, "guided_decoding_backend");
       backend != nullptr && !backend->is_string()) {
@@ -134,6 +144,8 @@ absl::Status ParseStructuredOutput(const Json& j, v1::SamplingParams* s) {
         RETURN_IF_ERROR(SetChoice(value, "structured_outputs.choice", &so));
       } else if (key == "regex") {
         RETURN_IF_ERROR(SetRegex(value, "structured_outputs.regex", &so));
+      } else if (key == "grammar") {
+        RETURN_IF_ERROR(SetGrammar(value, "structured_outputs.grammar", &so));
       } else if (key == "json_object") {
         if (!value.is_boolean())
           return WrongType("structured_outputs.json_object", value, "a boolean");
@@ -144,8 +156,8 @@ absl::Status ParseStructuredOutput(const Json& j, v1::SamplingParams* s) {
       } else {
         return Error("structured_outputs",
                      absl::StrCat("structured_outputs.", key,
-                                  " is not supported (json, choice, json_object and regex "
-                                  "are)"));
+                                  " is not supported (json, choice, json_object, regex and "
+                                  "grammar are)"));
       }
       given.push_back(absl::StrCat("structured_outputs.", key));
     }
@@ -161,6 +173,10 @@ absl::Status ParseStructuredOutput(const Json& j, v1::SamplingParams* s) {
   if (const Json* v = Field(j, "guided_regex")) {
     RETURN_IF_ERROR(SetRegex(*v, "guided_regex", &so));
     given.push_back("guided_regex");
+  }
+  if (const Json* v = Field(j, "guided_grammar")) {
+    RETURN_IF_ERROR(SetGrammar(*v, "guided_grammar", &so));
+    given.push_back("guided_grammar");
   }
   if (given.size() > 1) {
     return Error(given[1], absl::StrCat("only one structured output constraint may be given: ",

@@ -195,6 +195,13 @@ TEST(OpenAiRequestTest, StructuredOutputFromEachOfItsSpellings) {
   r = ParseCompletionRequest(R"({"prompt": "a", "guided_regex": "yes|no"})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->prompts[0].sampling().structured_output().regex(), "yes|no");
+  r = ParseCompletionRequest(
+      R"({"prompt": "a", "structured_outputs": {"grammar": "root ::= \"y\" | \"n\""}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].sampling().structured_output().grammar(), R"(root ::= "y" | "n")");
+  r = ParseCompletionRequest(R"({"prompt": "a", "guided_grammar": "root ::= [0-9]+"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].sampling().structured_output().grammar(), "root ::= [0-9]+");
 }
 
 TEST(OpenAiRequestTest, TokenizeTakesAPromptOrMessages) {
@@ -398,14 +405,16 @@ INSTANTIATE_TEST_SUITE_P(
                 "text, json_object or json_schema"},
         BadCase{"GuidedRegexNotAString", false, R"({"prompt": "a", "guided_regex": ["a+"]})",
                 "guided_regex", "must be a string"},
-        BadCase{"GuidedGrammar", false, R"({"prompt": "a", "guided_grammar": "root ::= x"})",
-                "guided_grammar", "not supported"},
+        BadCase{"GuidedGrammarNotAString", false, R"({"prompt": "a", "guided_grammar": 1})",
+                "guided_grammar", "must be a string"},
+        BadCase{"WhitespacePattern", false, R"({"prompt": "a", "guided_whitespace_pattern": " *"})",
+                "guided_whitespace_pattern", "not supported"},
         BadCase{"RegexAndChoice", false,
                 R"({"prompt": "a", "structured_outputs": {"regex": "a+", "choice": ["a"]}})",
                 "structured_outputs.choice", "only one structured output constraint"},
-        BadCase{"StructuredOutputsGrammar", false,
-                R"({"prompt": "a", "structured_outputs": {"grammar": "root ::= x"}})",
-                "structured_outputs", "structured_outputs.grammar is not supported"},
+        BadCase{"StructuredOutputsStructuralTag", false,
+                R"({"prompt": "a", "structured_outputs": {"structural_tag": "{}"}})",
+                "structured_outputs", "structured_outputs.structural_tag is not supported"},
         BadCase{
             "TwoConstraints", false,
             R"({"prompt": "a", "guided_choice": ["a"], "response_format": {"type": "json_object"}})",

@@ -10,8 +10,8 @@ send one request after another, picked at random:
   - OpenAI completions and chat completions, streamed or not, n 1 .. 4, logprobs, stop
     strings, seeds, penalties, echo (with logprobs: the prompt scored too; max_tokens 0),
     vLLM's prompt_logprobs, logit_bias, tool calls (named, "required", "none"), structured output (response_format json_object / json_schema,
-    structured_outputs, guided_choice, guided_regex: a complete answer must parse, be one of the
-    choices or fully match the regex), chats without max_tokens (the rest of the context: the
+    structured_outputs, guided_choice, guided_regex, guided_grammar: a complete answer must
+    parse, be one of the choices or fully match the regex or grammar), chats without max_tokens (the rest of the context: the
     workers' max_model_len is what their pools hold for one sequence, 768 of the model's 8,192
     positions): each answer is checked for its shape (one choice per sample, finish reasons,
     usage that adds up, one logprob per token, no stop string in the text);
@@ -83,6 +83,8 @@ SOAK_SCHEMA = {"type": "object", "properties": {
     "required": ["title", "score"]}
 SOAK_CHOICES = ["alpha", "beta", "gamma delta"]
 SOAK_REGEX = r"[A-Z][a-z]{1,10}( [a-z]{1,10}){0,3}\."
+# SOAK_REGEX's language as a GBNF grammar (its answers are checked with SOAK_REGEX).
+SOAK_GRAMMAR = 'root ::= [A-Z] word (" " word){0,3} "."\nword ::= [a-z]{1,10}'
 SOAK_TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": SOAK_SCHEMA}},
               {"type": "function", "function": {"name": "noop"}}]
 
@@ -169,7 +171,9 @@ class Soak:
                 {"guided_choice": SOAK_CHOICES},
                 {"structured_outputs": {"choice": SOAK_CHOICES}},
                 {"guided_regex": SOAK_REGEX},
-                {"structured_outputs": {"regex": SOAK_REGEX}}]))
+                {"structured_outputs": {"regex": SOAK_REGEX}},
+                {"guided_grammar": SOAK_GRAMMAR},
+                {"structured_outputs": {"grammar": SOAK_GRAMMAR}}]))
         return body
 
     def CheckChoices(self, kind, body, r, prompts):
@@ -207,6 +211,8 @@ class Soak:
                 choices = (body.get("guided_choice") or
                            body.get("structured_outputs", {}).get("choice"))
                 regex = body.get("guided_regex") or body.get("structured_outputs", {}).get("regex")
+                if "guided_grammar" in body or "grammar" in body.get("structured_outputs", {}):
+                    regex = SOAK_REGEX
                 if choices is not None and text not in choices:
                     self.Fail(kind, "a guided choice answered with another text")
                 elif regex is not None:

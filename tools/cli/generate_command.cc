@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, json_schema, "",
 ABSL_FLAG(bool, json_object, false, "constrain the output to a JSON object");
 ABSL_FLAG(std::optional<std::string>, regex, std::nullopt,
           "constrain the output to a full match of this regular expression (Python re syntax)");
+ABSL_FLAG(std::string, grammar, "",
+          "constrain the output to this GBNF grammar's rule root: a file, or the grammar itself "
+          "when it holds '::='");
 ABSL_FLAG(int32_t, n, 1, "parallel samples per prompt (they share the prompt's KV blocks)");
 ABSL_FLAG(int32_t, beam_width, 0, "beam search of this width (>= 2; needs --temperature 0)");
 ABSL_FLAG(double, length_penalty, 1.0, "beam score = logprob / length^length_penalty");
@@ -230,25 +233,36 @@ int GenerateMain(int argc, char** argv) {
     }
   }
 
-  // Structured output: at most one of --json-schema, --json-object, --choice (repeatable),
-  // --regex.
+  // Structured output: at most one of --json_schema, --json_object, --choice (repeatable),
+  // --regex, --grammar.
   const std::string schema = absl::GetFlag(FLAGS_json_schema);
   const std::optional<std::string> regex = absl::GetFlag(FLAGS_regex);
+  const std::string grammar = absl::GetFlag(FLAGS_grammar);
   if (static_cast<int>(!schema.empty()) + static_cast<int>(absl::GetFlag(FLAGS_json_object)) +
-          static_cast<int>(!repeated[2].empty()) + static_cast<int>(regex.has_value()) >
+          static_cast<int>(!repeated[2].empty()) + static_cast<int>(regex.has_value()) +
+          static_cast<int>(!grammar.empty()) >
       1) {
     return Fail(absl::InvalidArgumentError(
-        "give at most one of --json-schema, --json-object, --choice and --regex"));
+        "give at most one of --json_schema, --json_object, --choice, --regex and --grammar"));
   }
+  // A flag's text, or the file it names.
+  auto text_or_file = [](const std::string& value, bool inline_text,
+                         const char* flag) -> absl::StatusOr<std::string> {
+    if (inline_text) return value;
+    std::ifstream in(value, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("cannot read --", flag, " ", value));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
   if (!schema.empty()) {
     params.structured_output.kind = StructuredOutput::Kind::kJsonSchema;
-    if (schema.front() == '{') {
-      params.structured_output.json_schema = schema;
-    } else {
-      std::ifstream in(schema, std::ios::binary);
-      if (!in) return Fail(absl::NotFoundError(absl::StrCat("cannot read --json-schema ", schema)));
-      params.structured_output.json_schema.assign(std::istreambuf_iterator<char>(in), {});
-    }
+    auto text = text_or_file(schema, schema.front() == '{', "json_schema");
+    if (!text.ok()) return Fail(text.status());
+    params.structured_output.json_schema = *std::move(text);
+  } else if (!grammar.empty()) {
+    params.structured_output.kind = StructuredOutput::Kind::kGrammar;
+    auto text = text_or_file(grammar, grammar.find("::=") != std::string::npos, "grammar");
+    if (!text.ok()) return Fail(text.status());
+    params.structured_output.grammar = *std::move(text);
   } else if (absl::GetFlag(FLAGS_json_object)) {
     params.structured_output.kind = StructuredOutput::Kind::kJsonObject;
   } else if (!repeated[2].empty()) {

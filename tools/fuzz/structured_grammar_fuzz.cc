@@ -1,6 +1,7 @@
 // libFuzzer target for structured output's compilers and matcher (common/structured/): the
-// bytes are a mode byte, a regex pattern or a JSON Schema, a NUL, and a text to feed the
-// compiled grammar one byte at a time (tokens are single bytes).
+// bytes are a mode byte, a regex pattern, a JSON Schema or a GBNF grammar (the mode byte
+// modulo 3 says which), a NUL, and a text to feed the compiled grammar one byte at a time
+// (tokens are single bytes).
 //
 // Invariants (abort() when one fails): compiling either succeeds or returns InvalidArgument
 // (never a crash, a hang, or unbounded memory); at every step the token mask holds exactly the
@@ -16,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/structured/gbnf_grammar.h"
 #include "common/structured/grammar_matcher.h"
 #include "common/structured/json_schema_grammar.h"
 #include "common/structured/regex_grammar.h"
@@ -47,8 +49,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text = nul == std::string_view::npos ? "" : rest.substr(nul + 1);
 
   absl::StatusOr<pagellm::structured::Grammar> grammar =
-      data[0] % 2 == 0 ? pagellm::structured::RegexGrammar(spec)
-                       : pagellm::structured::JsonSchemaGrammar(spec);
+      data[0] % 3 == 0   ? pagellm::structured::RegexGrammar(spec)
+      : data[0] % 3 == 1 ? pagellm::structured::JsonSchemaGrammar(spec)
+                         : pagellm::structured::GbnfGrammar(spec);
   if (!grammar.ok()) {
     FUZZ_CHECK(grammar.status().code() == absl::StatusCode::kInvalidArgument);
     return 0;

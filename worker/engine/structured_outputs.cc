@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/structured/gbnf_grammar.h"
 #include "common/structured/json_schema_grammar.h"
 #include "common/structured/regex_grammar.h"
 
@@ -41,6 +42,9 @@ absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> StructuredOutputs::
       break;
     case StructuredOutput::Kind::kRegex:
       grammar = structured::RegexGrammar(so.regex);
+      break;
+    case StructuredOutput::Kind::kGrammar:
+      grammar = structured::GbnfGrammar(so.grammar);
       break;
     case StructuredOutput::Kind::kNone:
       return absl::InvalidArgumentError("structured output: none asked for");
