@@ -3,7 +3,9 @@
 //   build/bin/grammar_matcher_bench [--benchmark_filter=...]
 // Mask/cold: a state's first mask (the vocabulary walk); Mask/cached: a state seen before
 // (a copy of vocab/8 bytes); Accept: advancing past one token; CompileRequiredTools/N: a
-// "required" tool choice over N tools compiled, and its first mask.
+// "required" tool choice over N tools compiled, and its first mask; CompileRegex/...,
+// CompileGbnf/...: a pattern or grammar compiled, and its first mask; MaskCold/regex_any: the
+// first mask inside `.{0,400}` (every token without a newline may follow).
 #include <fstream>
 #include <map>
 #include <memory>
@@ -12,8 +14,10 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "common/structured/gbnf_grammar.h"
 #include "common/structured/grammar_matcher.h"
 #include "common/structured/json_schema_grammar.h"
+#include "common/structured/regex_grammar.h"
 #include "common/tokenizer/tokenizer.h"
 
 namespace pagellm::structured {
@@ -125,6 +129,48 @@ void BM_CompileRequiredTools(benchmark::State& state) {
   state.counters["schema_bytes"] = static_cast<double>(schema.size());
 }
 
+// What a request with a new regex or GBNF grammar costs the engine thread: the text compiled,
+// and the first mask.
+void BM_CompileText(benchmark::State& state, bool gbnf, const std::string& text) {
+  const Vocab* v = Load("smollm2");
+  if (v == nullptr) return state.SkipWithError("run tools/fixtures/make_tokenizer_fixture.py");
+  std::vector<uint64_t> mask(v->vocab->mask_words());
+  for (auto _ : state) {
+    auto g = CompiledGrammar::Create(*(gbnf ? GbnfGrammar(text) : RegexGrammar(text)), v->vocab);
+    GrammarMatcher m(g);
+    m.FillNextTokenMask(absl::MakeSpan(mask));
+  }
+}
+
+void BM_MaskColdRegexAny(benchmark::State& state) {
+  const Vocab* v = Load("smollm2");
+  if (v == nullptr) return state.SkipWithError("run tools/fixtures/make_tokenizer_fixture.py");
+  std::vector<uint64_t> mask(v->vocab->mask_words());
+  for (auto _ : state) {
+    state.PauseTiming();
+    GrammarMatcher m(CompiledGrammar::Create(*RegexGrammar("Note: .{0,400}"), v->vocab));
+    for (int32_t id : v->tok->Encode("Note: a", false, false)) (void)m.Accept(id);
+    state.ResumeTiming();
+    m.FillNextTokenMask(absl::MakeSpan(mask));
+  }
+  int allowed = 0;
+  for (uint64_t w : mask) allowed += __builtin_popcountll(w);
+  state.counters["allowed"] = allowed;
+}
+
+BENCHMARK_CAPTURE(BM_CompileText, regex_phone, false, R"(\(\d{3}\) \d{3}-\d{4})")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CompileText, regex_email, false, R"([\w.+-]+@[\w-]+\.[a-z]{2,4})")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CompileText, regex_bounded_1000, false, R"([A-Za-z ,.]{1,1000})")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CompileText, gbnf_arithmetic, true, R"g(root ::= expr
+expr ::= term (("+" | "-") term)*
+term ::= factor (("*" | "/") factor)*
+factor ::= number | "(" expr ")"
+number ::= "-"? [0-9]+ ("." [0-9]+)?)g")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MaskColdRegexAny)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CompileRequiredTools)
     ->Arg(1)
     ->Arg(8)

@@ -8,7 +8,10 @@ workloads, named sNxL (e.g. s64x512; not in "all"): N prompts of ~L tokens with 
 workloads, named jNxO (e.g. j64x160; not in "all"): N chat prompts asking for a person as JSON,
 constrained to JSON_SCHEMA below (pagellm --json-schema; vLLM structured_outputs json, its
 xgrammar backend), greedy, at most O tokens, ending when the JSON is complete: output tok/s,
-requests/s and how many replies are complete and valid (jsonschema). Each engine
+requests/s and how many replies are complete and valid (jsonschema). rNxO and gNxO likewise
+with N chat prompts asking for contact details, constrained to CONTACT_REGEX (pagellm --regex;
+vLLM structured_outputs regex) or to CONTACT_GBNF, the same language as a GBNF grammar
+(pagellm --grammar; vLLM structured_outputs grammar); valid: re.fullmatch. Each engine
 runs each workload --repeats times (default 2, as the issue's figures: best of two) and the best
 run counts; vLLM's first large batch also pays its warm-up of new batch shapes.
 
@@ -30,7 +33,8 @@ vLLM: `LLM(model=--vllm-model, dtype="bfloat16")` (the HF layout made from the G
   libiomp5.so) is set for its child only; both OpenBLAS variables are unset for both engines.
 
 Usage: python3 tools/bench/compare_vllm.py --vllm-python /tmp/vllm-venv/bin/python
-           [--threads 2] [--repeats 2] [--workloads all|64x115x128,64x13x256,1x114x256,s64x512]
+           [--threads 2] [--repeats 2]
+           [--workloads all|64x115x128,64x13x256,1x114x256,s64x512,j64x160,r64x80,g64x80]
            [--json-out F]
 """
 import argparse
@@ -53,10 +57,11 @@ def main():
               max_model_len=1024, seed=0)
     out = []
     for w in cfg["workloads"]:
-        if w.get("schema"):
+        if w.get("constraint"):
             from vllm.sampling_params import StructuredOutputsParams
+            kind, value = w["constraint"]
             sp = SamplingParams(temperature=0.0, max_tokens=w["out"],
-                                structured_outputs=StructuredOutputsParams(json=w["schema"]))
+                                structured_outputs=StructuredOutputsParams(**{kind: value}))
         else:
             sp = SamplingParams(temperature=0.0, max_tokens=w["out"], min_tokens=w["out"],
                                 ignore_eos=True, prompt_logprobs=1 if w["score"] else None)
@@ -69,7 +74,7 @@ def main():
             toks = sum(len(r.prompt_token_ids) if w["score"] else len(r.outputs[0].token_ids)
                        for r in res)
             runs.append({"tokens": toks, "elapsed_s": dt,
-                         "texts": [r.outputs[0].text for r in res] if w.get("schema") else []})
+                         "texts": [r.outputs[0].text for r in res] if w.get("constraint") else []})
         out.append(max(runs, key=lambda r: r["tokens"] / r["elapsed_s"]))
     print("VLLM_RESULT " + json.dumps(out), flush=True)
 if __name__ == "__main__":
@@ -88,16 +93,31 @@ SUBJECTS = ["software engineer", "painter", "farmer", "astronaut", "chef", "teac
             "nurse", "musician", "carpenter", "scientist", "librarian", "sailor", "baker"]
 
 
-def JsonPrompts(n):
+CONTACT_REGEX = (r"Name: [A-Z][a-z]{1,12} [A-Z][a-z]{1,12}\nPhone: \(\d{3}\) \d{3}-\d{4}\n"
+                 r"Email: [a-z]{1,12}\.[a-z]{1,12}@[a-z]{2,12}\.(com|org|net)")
+CONTACT_GBNF = r"""root ::= "Name: " name " " name "\nPhone: (" d d d ") " d d d "-" d d d d "\nEmail: " low "." low "@" domain "." ("com" | "org" | "net")
+name ::= [A-Z] [a-z]{1,12}
+low ::= [a-z]{1,12}
+domain ::= [a-z]{2,12}
+d ::= [0-9]
+"""
+
+
+def ChatPrompts(n, ask):
     """SmolLM2's chat turns, on one line (pagellm's prompts file holds one prompt per line)."""
-    return [f"<|im_start|>user Describe a fictional {SUBJECTS[i % len(SUBJECTS)]} number {i} "
-            f"as JSON.<|im_end|> <|im_start|>assistant " for i in range(n)]
+    return [f"<|im_start|>user {ask.format(SUBJECTS[i % len(SUBJECTS)], i)}<|im_end|> "
+            f"<|im_start|>assistant " for i in range(n)]
 
 
-def Valid(texts):
+def Valid(texts, constraint):
+    import re
+
     import jsonschema
     ok = 0
     for t in texts:
+        if constraint[0] != "json":
+            ok += re.fullmatch(CONTACT_REGEX, t) is not None
+            continue
         try:
             jsonschema.validate(json.loads(t), JSON_SCHEMA)
             ok += 1
@@ -128,20 +148,22 @@ def PeerEnv(extra=None):
 
 
 def RunPagellm(args, w):
-    runs = [RunPagellmOnce(args, w["prompts"], w["out"], w["score"], w.get("schema"))
+    runs = [RunPagellmOnce(args, w["prompts"], w["out"], w["score"], w.get("constraint"))
             for _ in range(args.repeats)]
     return max(runs, key=lambda r: r["tokens"] / r["elapsed_s"])
 
 
-def RunPagellmOnce(args, prompts, out_len, score, schema):
+def RunPagellmOnce(args, prompts, out_len, score, constraint):
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(prompts) + "\n")
         path = f.name
     cmd = [args.pagellm, "generate", "--model", args.pagellm_model, "--prompts-file", path,
            "--max-tokens", str(out_len), "--temperature", "0", "--threads", str(args.threads),
            "--dtype", args.pagellm_dtype, "--stats", "--json"]
-    if schema:
-        cmd += ["--json-schema", json.dumps(schema)]
+    if constraint:
+        kind, value = constraint
+        flag = {"json": "--json-schema", "regex": "--regex", "grammar": "--grammar"}[kind]
+        cmd += [flag, json.dumps(value) if kind == "json" else value]
     else:
         cmd += ["--min-tokens", str(out_len), "--ignore-eos"]
     cmd += ["--prompt-logprobs", "1"] if score else []
@@ -153,7 +175,7 @@ def RunPagellmOnce(args, prompts, out_len, score, schema):
         sys.exit(f"compare_vllm: pagellm failed: {p.stderr[-2000:]}")
     stats = json.loads(p.stderr.strip().splitlines()[-1])
     prompt_tokens = stats["computed_prompt_tokens"] + stats["prefix_cache_hit_tokens"]
-    texts = [json.loads(line)["text"] for line in p.stdout.splitlines()] if schema else []
+    texts = [json.loads(line)["text"] for line in p.stdout.splitlines()] if constraint else []
     return {"generated_tokens": stats["generated_tokens"], "elapsed_s": stats["elapsed_s"],
             "prompt_tokens": prompt_tokens,
             "tokens": prompt_tokens if score else stats["generated_tokens"], "texts": texts}
@@ -190,9 +212,9 @@ def Shape(name):
     if name.startswith("s"):
         n, length = (int(x) for x in name[1:].split("x"))
         return n, length, 1, True
-    if name.startswith("j"):
+    if name[0] in "jrg":
         n, out = (int(x) for x in name[1:].split("x"))
-        return n, 0, out, "json"
+        return n, 0, out, {"j": "json", "r": "regex", "g": "grammar"}[name[0]]
     n, i, o = (int(x) for x in name.split("x"))
     return n, i, o, False
 
@@ -215,9 +237,15 @@ def main():
     shapes = [(n, i, o, False) for n, i, o in WORKLOADS] if args.workloads == "all" else [
         Shape(w) for w in args.workloads.split(",")]
     tokenizer = os.path.join(args.vllm_model, "tokenizer.json")
+    constraints = {"json": ("json", JSON_SCHEMA), "regex": ("regex", CONTACT_REGEX),
+                   "grammar": ("grammar", CONTACT_GBNF)}
+    asks = {"json": "Describe a fictional {} number {} as JSON.",
+            "regex": "Give the contact details of a fictional {} number {}.",
+            "grammar": "Give the contact details of a fictional {} number {}."}
     workloads = [{"n": n, "in": i, "out": o, "score": s is True,
-                  "schema": JSON_SCHEMA if s == "json" else None,
-                  "prompts": JsonPrompts(n) if s == "json" else Prompts(tokenizer, n, i)}
+                  "constraint": constraints.get(s) if isinstance(s, str) else None,
+                  "prompts": ChatPrompts(n, asks[s]) if isinstance(s, str) else
+                  Prompts(tokenizer, n, i)}
                  for n, i, o, s in shapes]
     ours = [RunPagellm(args, w) for w in workloads]
     theirs = RunVllm(args, workloads)
@@ -229,13 +257,15 @@ def main():
         vt = b["tokens"] / b["elapsed_s"]
         name = (f"{w['n']} x ~{a['prompt_tokens'] // w['n']} scored (prompt tok/s)" if w["score"]
                 else f"{w['n']} x (~{a['prompt_tokens'] // w['n']} in, {w['out']} out)")
-        if w["schema"]:
-            name = f"{w['n']} x JSON schema (<= {w['out']} out)"
+        if w["constraint"]:
+            what = {"json": "JSON schema", "regex": "regex", "grammar": "GBNF grammar"}
+            name = f"{w['n']} x {what[w['constraint'][0]]} (<= {w['out']} out)"
         print(f"| {name:36s} | {vt:10.1f} | {pt:13.1f} | {pt / vt:6.2f} |")
         row = {"workload": name, "vllm": b, "pagellm": a, "ratio": pt / vt}
-        if w["schema"]:
-            row["valid"] = {"pagellm": Valid(a["texts"]), "vllm": Valid(b["texts"])}
-            print(f"|   {'requests/s; valid JSON':34s} | {w['n'] / b['elapsed_s']:6.2f}; "
+        if w["constraint"]:
+            row["valid"] = {"pagellm": Valid(a["texts"], w["constraint"]),
+                            "vllm": Valid(b["texts"], w["constraint"])}
+            print(f"|   {'requests/s; valid replies':34s} | {w['n'] / b['elapsed_s']:6.2f}; "
                   f"{row['valid']['vllm']:2d} | {w['n'] / a['elapsed_s']:9.2f}; "
                   f"{row['valid']['pagellm']:2d} | {b['elapsed_s'] / a['elapsed_s']:6.2f} |")
         rows.append(row)
