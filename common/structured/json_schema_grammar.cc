@@ -202,6 +202,80 @@ class JsonGrammarCompiler {
                                       B::Ref(items), B::Byte(static_cast<uint8_t>(close))}});
   }
 
+  struct NumberBound {
+    int64_t value;  // a whole number
+    bool exclusive;
+  };
+
+  // Numbers within the bounds, written without an exponent (a sound subset: every number has
+  // such a spelling); nullopt when no number lies within them.
+  std::optional<uint32_t> NumberRange(std::optional<NumberBound> lo,
+                                      std::optional<NumberBound> hi) {
+    std::vector<Seq> alts = NonNegative(lo, hi);
+    // x = -y: x >= L  <=>  y <= -L, and x <= H  <=>  y >= -H (strictness kept).
+    std::optional<NumberBound> neg_lo, neg_hi;
+    if (hi) neg_lo = NumberBound{-hi->value, hi->exclusive};
+    if (lo) neg_hi = NumberBound{-lo->value, lo->exclusive};
+    for (Seq& seq : NonNegative(neg_lo, neg_hi)) {
+      seq.insert(seq.begin(), B::Byte('-'));
+      alts.push_back(std::move(seq));
+    }
+    if (alts.empty()) return std::nullopt;
+    return b_.Rule("number range", std::move(alts));
+  }
+
+  // Spellings of y = m.f >= 0 (m the integer part, f the fraction) within the bounds: integer
+  // parts where any fraction stays within, and the bounds' own integer parts where only some do.
+  std::vector<Seq> NonNegative(std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+    std::vector<Seq> out;
+    if (hi && (hi->value < 0 || (hi->value == 0 && hi->exclusive))) return out;
+    const int64_t a = lo && lo->value >= 0 ? lo->value + (lo->exclusive ? 1 : 0) : 0;
+    std::optional<int64_t> b;
+    if (hi) b = hi->value - 1;
+    if (!b || a <= *b) {
+      std::vector<Seq> parts = b ? UintRange(static_cast<uint64_t>(a), static_cast<uint64_t>(*b))
+                                 : UintRange(static_cast<uint64_t>(a), std::nullopt);
+      for (Seq& seq : parts) {
+        seq.push_back(B::Ref(Fraction(FractionKind::kAny)));
+        out.push_back(std::move(seq));
+      }
+    }
+    if (lo && lo->exclusive && lo->value >= 0 && (!hi || lo->value < hi->value)) {
+      out.push_back(Cat({B::Literal(std::to_string(lo->value)),
+                         {B::Ref(Fraction(FractionKind::kNonZero))}}));  // just above L
+    }
+    if (hi && !hi->exclusive &&
+        (!lo || (lo->exclusive ? hi->value > lo->value : hi->value >= lo->value))) {
+      out.push_back(Cat({B::Literal(std::to_string(hi->value)),
+                         {B::Ref(Fraction(FractionKind::kZero))}}));  // H itself
+    }
+    return out;
+  }
+
+  // An optional fraction (kAny, kZero: "" or ".0..."), or one above zero (kNonZero).
+  enum class FractionKind { kAny, kZero, kNonZero };
+  uint32_t Fraction(FractionKind kind) {
+    std::optional<uint32_t>& rule = fractions_[static_cast<int>(kind)];
+    if (rule) return *rule;
+    const uint32_t zero = b_.Rule("zero", {B::Literal("0")});
+    switch (kind) {
+      case FractionKind::kAny:
+        rule = b_.Rule("fraction", {{}, {B::Byte('.'), B::Ref(Digits(1, kMaxFractionDigits))}});
+        break;
+      case FractionKind::kZero:
+        rule = b_.Rule("zero fraction",
+                       {{}, {B::Byte('.'), B::Ref(Repeat(zero, 1, kMaxFractionDigits, {}))}});
+        break;
+      case FractionKind::kNonZero:
+        rule = b_.Rule(
+            "non-zero fraction",
+            {{B::Byte('.'), B::Ref(Repeat(zero, 0, kMaxFractionDigits - 1, {})),
+              B::Bytes(ByteSet::Range('1', '9')), B::Ref(Digits(0, kMaxFractionDigits - 1))}});
+        break;
+    }
+    return *rule;
+  }
+
   // Integers in [lo, hi] (a missing side: unbounded, within kMaxIntegerDigits digits).
   uint32_t IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi) {
     std::vector<Seq> alts;
@@ -381,6 +455,7 @@ class JsonGrammarCompiler {
   GrammarBuilder b_;
   const Json* root_ = nullptr;
   std::optional<uint32_t> value_, string_, integer_, number_, ws_, char_;
+  std::optional<uint32_t> fractions_[3];             // by FractionKind
   absl::flat_hash_map<uint32_t, uint32_t> maps_;     // value rule -> object rule
   absl::flat_hash_map<std::string, uint32_t> refs_;  // $ref -> its rule
 };
@@ -593,10 +668,31 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Typed(const Json& s, const std::st
     return IntegerRange(lo, hi);
   }
   if (type == "number") {
-    if (bounded) {
-      return Unsupported(path, "minimum/maximum bound integers only (not numbers)");
+    if (!bounded) return Number();
+    std::optional<NumberBound> lo, hi;
+    for (const std::string key : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
+      if (!s.contains(key)) continue;
+      const Json& v = s[key];
+      if (!v.is_number() || !(std::fabs(v.get<double>()) < 4.6e18) ||
+          v.get<double>() != std::floor(v.get<double>())) {
+        return Unsupported(path, absl::StrCat(key,
+                                              " on a number must be a whole number of magnitude "
+                                              "below 2^62 (fractional bounds are not supported)"));
+      }
+      const int64_t value =
+          v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(v.get<double>());
+      const bool lower = key == "minimum" || key == "exclusiveMinimum";
+      const bool exclusive = key[0] == 'e';
+      // The tighter bound of two on one side; at a tie, the exclusive one.
+      std::optional<NumberBound>& side = lower ? lo : hi;
+      if (!side || (lower ? value > side->value : value < side->value) ||
+          (value == side->value && exclusive)) {
+        side = NumberBound{value, exclusive};
+      }
     }
-    return Number();
+    std::optional<uint32_t> range = NumberRange(lo, hi);
+    if (!range) return Unsupported(path, "no number lies within the bounds");
+    return *range;
   }
   if (type == "boolean") return b_.Rule("boolean", {B::Literal("true"), B::Literal("false")});
   if (type == "null") return Literal("null");

@@ -21,13 +21,14 @@
 //   not next to minLength, maxLength or format); format
 //   date, time, date-time, uuid, ipv4, email (a subset of each: dates from year 1000 with
 //   February's days 01-28, times with an offset, emails local@domain of common characters);
-//   minimum, maximum, exclusiveMinimum, exclusiveMaximum on integers (exact); enum; const;
+//   minimum, maximum, exclusiveMinimum, exclusiveMaximum on integers (exact) and, with whole-
+//   number bounds, on numbers (exact; such numbers are written without an exponent); enum; const;
 //   anyOf; oneOf (as anyOf: the alternatives pydantic emits are disjoint); allOf of one schema;
 //   $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed); true (anything).
 //   A keyword of one type without a type (e.g. only "minimum") generates that type.
 // Annotations are ignored: title, description, default, examples, $schema, $id, $comment,
 // deprecated, readOnly, writeOnly.
-// Anything else -- other formats, bounds on non-integer numbers, multipleOf,
+// Anything else -- other formats, fractional bounds on numbers, multipleOf,
 // uniqueItems, prefixItems, patternProperties, if/then/else, not, ... -- is refused with
 // InvalidArgument naming the keyword and where it is, never ignored: the output would not be
 // guaranteed to validate.

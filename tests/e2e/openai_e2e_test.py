@@ -340,6 +340,7 @@ class OpenAiApiTest(unittest.TestCase):
             name: str
             species: str
             age_years: int = pydantic.Field(ge=0, le=30)  # integer bounds
+            weight_kg: float = pydantic.Field(gt=0, le=90)  # number bounds
             vaccinated: bool
 
         class Household(pydantic.BaseModel):
