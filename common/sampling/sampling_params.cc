@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "common/utf8.h"
 
 namespace pagellm {
@@ -35,6 +36,48 @@ std::string StructuredOutput::CacheKey() const {
     }
   }
   return "";
+}
+
+absl::Status StructuredOutput::Validate() const {
+  if (!enabled()) return absl::OkStatus();
+  const StructuredOutput& so = *this;
+  if (so.json_schema.size() > static_cast<size_t>(kMaxStructuredBytes)) {
+    return Bad("structured_output.json_schema",
+               absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes"),
+               static_cast<double>(so.json_schema.size()));
+  }
+  for (const auto& [field, text] :
+       {std::pair<const char*, const std::string&>{"structured_output.regex", so.regex},
+        {"structured_output.grammar", so.grammar}}) {
+    if (text.size() > static_cast<size_t>(kMaxStructuredBytes)) {
+      return Bad(field, absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes"),
+                 static_cast<double>(text.size()));
+    }
+  }
+  if (so.kind == StructuredOutput::Kind::kJsonSchema && so.json_schema.empty()) {
+    return absl::InvalidArgumentError("sampling_params.structured_output.json_schema is empty");
+  }
+  if (so.kind == StructuredOutput::Kind::kChoice) {
+    if (so.choices.empty() || so.choices.size() > static_cast<size_t>(kMaxChoices)) {
+      return Bad("structured_output.choice",
+                 absl::StrCat("must hold 1 to ", kMaxChoices, " strings"),
+                 static_cast<double>(so.choices.size()));
+    }
+    size_t bytes = 0;
+    for (const std::string& c : so.choices) {
+      bytes += c.size();
+      if (!IsValidUtf8(std::string_view(c))) {
+        return absl::InvalidArgumentError(
+            "sampling_params.structured_output.choice holds a string that is not UTF-8");
+      }
+    }
+    if (bytes > static_cast<size_t>(kMaxStructuredBytes)) {
+      return Bad("structured_output.choice",
+                 absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes in total"),
+                 static_cast<double>(bytes));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SamplingParams::Validate(int64_t vocab_size) const {
@@ -107,42 +150,7 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
       return absl::InvalidArgumentError(
           "sampling_params.structured_output is not supported with beam search");
     }
-    if (so.json_schema.size() > static_cast<size_t>(kMaxStructuredBytes)) {
-      return Bad("structured_output.json_schema",
-                 absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes"),
-                 static_cast<double>(so.json_schema.size()));
-    }
-    for (const auto& [field, text] :
-         {std::pair<const char*, const std::string&>{"structured_output.regex", so.regex},
-          {"structured_output.grammar", so.grammar}}) {
-      if (text.size() > static_cast<size_t>(kMaxStructuredBytes)) {
-        return Bad(field, absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes"),
-                   static_cast<double>(text.size()));
-      }
-    }
-    if (so.kind == StructuredOutput::Kind::kJsonSchema && so.json_schema.empty()) {
-      return absl::InvalidArgumentError("sampling_params.structured_output.json_schema is empty");
-    }
-    if (so.kind == StructuredOutput::Kind::kChoice) {
-      if (so.choices.empty() || so.choices.size() > static_cast<size_t>(kMaxChoices)) {
-        return Bad("structured_output.choice",
-                   absl::StrCat("must hold 1 to ", kMaxChoices, " strings"),
-                   static_cast<double>(so.choices.size()));
-      }
-      size_t bytes = 0;
-      for (const std::string& c : so.choices) {
-        bytes += c.size();
-        if (!IsValidUtf8(std::string_view(c))) {
-          return absl::InvalidArgumentError(
-              "sampling_params.structured_output.choice holds a string that is not UTF-8");
-        }
-      }
-      if (bytes > static_cast<size_t>(kMaxStructuredBytes)) {
-        return Bad("structured_output.choice",
-                   absl::StrCat("may hold at most ", kMaxStructuredBytes, " bytes in total"),
-                   static_cast<double>(bytes));
-      }
-    }
+    RETURN_IF_ERROR(so.Validate());
   }
   if (stop_token_ids.size() > static_cast<size_t>(kMaxStopTokenIds)) {
     return Bad("stop_token_ids", absl::StrCat("may have at most ", kMaxStopTokenIds, " entries"),

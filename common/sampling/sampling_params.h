@@ -61,6 +61,9 @@ struct StructuredOutput {
   std::vector<std::string> choices = {};
 
   [[nodiscard]] bool enabled() const { return kind != Kind::kNone; }
+  // The sizes and encodings within limits (SamplingParams::Validate's part for it); whether the
+  // schema, pattern or grammar compiles is the compiler's to say.
+  [[nodiscard]] absl::Status Validate() const;
   // Equal keys describe the same grammar (for caching compiled grammars).
   [[nodiscard]] std::string CacheKey() const;
 };

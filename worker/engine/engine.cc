@@ -136,7 +136,8 @@ std::unique_ptr<Sequence> Engine::NewSequence(const SequenceGroup& group, int32_
 }
 
 absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32_t> prompt_ids,
-                                const SamplingParams& params) {
+                                const SamplingParams& params,
+                                std::optional<structured::Grammar> prebuilt) {
   const int64_t vocab = backend_->config().vocab_size;
   if (prompt_ids.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (int32_t id : prompt_ids) {
@@ -178,7 +179,7 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
     return absl::AlreadyExistsError(absl::StrCat("request id '", request_id, "' is in use"));
   std::shared_ptr<structured::CompiledGrammar> grammar;
   if (params.structured_output.enabled()) {
-    ASSIGN_OR_RETURN(grammar, structured_->Compile(params.structured_output));
+    ASSIGN_OR_RETURN(grammar, structured_->Compile(params.structured_output, std::move(prebuilt)));
   }
   auto group = std::make_unique<SequenceGroup>();
   group->request_id = request_id;

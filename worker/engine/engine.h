@@ -108,9 +108,13 @@ class Engine {
   // Validates and queues a request. InvalidArgument for an empty prompt, ids outside the
   // vocabulary, bad sampling parameters, more parallel sequences than --max-num-seqs, or
   // prompt + max_tokens beyond max_model_len (the message names both numbers); AlreadyExists for
-  // a duplicate id; OutOfRange when the request could never fit in the KV pool.
+  // a duplicate id; OutOfRange when the request could never fit in the KV pool. `prebuilt`:
+  // BuildGrammar(params.structured_output) (structured_outputs.h) when the caller built it on
+  // its own thread; the engine builds it otherwise, unless a recent request had the same
+  // constraint.
   absl::Status AddRequest(const std::string& request_id, std::vector<int32_t> prompt_ids,
-                          const SamplingParams& params);
+                          const SamplingParams& params,
+                          std::optional<structured::Grammar> prebuilt = std::nullopt);
   // Removes the request wherever it is and frees its blocks. NotFound if unknown or finished.
   absl::Status Abort(const std::string& request_id);
 

@@ -9,26 +9,7 @@
 
 namespace pagellm {
 
-StructuredOutputs::StructuredOutputs(const Tokenizer* tokenizer, int64_t vocab_size,
-                                     std::vector<int32_t> eos_ids)
-    : tokenizer_(tokenizer),
-      vocab_size_(vocab_size),
-      words_((vocab_size + 63) / 64),
-      eos_ids_(std::move(eos_ids)) {}
-
-absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> StructuredOutputs::Compile(
-    const StructuredOutput& so) {
-  std::string key = so.CacheKey();
-  for (size_t i = 0; i < cache_.size(); ++i) {
-    if (cache_[i].first != key) continue;
-    if (cache_[i].second->exhausted()) {  // out of nodes: start a fresh one
-      cache_.erase(cache_.begin() + static_cast<std::ptrdiff_t>(i));
-      break;
-    }
-    std::rotate(cache_.begin() + static_cast<std::ptrdiff_t>(i),
-                cache_.begin() + static_cast<std::ptrdiff_t>(i) + 1, cache_.end());
-    return cache_.back().second;
-  }
+absl::StatusOr<structured::Grammar> BuildGrammar(const StructuredOutput& so) {
   absl::StatusOr<structured::Grammar> grammar;
   switch (so.kind) {
     case StructuredOutput::Kind::kJsonSchema:
@@ -53,6 +34,32 @@ absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> StructuredOutputs::
     return absl::InvalidArgumentError(
         absl::StrCat("sampling_params.structured_output: ", grammar.status().message()));
   }
+  return grammar;
+}
+
+StructuredOutputs::StructuredOutputs(const Tokenizer* tokenizer, int64_t vocab_size,
+                                     std::vector<int32_t> eos_ids)
+    : tokenizer_(tokenizer),
+      vocab_size_(vocab_size),
+      words_((vocab_size + 63) / 64),
+      eos_ids_(std::move(eos_ids)) {}
+
+absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> StructuredOutputs::Compile(
+    const StructuredOutput& so, std::optional<structured::Grammar> prebuilt) {
+  std::string key = so.CacheKey();
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    if (cache_[i].first != key) continue;
+    if (cache_[i].second->exhausted()) {  // out of nodes: start a fresh one
+      cache_.erase(cache_.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+    std::rotate(cache_.begin() + static_cast<std::ptrdiff_t>(i),
+                cache_.begin() + static_cast<std::ptrdiff_t>(i) + 1, cache_.end());
+    return cache_.back().second;
+  }
+  absl::StatusOr<structured::Grammar> grammar =
+      prebuilt.has_value() ? *std::move(prebuilt) : BuildGrammar(so);
+  if (!grammar.ok()) return grammar.status();
   if (vocab_ == nullptr) {
     const Tokenizer* t = tokenizer_;
     auto vocab = structured::TokenVocabulary::Create(

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,11 @@
 
 namespace pagellm {
 
+// The grammar of `so` over bytes: a pure function, thread-safe, so callers can build it on their
+// own thread. InvalidArgument ("sampling_params.structured_output: ...") when it does not
+// compile. REQUIRES: so.enabled() and so.Validate() is OK.
+absl::StatusOr<structured::Grammar> BuildGrammar(const StructuredOutput& so);
+
 class StructuredOutputs {
  public:
   // Compiled grammars kept for later requests (each holds at most MatcherLimits' masks).
@@ -31,9 +37,12 @@ class StructuredOutputs {
   // `tokenizer` is borrowed; vocab_size is the logits width (may exceed the tokenizer's).
   StructuredOutputs(const Tokenizer* tokenizer, int64_t vocab_size, std::vector<int32_t> eos_ids);
 
-  // The compiled grammar for `so`. InvalidArgument for a schema that cannot be compiled (the
-  // message says why). REQUIRES: so.enabled().
-  absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> Compile(const StructuredOutput& so);
+  // The compiled grammar for `so`, from `prebuilt` (BuildGrammar(so), made off the engine
+  // thread) or built here when it is nullopt; a cached one when `so` was compiled recently.
+  // InvalidArgument for a schema that cannot be compiled (the message says why).
+  // REQUIRES: so.enabled().
+  absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> Compile(
+      const StructuredOutput& so, std::optional<structured::Grammar> prebuilt = std::nullopt);
 
   // Drops the step's masks.
   void BeginStep() { masks_.clear(); }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "worker/engine/structured_outputs.h"
 
 namespace pagellm {
 namespace {
@@ -37,10 +38,20 @@ EngineLoop::~EngineLoop() { Stop(); }
 
 absl::Status EngineLoop::Submit(std::string id, std::vector<int32_t> prompt_ids,
                                 SamplingParams params, std::shared_ptr<RequestSink> sink) {
+  // The grammar, off the engine thread (a size the engine would refuse is left to it).
+  std::optional<structured::Grammar> grammar;
+  if (params.structured_output.enabled() && params.structured_output.Validate().ok()) {
+    absl::StatusOr<structured::Grammar> built = BuildGrammar(params.structured_output);
+    if (!built.ok()) {
+      if (metrics_ != nullptr) metrics_->finished_error->Increment();
+      return built.status();
+    }
+    grammar = *std::move(built);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_ || draining_) return absl::UnavailableError("the worker is shutting down");
-  inbox_.push_back(
-      {std::move(id), std::move(prompt_ids), std::move(params), std::move(sink), clock_()});
+  inbox_.push_back({std::move(id), std::move(prompt_ids), std::move(params), std::move(grammar),
+                    std::move(sink), clock_()});
   ++load_.waiting;
   ++load_.active;
   cv_.notify_one();
@@ -121,7 +132,7 @@ void EngineLoop::AdmitPending(std::vector<Pending>* pending) {
       st = absl::AlreadyExistsError(absl::StrCat("request id '", p.id, "' is in use"));
     } else {
       const int64_t prompt_tokens = static_cast<int64_t>(p.prompt_ids.size());
-      st = engine_->AddRequest(p.id, std::move(p.prompt_ids), p.params);
+      st = engine_->AddRequest(p.id, std::move(p.prompt_ids), p.params, std::move(p.grammar));
       if (st.ok()) {
         active_.emplace(p.id,
                         Active{std::move(p.sink), prompt_tokens, 0, p.submit_time, 0, true, {}});

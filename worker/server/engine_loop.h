@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -71,9 +72,11 @@ class EngineLoop {
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
 
-  // Queues a request. UNAVAILABLE while draining or stopped (sink not called); otherwise OK and
-  // the sink hears the outcome (validation errors too) through OnDone. `id` must be unique
-  // among active requests (AlreadyExists through OnDone otherwise).
+  // Queues a request. UNAVAILABLE while draining or stopped, INVALID_ARGUMENT when its
+  // structured output does not compile (sink not called in either case: the grammar is built
+  // here, on the caller's thread, so that the engine thread never stalls on a large schema);
+  // otherwise OK and the sink hears the outcome (other validation errors too) through OnDone.
+  // `id` must be unique among active requests (AlreadyExists through OnDone otherwise).
   absl::Status Submit(std::string id, std::vector<int32_t> prompt_ids, SamplingParams params,
                       std::shared_ptr<RequestSink> sink);
   // Aborts the request at the next step and frees its blocks; its sink gets OnDone(CANCELLED).
@@ -94,6 +97,7 @@ class EngineLoop {
     std::string id;
     std::vector<int32_t> prompt_ids;
     SamplingParams params;
+    std::optional<structured::Grammar> grammar;  // built by Submit
     std::shared_ptr<RequestSink> sink;
     double submit_time = 0;
   };

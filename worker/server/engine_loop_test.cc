@@ -175,6 +175,29 @@ TEST_F(EngineLoopTest, ARejectedRequestEndsWithItsError) {
   EXPECT_TRUE(loop_->WaitUntilIdle(5.0));
 }
 
+// Structured output is compiled by Submit, on the caller's thread: a pattern that does not
+// compile is refused there while the engine thread is still held at its first step, and one
+// that compiles runs under its grammar.
+TEST_F(EngineLoopTest, StructuredOutputCompilesOnTheCallersThread) {
+  Start();
+  SamplingParams bad = Greedy(4);
+  bad.structured_output.kind = StructuredOutput::Kind::kRegex;
+  bad.structured_output.regex = "(a)\\1";
+  const absl::Status refused = loop_->Submit("bad", {5}, bad, std::make_shared<Sink>());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("backreferences are not supported"), absl::string_view::npos);
+  EXPECT_EQ(loop_->load().active, 0);
+  SamplingParams good = Greedy(8);
+  good.structured_output.kind = StructuredOutput::Kind::kRegex;
+  good.structured_output.regex = "[ab]{3}";
+  auto sink = std::make_shared<Sink>();
+  ASSERT_TRUE(loop_->Submit("good", {5}, good, sink).ok());
+  Go();
+  EXPECT_TRUE(sink->Wait().ok());
+  EXPECT_EQ(sink->tokens().size(), 3u);  // the grammar ended it
+  EXPECT_TRUE(loop_->WaitUntilIdle(5.0));
+}
+
 // Issue 9: a request the sampler cannot serve (here: no finite logit at all) ends with the
 // sampler's error, not with OK and an empty abort, and frees its blocks.
 TEST_F(EngineLoopTest, ARequestTheSamplerCannotServeEndsWithAnError) {
