@@ -15,8 +15,6 @@ namespace pagellm::structured {
 namespace {
 
 using pattern::CharSet;
-using pattern::kMaxCodePoint;
-using pattern::kSurrogates;
 using pattern::Tree;
 
 CharSet Digits() { return CharSet::Of('0', '9'); }
