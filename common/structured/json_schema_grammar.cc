@@ -451,6 +451,10 @@ class JsonGrammarCompiler {
   absl::StatusOr<uint32_t> Typed(const Json& s, const std::string& type, const std::string& path,
                                  int depth);
   absl::StatusOr<uint32_t> ObjectSchema(const Json& s, const std::string& path, int depth);
+  // An array under prefixItems (a tuple: item k under prefixItems[k], then items), min..max
+  // (-1: unbounded) items.
+  absl::StatusOr<uint32_t> TupleSchema(const Json& s, int min, int max, const std::string& path,
+                                       int depth);
 
   GrammarBuilder b_;
   const Json* root_ = nullptr;
@@ -473,6 +477,7 @@ const absl::flat_hash_set<std::string_view>& Supported() {
                                                                       "required",
                                                                       "additionalProperties",
                                                                       "items",
+                                                                      "prefixItems",
                                                                       "minItems",
                                                                       "maxItems",
                                                                       "minLength",
@@ -563,7 +568,7 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Schema(const Json& s, const std::s
     }
     // A keyword of one type alone constrains that type only; generating that type is a
     // (sound) choice among the values the schema allows.
-    for (const char* key : {"items", "minItems", "maxItems"}) {
+    for (const char* key : {"items", "prefixItems", "minItems", "maxItems"}) {
       if (s.contains(key)) return Typed(s, "array", path, depth);
     }
     for (const char* key : {"minLength", "maxLength", "format", "pattern"}) {
@@ -598,6 +603,7 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Typed(const Json& s, const std::st
     auto max = Bound(s, "maxItems", path);
     if (!max.ok()) return max.status();
     if (*max >= 0 && *max < std::max(*min, 0)) return Unsupported(path, "maxItems < minItems");
+    if (s.contains("prefixItems")) return TupleSchema(s, std::max(*min, 0), *max, path, depth);
     std::optional<uint32_t> item;
     if (s.contains("items")) {
       auto r = Schema(s["items"], path + "/items", depth + 1);
@@ -697,6 +703,52 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Typed(const Json& s, const std::st
   if (type == "boolean") return b_.Rule("boolean", {B::Literal("true"), B::Literal("false")});
   if (type == "null") return Literal("null");
   return Unsupported(path, absl::StrCat("unknown type '", type, "'"));
+}
+
+absl::StatusOr<uint32_t> JsonGrammarCompiler::TupleSchema(const Json& s, int min, int max,
+                                                          const std::string& path, int depth) {
+  const Json& prefix = s["prefixItems"];
+  if (!prefix.is_array() || prefix.empty() || prefix.size() > static_cast<size_t>(kMaxJsonRepeat)) {
+    return Unsupported(
+        path, absl::StrCat("prefixItems must be a list of 1 to ", kMaxJsonRepeat, " schemas"));
+  }
+  const int n = static_cast<int>(prefix.size());
+  std::vector<uint32_t> positions;
+  for (int k = 0; k < n; ++k) {
+    auto r = Schema(prefix[k], absl::StrCat(path, "/prefixItems/", k), depth + 1);
+    if (!r.ok()) return r.status();
+    positions.push_back(*r);
+  }
+  // Items after the prefix: under `items` (any value when absent; none when false).
+  std::optional<uint32_t> rest;
+  if (!s.contains("items")) {
+    rest = Value();
+  } else if (!(s["items"].is_boolean() && !s["items"].get<bool>())) {
+    auto r = Schema(s["items"], path + "/items", depth + 1);
+    if (!r.ok()) return r.status();
+    rest = *r;
+  } else {
+    max = max < 0 ? n : std::min(max, n);
+  }
+  if (max >= 0 && min > max)
+    return Unsupported(path, "no array fits prefixItems, items and minItems");
+  const Seq comma = {B::Byte(','), B::Ref(Ws())};
+  // after[k]: what may follow once k items are out; built from the last back.
+  uint32_t next;
+  if (rest && (max < 0 || max > n)) {
+    const uint32_t more = b_.Rule("next element", {Cat({comma, {B::Ref(*rest), B::Ref(Ws())}})});
+    next = Repeat(more, std::max(min - n, 0), max < 0 ? -1 : max - n, {});
+  } else {
+    next = b_.Rule("tuple end", {{}});
+  }
+  for (int k = std::min(n, max < 0 ? n : max) - 1; k >= 0; --k) {
+    std::vector<Seq> alts;
+    if (k >= min) alts.push_back({});
+    alts.push_back(
+        Cat({k > 0 ? comma : Seq{}, {B::Ref(positions[k]), B::Ref(Ws()), B::Ref(next)}}));
+    next = b_.Rule("tuple", std::move(alts));
+  }
+  return b_.Rule("tuple", {{B::Byte('['), B::Ref(Ws()), B::Ref(next), B::Byte(']')}});
 }
 
 absl::StatusOr<uint32_t> JsonGrammarCompiler::ObjectSchema(const Json& s, const std::string& path,

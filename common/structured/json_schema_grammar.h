@@ -14,7 +14,9 @@
 //   type (a name or a list of names): object, array, string, integer, number, boolean, null;
 //   properties + required (properties are generated in the schema's order; optional ones may
 //   be left out); additionalProperties false or absent (no other keys, as OpenAI's strict mode
-//   and vLLM's default), or any schema when there are no properties (a map); items, minItems,
+//   and vLLM's default), or any schema when there are no properties (a map); items,
+//   prefixItems (tuples, as pydantic writes tuple[int, str]; items after them, false: none),
+//   minItems,
 //   maxItems; minLength, maxLength (in characters; a surrogate-pair escape is one); pattern
 //   (regex_grammar.h's syntax; the string is a full match of it -- JSON Schema asks only for a
 //   match somewhere, so every output validates -- written with raw UTF-8, never \uXXXX, and
@@ -29,7 +31,7 @@
 // Annotations are ignored: title, description, default, examples, $schema, $id, $comment,
 // deprecated, readOnly, writeOnly.
 // Anything else -- other formats, fractional bounds on numbers, multipleOf,
-// uniqueItems, prefixItems, patternProperties, if/then/else, not, ... -- is refused with
+// uniqueItems, patternProperties, if/then/else, not, ... -- is refused with
 // InvalidArgument naming the keyword and where it is, never ignored: the output would not be
 // guaranteed to validate.
 //

@@ -348,6 +348,7 @@ class OpenAiApiTest(unittest.TestCase):
             pets: list[Pet] = pydantic.Field(max_length=2)  # maxItems: a greedy 135M loops
             owner_nickname: str | None
             moved_in: datetime.date  # format: date
+            location: tuple[float, float]  # prefixItems
 
         msgs = [{"role": "user", "content": "Describe a household with two pets as JSON."}]
         parsed = self.client.chat.completions.parse(
