@@ -308,6 +308,17 @@ TEST_F(StructuredOutputTest, BadSchemasAndBeamSearchAreRefusedAtAdmission) {
   const absl::Status grammar = engine_->AddRequest("v", Chat("hi"), left);
   EXPECT_EQ(grammar.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(grammar.message(), HasSubstr("'root' refers to itself before matching anything"));
+  // Constraints no finite output satisfies (found by structured_grammar_fuzz).
+  SamplingParams endless = left;
+  endless.structured_output.grammar = "root ::= expr\nexpr ::= \"(\" expr \")\"";
+  SamplingParams endless_schema = Schema(
+      R"({"$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}},
+                          "required": ["a"]}}, "$ref": "#/$defs/A"})");
+  for (const SamplingParams& p : {endless, endless_schema}) {
+    const absl::Status st = engine_->AddRequest("u", Chat("hi"), p);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(st.message(), HasSubstr("no output can complete it"));
+  }
   EXPECT_EQ(engine_->AddRequest("y", Chat("hi"), Schema("{not json")).code(),
             absl::StatusCode::kInvalidArgument);
   SamplingParams beam = Schema(R"({"type": "object"})");

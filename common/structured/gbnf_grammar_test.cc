@@ -55,6 +55,20 @@ reason ::= [a-z ]{1,20})"));
   EXPECT_FALSE(Accepts(GrammarMatcher(g), "yes, because ."));
 }
 
+TEST(GbnfGrammarTest, LongTailChainsFinishAndEndlessRulesCannot) {
+  // 1,000 rules, each calling the next last: no stack growth, so it must finish.
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 1000; ++i) absl::StrAppend(&chain, "r", i, " ::= \"a\" r", i + 1, "\n");
+  absl::StrAppend(&chain, "r1000 ::= \"b\"\n");
+  auto g = Compile(GbnfGrammar(chain));
+  EXPECT_TRUE(g->can_finish());
+  EXPECT_TRUE(Accepts(GrammarMatcher(g), std::string(1000, 'a') + "b"));
+  EXPECT_FALSE(Accepts(GrammarMatcher(g), std::string(999, 'a') + "b"));
+  // A rule that can never finish: no output completes the grammar (the engine refuses it).
+  EXPECT_FALSE(Compile(GbnfGrammar("root ::= expr\nexpr ::= \"(\" expr \")\""))->can_finish());
+  EXPECT_TRUE(Compile(GbnfGrammar("root ::= \"(\" root \")\" | \"x\""))->can_finish());
+}
+
 TEST(GbnfGrammarTest, BadGrammarsAreRefusedByNameOrOffset) {
   struct Case {
     const char* grammar;

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <queue>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -41,49 +43,71 @@ GrammarStats CompiledGrammar::stats() const {
 }
 
 // height_[p]: the stack height a node at position p needs to finish its alternative, counting
-// itself as 1 (see MakeNode). Heights only fall from "infinite" as the rounds go, so stopping
-// early leaves over-estimates: a stack refused that could have fit, never a dead end.
+// itself as 1 (see MakeNode): the largest of its elements' own heights from p on (a byte 1; a
+// rule reference its rule's height, plus 1 unless it ends the alternative, a tail call). A
+// rule's height is its lowest alternative's. These are least fixed points of functions no
+// smaller than their arguments, so Knuth's generalization of Dijkstra's algorithm finds them
+// exactly: rules settle in increasing height, an alternative is evaluated once every rule it
+// refers to has settled, and a rule that never settles cannot finish (kInfinite).
 void CompiledGrammar::ComputeHeights() {
   constexpr int32_t kInfinite = 1 << 20;
+  const uint32_t num_rules = static_cast<uint32_t>(grammar_.num_rules());
+  std::vector<int32_t> rule_height(num_rules, kInfinite);
+  std::vector<bool> settled(num_rules, false);
+  auto own = [&](uint32_t p) {
+    const Grammar::Element& e = grammar_.element(p);
+    if (e.kind == Grammar::Kind::kBytes) return 1;
+    const bool tail = grammar_.element(p + 1).kind == Grammar::Kind::kEnd;
+    return std::min(kInfinite, rule_height[e.index] + (tail ? 0 : 1));
+  };
+  auto alternative_height = [&](uint32_t start) {
+    int32_t h = 0;
+    for (uint32_t p = start; grammar_.element(p).kind != Grammar::Kind::kEnd; ++p) {
+      h = std::max(h, own(p));
+    }
+    return h;
+  };
+  struct Alternative {
+    uint32_t rule;
+    uint32_t start;
+    int32_t unsettled;  // rule references not settled yet
+  };
+  std::vector<Alternative> alternatives;
+  std::vector<std::vector<int32_t>> users(num_rules);  // rule -> alternatives, per reference
+  using Candidate = std::pair<int32_t, uint32_t>;      // (height, rule)
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  for (uint32_t r = 0; r < num_rules; ++r) {
+    for (uint32_t start : grammar_.alternatives(r)) {
+      const auto id = static_cast<int32_t>(alternatives.size());
+      int32_t unsettled = 0;
+      for (uint32_t p = start; grammar_.element(p).kind != Grammar::Kind::kEnd; ++p) {
+        if (grammar_.element(p).kind != Grammar::Kind::kRule) continue;
+        users[grammar_.element(p).index].push_back(id);
+        ++unsettled;
+      }
+      alternatives.push_back({r, start, unsettled});
+      if (unsettled == 0) queue.emplace(alternative_height(start), r);
+    }
+  }
+  while (!queue.empty()) {
+    const auto [h, r] = queue.top();
+    queue.pop();
+    if (settled[r]) continue;
+    settled[r] = true;
+    rule_height[r] = h;
+    for (int32_t a : users[r]) {
+      if (--alternatives[a].unsettled == 0) {
+        queue.emplace(alternative_height(alternatives[a].start), alternatives[a].rule);
+      }
+    }
+  }
   const size_t num_elements = grammar_.num_elements();
   height_.assign(num_elements, kInfinite);
-  std::vector<int32_t> rule_height(grammar_.num_rules(), kInfinite);
-  for (int round = 0; round < 256; ++round) {
-    bool changed = false;
-    int32_t after = 0;  // the height of the position after p
-    for (size_t p = num_elements; p-- > 0;) {
-      const Grammar::Element& e = grammar_.element(static_cast<uint32_t>(p));
-      int32_t own = 0;
-      switch (e.kind) {
-        case Grammar::Kind::kEnd:
-          after = 0;
-          break;
-        case Grammar::Kind::kBytes:
-          own = 1;
-          break;
-        case Grammar::Kind::kRule: {
-          const bool tail =
-              grammar_.element(static_cast<uint32_t>(p + 1)).kind == Grammar::Kind::kEnd;
-          own = std::min(kInfinite, rule_height[e.index] + (tail ? 0 : 1));
-          break;
-        }
-      }
-      const int32_t h = e.kind == Grammar::Kind::kEnd ? 0 : std::max(own, after);
-      if (h != height_[p]) {
-        height_[p] = h;
-        changed = true;
-      }
-      after = h;
-    }
-    for (uint32_t r = 0; r < grammar_.num_rules(); ++r) {
-      int32_t best = kInfinite;
-      for (uint32_t alt : grammar_.alternatives(r)) best = std::min(best, height_[alt]);
-      if (best != rule_height[r]) {
-        rule_height[r] = best;
-        changed = true;
-      }
-    }
-    if (!changed) break;
+  int32_t after = 0;  // the height from the position after p on
+  for (size_t p = num_elements; p-- > 0;) {
+    const auto pos = static_cast<uint32_t>(p);
+    after = grammar_.element(pos).kind == Grammar::Kind::kEnd ? 0 : std::max(own(pos), after);
+    height_[p] = after;
   }
 }
 

@@ -66,6 +66,10 @@ class CompiledGrammar {
   // True once max_nodes or max_states was reached: matchers on it may fail their next Accept;
   // new requests should get a fresh CompiledGrammar.
   [[nodiscard]] bool exhausted() const { return overflowed_; }
+  // False when no output can complete the grammar within max_stack_depth: a rule that can
+  // never finish (`root ::= "(" root ")"`), or derivations that must nest deeper. Matchers of
+  // such a grammar allow nothing; callers refuse it instead.
+  [[nodiscard]] bool can_finish() const { return start_ != kDead; }
 
  private:
   friend class GrammarMatcher;

@@ -6,7 +6,7 @@
 // Invariants (abort() when one fails): compiling either succeeds or returns InvalidArgument
 // (never a crash, a hang, or unbounded memory); at every step the token mask holds exactly the
 // bytes Accept() takes; a state the text reached can always be finished (a byte is allowed or
-// the output may end).
+// the output may end) -- for grammars that can_finish() at all, as the engine refuses others.
 //
 // Build and run: see tools/fuzz/run_ci.sh (seeds in tools/fuzz/seeds/structured_grammar_fuzz/;
 // dictionary tools/fuzz/structured_grammar.dict).
@@ -59,8 +59,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pagellm::structured::MatcherLimits limits;
   limits.max_nodes = 1 << 14;
   limits.max_states = 1 << 12;
-  GrammarMatcher matcher(
-      pagellm::structured::CompiledGrammar::Create(*std::move(grammar), ByteVocab(), limits));
+  auto compiled =
+      pagellm::structured::CompiledGrammar::Create(*std::move(grammar), ByteVocab(), limits);
+  if (!compiled->can_finish()) return 0;  // refused, as the engine refuses it
+  GrammarMatcher matcher(compiled);
   std::vector<uint64_t> mask(4);
   for (size_t i = 0; i <= text.size() && i < 64; ++i) {
     if (matcher.grammar().exhausted()) return 0;

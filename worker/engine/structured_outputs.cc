@@ -72,6 +72,11 @@ absl::StatusOr<std::shared_ptr<structured::CompiledGrammar>> StructuredOutputs::
     vocab_ = *std::move(vocab);
   }
   auto compiled = structured::CompiledGrammar::Create(*std::move(grammar), vocab_);
+  if (!compiled->can_finish()) {
+    return absl::InvalidArgumentError(
+        "sampling_params.structured_output: no output can complete it (a rule that never "
+        "finishes, or recursion that must nest deeper than the parse stack allows)");
+  }
   if (cache_.size() >= static_cast<size_t>(kCachedGrammars)) cache_.erase(cache_.begin());
   cache_.emplace_back(std::move(key), compiled);
   return compiled;
