@@ -292,32 +292,30 @@ unit ::= ("apple" | "pear") "s"?)";
 }
 
 TEST_F(StructuredOutputTest, BadSchemasAndBeamSearchAreRefusedAtAdmission) {
-  const absl::Status pattern =
-      engine_->AddRequest("x", Chat("hi"), Schema(R"({"type": "string", "pattern": "^(a)\\1$"})"));
-  EXPECT_EQ(pattern.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(pattern.message(), HasSubstr("backreferences are not supported"));
-  SamplingParams lookahead = testing::GreedyParams(8);
-  lookahead.structured_output.kind = StructuredOutput::Kind::kRegex;
-  lookahead.structured_output.regex = "a(?=b)";
-  const absl::Status regex = engine_->AddRequest("w", Chat("hi"), lookahead);
-  EXPECT_EQ(regex.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(regex.message(), HasSubstr("lookaround is not supported at offset 1"));
-  SamplingParams left = lookahead;
-  left.structured_output.kind = StructuredOutput::Kind::kGrammar;
-  left.structured_output.grammar = "root ::= root \"a\" | \"a\"";
-  const absl::Status grammar = engine_->AddRequest("v", Chat("hi"), left);
-  EXPECT_EQ(grammar.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(grammar.message(), HasSubstr("'root' refers to itself before matching anything"));
-  // Constraints no finite output satisfies (found by structured_grammar_fuzz).
-  SamplingParams endless = left;
-  endless.structured_output.grammar = "root ::= expr\nexpr ::= \"(\" expr \")\"";
-  SamplingParams endless_schema = Schema(
-      R"({"$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}},
-                          "required": ["a"]}}, "$ref": "#/$defs/A"})");
-  for (const SamplingParams& p : {endless, endless_schema}) {
-    const absl::Status st = engine_->AddRequest("u", Chat("hi"), p);
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(st.message(), HasSubstr("no output can complete it"));
+  auto constrained = [](StructuredOutput::Kind kind, std::string text) {
+    SamplingParams p = testing::GreedyParams(8);
+    p.structured_output.kind = kind;
+    (kind == StructuredOutput::Kind::kRegex ? p.structured_output.regex
+                                            : p.structured_output.grammar) = std::move(text);
+    return p;
+  };
+  const std::vector<std::pair<SamplingParams, std::string>> cases = {
+      {Schema(R"({"type": "string", "pattern": "^(a)\\1$"})"), "backreferences are not supported"},
+      {constrained(StructuredOutput::Kind::kRegex, "a(?=b)"),
+       "lookaround is not supported at offset 1"},
+      {constrained(StructuredOutput::Kind::kGrammar, "root ::= root \"a\" | \"a\""),
+       "'root' refers to itself before matching anything"},
+      // Constraints no finite output satisfies (found by structured_grammar_fuzz).
+      {constrained(StructuredOutput::Kind::kGrammar, "root ::= expr\nexpr ::= \"(\" expr \")\""),
+       "no output can complete it"},
+      {Schema(R"({"$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}},
+                                  "required": ["a"]}}, "$ref": "#/$defs/A"})"),
+       "no output can complete it"},
+  };
+  for (const auto& [params, message] : cases) {
+    const absl::Status st = engine_->AddRequest("x", Chat("hi"), params);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(st.message(), HasSubstr(message));
   }
   EXPECT_EQ(engine_->AddRequest("y", Chat("hi"), Schema("{not json")).code(),
             absl::StatusCode::kInvalidArgument);
