@@ -281,8 +281,9 @@ class Soak:
         body["messages"] = [{"role": "system", "content": Prompt(rng, 5)},
                             {"role": "user", "content": Prompt(rng)}]
         kind = "chat"
-        if rng.random() < 0.1 and not any(
-                k in body for k in ("response_format", "structured_outputs", "guided_choice")):
+        if rng.random() < 0.1 and not any(  # a named / "required" choice is one already
+                k in ("response_format", "structured_outputs") or k.startswith("guided_")
+                for k in body):
             body["tools"] = SOAK_TOOLS  # tool calls: a call, a list of calls, or text
             body["tool_choice"] = rng.choice(
                 ["required", "none", {"type": "function", "function": {"name": "lookup"}}])
