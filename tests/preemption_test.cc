@@ -50,16 +50,9 @@ class PreemptionTest : public ::testing::Test {
                                 PreemptionMode mode, size_t num_prompts = 32) {
     EngineOptions eo;
     eo.preemption_mode = mode;
-    auto engine = Engine::Create(m.backend.get(), m.tokenizer.get(), eo);
-    EXPECT_TRUE(engine.ok()) << engine.status();
-    if (!engine.ok()) return {};
-    const std::vector<std::string> prompts = Prompts();
-    for (size_t i = 0; i < num_prompts; ++i) {
-      absl::Status st =
-          (*engine)->AddRequest(std::to_string(i), m.tokenizer->Encode(prompts[i], true, false), p);
-      EXPECT_TRUE(st.ok()) << st;
-    }
-    auto run = testing::RunEngine(engine->get());
+    std::vector<std::string> prompts = Prompts();
+    prompts.resize(num_prompts);
+    auto run = testing::RunPrompts(m, eo, prompts, p);
     EXPECT_TRUE(run.ok()) << run.status();
     return run.ok() ? std::move(*run) : testing::EngineRun{};
   }

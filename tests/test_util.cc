@@ -212,6 +212,7 @@ absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps) {
       const auto key = std::make_pair(o.request_id, o.sample_index);
       auto& v = run.tokens[key];
       v.insert(v.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      for (const SampleResult& lp : o.logprobs) run.logprobs[key].push_back(lp.logprob);
       run.cumulative_logprob[key] = o.cumulative_logprob;
     }
   }
@@ -225,6 +226,18 @@ absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps) {
   }
   run.stats = engine->stats();
   return run;
+}
+
+absl::StatusOr<EngineRun> RunPrompts(const TestModel& m, const EngineOptions& options,
+                                     const std::vector<std::string>& prompts,
+                                     const SamplingParams& params) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                   Engine::Create(m.backend.get(), m.tokenizer.get(), options));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RETURN_IF_ERROR(engine->AddRequest(std::to_string(i),
+                                       m.tokenizer->Encode(prompts[i], true, false), params));
+  }
+  return RunEngine(engine.get());
 }
 
 }  // namespace pagellm::testing

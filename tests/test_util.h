@@ -79,6 +79,8 @@ absl::StatusOr<std::vector<float>> AllPositionLogits(Backend* backend,
 // cumulative logprob, in output order.
 struct EngineRun {
   std::map<std::pair<std::string, int32_t>, std::vector<int32_t>> tokens;
+  // The logprob of each token, when the request asked for logprobs.
+  std::map<std::pair<std::string, int32_t>, std::vector<float>> logprobs;
   std::map<std::pair<std::string, int32_t>, double> cumulative_logprob;
   EngineStats stats;
 };
@@ -87,6 +89,12 @@ struct EngineRun {
 // `max_steps` (a livelock), if a step fails, or if KV blocks (device or swap) are still held
 // at the end.
 absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps = 100000);
+
+// A new engine with `options` over m's backend runs `prompts` (request i is "i"; the tokenizer
+// adds its BOS) with `params`, as RunEngine.
+absl::StatusOr<EngineRun> RunPrompts(const TestModel& m, const EngineOptions& options,
+                                     const std::vector<std::string>& prompts,
+                                     const SamplingParams& params);
 
 }  // namespace pagellm::testing
 

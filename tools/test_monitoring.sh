@@ -71,11 +71,13 @@ read -r w1 w2 wm1 wm2 rg rh rm pp < <(for _ in 1 2 3 4 5 6 7 8; do free_port; do
 
 worker=(build/bin/pagellm-worker --model "$model" --threads 1 --host 127.0.0.1)
 # Worker 1: 24 KV blocks (384 tokens) and a 29-block swap pool: the load overflows it, so it
-# preempts (n=2 groups by swap, single sequences by recompute). Worker 2: 40 blocks.
+# preempts (n=2 groups by swap, single sequences by recompute). Worker 2: 40 blocks, and n-gram
+# speculation (the dashboard's acceptance panel).
 "${worker[@]}" --port "$w1" --metrics-port "$wm1" --num-kv-blocks 24 --swap-space 0.01 \
   > "$tmp/worker1.log" 2>&1 &
 pids+=($!)
 "${worker[@]}" --port "$w2" --metrics-port "$wm2" --num-kv-blocks 40 --swap-space 0.05 \
+  --speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}' \
   > "$tmp/worker2.log" 2>&1 &
 pids+=($!)
 # A short queue, so that the load also gets some RESOURCE_EXHAUSTED (HTTP 429).
@@ -120,6 +122,7 @@ status=0
   --require-positive 'max(max_over_time(pagellm_requests_swapped[5m]))' \
   --require-positive 'max(max_over_time(pagellm_kv_cache_usage_ratio{pool="swap"}[5m]))' \
   --require-positive 'sum(increase(pagellm_prefix_cache_hit_tokens_total[5m]))' \
+  --require-positive 'sum(increase(pagellm_spec_decode_accepted_tokens_total[5m]))' \
   --require-positive 'max(max_over_time(pagellm_router_queue_length[5m]))' \
   --require-positive 'sum(increase(pagellm_router_requests_total{code="RESOURCE_EXHAUSTED"}[5m]))' \
   || status=1

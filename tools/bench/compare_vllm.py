@@ -12,6 +12,12 @@ requests/s and how many replies are complete and valid (jsonschema). rNxO and gN
 with N chat prompts asking for contact details, constrained to CONTACT_REGEX (pagellm --regex;
 vLLM structured_outputs regex) or to CONTACT_GBNF, the same language as a GBNF grammar
 (pagellm --grammar; vLLM structured_outputs grammar); valid: re.fullmatch. Each engine
+Edit workloads, eNxO (e.g. e1x256): N chat prompts asking
+for a paragraph of reference_texts.txt back with its spelling corrected (the output mostly copies
+the prompt: what n-gram speculation is for), greedy, O tokens forced as above. With
+--speculative-config JSON (vLLM's spelling, e.g. '{"method": "ngram", "num_speculative_tokens":
+5, "prompt_lookup_max": 3, "prompt_lookup_min": 1}') both engines speculate: pagellm
+--speculative-config, vLLM LLM(speculative_config=...). Each engine
 runs each workload --repeats times (default 2, as the issue's figures: best of two) and the best
 run counts; vLLM's first large batch also pays its warm-up of new batch shapes.
 
@@ -34,8 +40,8 @@ vLLM: `LLM(model=--vllm-model, dtype="bfloat16")` (the HF layout made from the G
 
 Usage: python3 tools/bench/compare_vllm.py --vllm-python /tmp/vllm-venv/bin/python
            [--threads 2] [--repeats 2]
-           [--workloads all|64x115x128,64x13x256,1x114x256,s64x512,j64x160,r64x80,g64x80]
-           [--json-out F]
+           [--workloads all|64x115x128,64x13x256,1x114x256,s64x512,j64x160,r64x80,g64x80,e1x256]
+           [--speculative-config JSON] [--json-out F]
 """
 import argparse
 import json
@@ -54,7 +60,7 @@ def main():
     cfg = json.load(open(sys.argv[1]))
     from vllm import LLM, SamplingParams
     llm = LLM(model=cfg["model"], dtype="bfloat16", gpu_memory_utilization=0.3,
-              max_model_len=1024, seed=0)
+              max_model_len=1024, seed=0, speculative_config=cfg["speculative_config"])
     out = []
     for w in cfg["workloads"]:
         if w.get("constraint"):
@@ -107,6 +113,15 @@ def ChatPrompts(n, ask):
     """SmolLM2's chat turns, on one line (pagellm's prompts file holds one prompt per line)."""
     return [f"<|im_start|>user {ask.format(SUBJECTS[i % len(SUBJECTS)], i)}<|im_end|> "
             f"<|im_start|>assistant " for i in range(n)]
+
+
+def EditPrompts(n):
+    """Chat prompts asking for a paragraph back, corrected; one line each."""
+    with open(os.path.join(ROOT, "tools", "gpu", "reference_texts.txt")) as f:
+        paragraphs = [p.strip().replace("\n", " ") for p in f.read().split("\n\n") if p.strip()]
+    return [f"<|im_start|>user Repeat the following text, correcting any spelling mistakes: "
+            f"{paragraphs[i % len(paragraphs)]}<|im_end|> <|im_start|>assistant "
+            for i in range(n)]
 
 
 def Valid(texts, constraint):
@@ -167,6 +182,7 @@ def RunPagellmOnce(args, prompts, out_len, score, constraint):
     else:
         cmd += ["--min-tokens", str(out_len), "--ignore-eos"]
     cmd += ["--prompt-logprobs", "1"] if score else []
+    cmd += ["--speculative-config", args.speculative_config] if args.speculative_config else []
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        env=PeerEnv())
@@ -176,7 +192,10 @@ def RunPagellmOnce(args, prompts, out_len, score, constraint):
     stats = json.loads(p.stderr.strip().splitlines()[-1])
     prompt_tokens = stats["computed_prompt_tokens"] + stats["prefix_cache_hit_tokens"]
     texts = [json.loads(line)["text"] for line in p.stdout.splitlines()] if constraint else []
+    spec = stats.get("spec_decode", {})
     return {"generated_tokens": stats["generated_tokens"], "elapsed_s": stats["elapsed_s"],
+            "draft_tokens": spec.get("draft_tokens", 0),
+            "accepted_tokens": spec.get("accepted_tokens", 0),
             "prompt_tokens": prompt_tokens,
             "tokens": prompt_tokens if score else stats["generated_tokens"], "texts": texts}
 
@@ -186,8 +205,9 @@ def RunVllm(args, workloads):
         cfg = os.path.join(d, "cfg.json")
         child = os.path.join(d, "child.py")
         with open(cfg, "w") as f:
-            json.dump({"model": args.vllm_model, "workloads": workloads, "repeats": args.repeats},
-                      f)
+            spec = json.loads(args.speculative_config) if args.speculative_config else None
+            json.dump({"model": args.vllm_model, "workloads": workloads, "repeats": args.repeats,
+                       "speculative_config": spec}, f)
         with open(child, "w") as f:
             f.write(VLLM_CHILD)
         venv = os.path.dirname(os.path.dirname(args.vllm_python))
@@ -212,6 +232,9 @@ def Shape(name):
     if name.startswith("s"):
         n, length = (int(x) for x in name[1:].split("x"))
         return n, length, 1, True
+    if name[0] == "e":
+        n, out = (int(x) for x in name[1:].split("x"))
+        return n, 0, out, "edit"
     if name[0] in "jrg":
         n, out = (int(x) for x in name[1:].split("x"))
         return n, 0, out, {"j": "json", "r": "regex", "g": "grammar"}[name[0]]
@@ -233,6 +256,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=2, help="runs per workload; the best counts")
     ap.add_argument("--json-out")
     ap.add_argument("--vllm-log", help="write vLLM's stderr here (its thread binding, KV size)")
+    ap.add_argument("--speculative-config", default="",
+                    help="both engines speculate so (vLLM's JSON spelling)")
     args = ap.parse_args()
     shapes = [(n, i, o, False) for n, i, o in WORKLOADS] if args.workloads == "all" else [
         Shape(w) for w in args.workloads.split(",")]
@@ -242,10 +267,10 @@ def main():
     asks = {"json": "Describe a fictional {} number {} as JSON.",
             "regex": "Give the contact details of a fictional {} number {}.",
             "grammar": "Give the contact details of a fictional {} number {}."}
-    workloads = [{"n": n, "in": i, "out": o, "score": s is True,
+    workloads = [{"n": n, "in": i, "out": o, "score": s is True, "edit": s == "edit",
                   "constraint": constraints.get(s) if isinstance(s, str) else None,
-                  "prompts": ChatPrompts(n, asks[s]) if isinstance(s, str) else
-                  Prompts(tokenizer, n, i)}
+                  "prompts": EditPrompts(n) if s == "edit" else
+                  ChatPrompts(n, asks[s]) if isinstance(s, str) else Prompts(tokenizer, n, i)}
                  for n, i, o, s in shapes]
     ours = [RunPagellm(args, w) for w in workloads]
     theirs = RunVllm(args, workloads)
@@ -257,6 +282,8 @@ def main():
         vt = b["tokens"] / b["elapsed_s"]
         name = (f"{w['n']} x ~{a['prompt_tokens'] // w['n']} scored (prompt tok/s)" if w["score"]
                 else f"{w['n']} x (~{a['prompt_tokens'] // w['n']} in, {w['out']} out)")
+        if w["edit"]:
+            name = f"{w['n']} x edit (~{a['prompt_tokens'] // w['n']} in, {w['out']} out)"
         if w["constraint"]:
             what = {"json": "JSON schema", "regex": "regex", "grammar": "GBNF grammar"}
             name = f"{w['n']} x {what[w['constraint'][0]]} (<= {w['out']} out)"
@@ -271,6 +298,11 @@ def main():
         rows.append(row)
     print("ratio = pagellm / vLLM output tok/s (scored workloads: prompt tok/s; higher is better "
           "for pagellm)")
+    if args.speculative_config:
+        drafted = sum(r["pagellm"].get("draft_tokens", 0) for r in rows)
+        accepted = sum(r["pagellm"].get("accepted_tokens", 0) for r in rows)
+        print(f"both speculating: {args.speculative_config}; pagellm accepted {accepted} of "
+              f"{drafted} drafted tokens")
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(rows, f, indent=1)

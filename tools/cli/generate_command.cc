@@ -130,6 +130,8 @@ void PrintStats(const EngineStats& s, double seconds, const MemoryStats& mem) {
   j["structured_output_masks"] = {{"computed", s.structured_masks_computed},
                                   {"cached", s.structured_masks_cached},
                                   {"seconds", s.structured_mask_seconds}};
+  j["spec_decode"] = {{"draft_tokens", s.spec_draft_tokens},
+                      {"accepted_tokens", s.spec_accepted_tokens}};
   j["elapsed_s"] = seconds;
   std::fprintf(stderr, "%s\n", j.dump().c_str());
 }

@@ -1,13 +1,15 @@
-// One step: Schedule() -> execute the step's KV copies (swap-out, swap-in, copy-on-write) ->
-// flatten the scheduled chunks into a ForwardBatch, and the sequences whose next token is due
-// into sampling rows -> Backend::Forward (the model and sampling) -> per group: accept the
-// sampled tokens (forking n > 1 samples at the first token) or take a beam-search step,
-// detokenize and check stop conditions, emit outputs -> Scheduler::Update applies the step's
-// tokens, forks and finishes -> finished groups are destroyed (beams emit their hypotheses).
+// One step: n-gram drafts for the decodes that speculate -> Schedule() -> execute the step's KV
+// copies (swap-out, swap-in, copy-on-write) -> flatten the scheduled chunks into a ForwardBatch,
+// and the sequences whose next token is due into sampling rows (one per drafted token too) ->
+// Backend::Forward (the model and sampling) -> per group: accept the sampled tokens (forking
+// n > 1 samples at the first token; past each drafted token the model confirmed) or take a
+// beam-search step, detokenize and check stop conditions, emit outputs -> Scheduler::Update
+// applies the step's tokens, forks and finishes -> finished groups are destroyed (beams emit
+// their hypotheses).
 //
 // A request's sampling draws depend only on (seed, sample index, output position), and every
 // kernel is row-local, so a request's tokens do not depend on the rest of the batch, on
-// preemption, or on chunking.
+// preemption, on chunking, or on speculation.
 #include "worker/engine/engine.h"
 
 #include <algorithm>
@@ -48,6 +50,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
     return absl::InvalidArgumentError(
         absl::StrCat("max_num_batched_tokens ", options.max_num_batched_tokens,
                      " exceeds the backend's ", backend->max_batch_tokens()));
+  RETURN_IF_ERROR(options.speculative.Validate());
   std::unique_ptr<Engine> e(new Engine());
   e->backend_ = backend;
   e->tokenizer_ = tokenizer;
@@ -238,6 +241,8 @@ EngineStats Engine::stats() const {
   e.num_swap_blocks = backend_->num_swap_blocks();
   e.tensor_parallel_size = backend_->tensor_parallel_size();
   e.collective_seconds = backend_->collective_seconds();
+  e.spec_draft_tokens = s.draft_tokens;
+  e.spec_accepted_tokens = s.accepted_tokens;
   e.structured_masks_computed = structured_->masks_computed();
   e.structured_masks_cached = structured_->masks_cached();
   e.structured_mask_seconds = structured_->mask_seconds();
@@ -268,6 +273,12 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
     }
     return group_spans_.back();
   };
+  // A draft joins its sequence's tokens until the forward pass is done (Step takes it out
+  // again): the batch reads it as known tokens, and row i samples after output + draft[0, i).
+  for (const ScheduledSeq& s : sched.seqs) {
+    if (s.num_draft > 0)
+      s.seq->tokens.insert(s.seq->tokens.end(), s.seq->draft.begin(), s.seq->draft.end());
+  }
   for (size_t i = 0; i < sched.seqs.size(); ++i) {
     const ScheduledSeq& s = sched.seqs[i];
     const Sequence& seq = *s.seq;
@@ -288,9 +299,11 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
     if (s.group->ScoresPrompt()) AddScoringRows(s, row_start, &span_of(s.group));
     if (!s.sample) continue;
     const int32_t logits_row = static_cast<int32_t>(logit_indices_.size());
-    logit_indices_.push_back(static_cast<int32_t>(token_ids_.size() - 1));
+    for (int64_t t = s.num_draft; t >= 0; --t) {
+      logit_indices_.push_back(static_cast<int32_t>(token_ids_.size() - 1 - t));
+    }
     ++span_of(s.group).count;
-    AddSamplingRows(s.group, s.seq, logits_row);
+    AddSamplingRows(s.group, s.seq, logits_row, static_cast<int32_t>(s.num_draft));
   }
   for (const MaskedRows& m : masked_rows_) {
     for (int32_t r = m.first_row; r < m.first_row + m.num_rows; ++r) {
@@ -357,7 +370,8 @@ bool Engine::EmitPromptLogprobs(const GroupSpan& span, std::vector<SequenceOutpu
   return true;
 }
 
-void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits_row) {
+void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits_row,
+                             int32_t num_draft) {
   const SamplingParams& p = group->params;
   SamplingRow row;
   row.logits_row = logits_row;
@@ -365,12 +379,27 @@ void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits
   row.seq.prompt_ids = absl::MakeConstSpan(seq->tokens.data(), seq->prompt_len);
   row.seq.output_ids = absl::MakeConstSpan(seq->tokens.data() + seq->prompt_len, seq->num_output());
   row.seq.rng = seq->rng;
+  if (num_draft > 0) {
+    // A drafted sequence (no grammar, not forking): its row i is sampled exactly as the step
+    // after draft[0, i) would sample it -- same history, same draw -- so speculation never
+    // changes what a request generates.
+    row.seq.allowed_tokens = group->allowed_mask;
+    sampled_.push_back(
+        {seq, static_cast<int32_t>(sampling_rows_.size()), num_draft + 1, num_draft});
+    const int64_t before = seq->num_output() - num_draft;
+    for (int32_t i = 0; i <= num_draft; ++i) {
+      row.logits_row = logits_row + i;
+      row.seq.output_ids = absl::MakeConstSpan(seq->tokens.data() + seq->prompt_len, before + i);
+      sampling_rows_.push_back(row);
+    }
+    return;
+  }
   if (p.UseBeamSearch()) row.num_top_candidates = 2 * p.beam_width;
   // The first token of a request with n samples: sample i draws from its own stream.
   const int32_t samples = !p.UseBeamSearch() && !group->forked && group->max_seqs > 1
                               ? static_cast<int32_t>(group->max_seqs)
                               : 1;
-  sampled_.push_back({seq, static_cast<int32_t>(sampling_rows_.size()), samples});
+  sampled_.push_back({seq, static_cast<int32_t>(sampling_rows_.size()), samples, 0});
   if (seq->grammar.has_value()) {
     masked_rows_.push_back({static_cast<int32_t>(sampling_rows_.size()), samples,
                             structured_->AddMask(*seq->grammar, p, group->allowed_mask)});
@@ -383,7 +412,25 @@ void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits
   }
 }
 
+void Engine::ProposeDrafts() {
+  const NgramOptions& o = options_.speculative;
+  if (!o.enabled()) return;
+  if (o.disable_by_batch_size > 0 && scheduler_->num_running() > o.disable_by_batch_size) return;
+  for (const auto& [id, group] : groups_) {
+    const SamplingParams& p = group->params;
+    if (group->state != GroupState::kRunning || !group->forked || p.UseBeamSearch()) continue;
+    for (const auto& seq : group->seqs) {
+      // After the pending token, the draft can only be useful up to max_tokens.
+      const int64_t room = p.max_tokens - seq->num_output() - 1;
+      if (seq->grammar.has_value() || seq->num_uncomputed() != 1 || room <= 0) continue;
+      seq->draft.resize(std::min<int64_t>(o.num_speculative_tokens, room));
+      seq->draft.resize(ProposeNgram(seq->tokens, o, seq->draft));
+    }
+  }
+}
+
 absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
+  ProposeDrafts();
   const SchedulerOutput& sched = scheduler_->Schedule();
   if (!sched.copies.empty()) {
     if (absl::Status st = backend_->CopyKv(sched.copies); !st.ok()) {
@@ -411,6 +458,9 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
   sampling.rows = sampling_rows_;
   sampling.eos_token_ids = eos_ids_;
   absl::Status st = backend_->Forward(batch_, sampling, &sampled_rows_);
+  for (const ScheduledSeq& s : sched.seqs) {  // the drafts leave the tokens again
+    if (s.num_draft > 0) s.seq->tokens.resize(s.seq->tokens.size() - s.num_draft);
+  }
   if (st.ok() && sampled_rows_.rows.size() != sampling_rows_.size()) {
     st = absl::InternalError(absl::StrCat("the backend sampled ", sampled_rows_.rows.size(), " of ",
                                           sampling_rows_.size(), " rows"));
@@ -466,33 +516,47 @@ void Engine::SampleGroup(SequenceGroup* group, std::span<const Sampled> sampled,
                          std::vector<SequenceOutput>* outputs) {
   for (const Sampled& s : sampled) {
     const SampledRow* rows = sampled_rows_.rows.data() + s.first_row;
+    if (s.num_draft > 0) {  // rows for the token after each drafted one
+      AcceptSample(group, s.seq, {rows, static_cast<size_t>(s.num_rows)}, s.seq->draft, outputs);
+      continue;
+    }
     // The first token of a request with n samples: the children share the computed prompt,
     // and start from the parent's grammar state before its own first token.
     std::optional<structured::GrammarMatcher> start;
     if (s.num_rows > 1) start = s.seq->grammar;
-    AcceptSample(group, s.seq, rows[0], outputs);
+    AcceptSample(group, s.seq, {rows, 1}, {}, outputs);
     for (int32_t i = 1; i < s.num_rows; ++i) {
       std::unique_ptr<Sequence> child =
           NewSequence(*group, i, s.seq->tokens, s.seq->rng.ForSample(i));
       child->grammar = start;
       Sequence* raw = child.get();
       result_.forks.push_back({group, s.seq, std::move(child)});
-      AcceptSample(group, raw, rows[i], outputs);
+      AcceptSample(group, raw, {rows + i, 1}, {}, outputs);
     }
   }
 }
 
-void Engine::AcceptSample(SequenceGroup* group, Sequence* seq, const SampledRow& row,
-                          std::vector<SequenceOutput>* outputs) {
+void Engine::AcceptSample(SequenceGroup* group, Sequence* seq, std::span<const SampledRow> rows,
+                          std::span<const int32_t> draft, std::vector<SequenceOutput>* outputs) {
   SequenceOutput out;
   out.request_id = group->request_id;
   out.sample_index = seq->sample_index;
+  // rows[i] chose the token after draft[0, i); it counts while every earlier choice was the
+  // drafted token.
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i > 0 && rows[i - 1].result.token_id != draft[i - 1]) break;
+    if (!AcceptToken(group, seq, rows[i], &out)) break;
+  }
+  if (out.finished()) result_.finishes.push_back({group, seq, /*keep=*/false});
+  outputs->push_back(std::move(out));
+}
+
+bool Engine::AcceptToken(SequenceGroup* group, Sequence* seq, const SampledRow& row,
+                         SequenceOutput* out) {
   if (!row.status.ok()) {
-    out.finish_reason = FinishReason::kAbort;
-    out.error = row.status;
-    outputs->push_back(std::move(out));
-    result_.finishes.push_back({group, seq, /*keep=*/false});
-    return;
+    out->finish_reason = FinishReason::kAbort;
+    out->error = row.status;
+    return false;
   }
   const int32_t id = row.result.token_id;
   bool grammar_done = false;
@@ -503,31 +567,28 @@ void Engine::AcceptSample(SequenceGroup* group, Sequence* seq, const SampledRow&
         std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
     if (!ends) {
       if (absl::Status st = seq->grammar->Accept(id); !st.ok()) {
-        out.finish_reason = FinishReason::kAbort;
-        out.error = std::move(st);
-        outputs->push_back(std::move(out));
-        result_.finishes.push_back({group, seq, /*keep=*/false});
-        return;
+        out->finish_reason = FinishReason::kAbort;
+        out->error = std::move(st);
+        return false;
       }
       grammar_done = seq->grammar->MustEnd();
     }
   }
   result_.appends.push_back({seq, id});
   ++generated_tokens_;
-  out.new_token_ids.push_back(id);
-  if (group->params.logprobs.has_value()) out.logprobs.push_back(row.result);
+  out->new_token_ids.push_back(id);
+  if (group->params.logprobs.has_value()) out->logprobs.push_back(row.result);
   std::string delta = seq->detok->Feed(id);
-  StopDecision d = seq->stop->Append(id, delta, &out.text);
+  StopDecision d = seq->stop->Append(id, delta, &out->text);
   // The structured output is complete and nothing may follow: end here, without an EOS.
-  if (grammar_done && !d.finished()) d = seq->stop->Finish(FinishReason::kStop, &out.text);
+  if (grammar_done && !d.finished()) d = seq->stop->Finish(FinishReason::kStop, &out->text);
   if (d.finished() && d.stop_string_index < 0) {
     // Release the bytes of an incomplete character the detokenizer still holds (as U+FFFD);
     // after a stop string the text past the match is dropped anyway.
-    out.text += seq->detok->Flush();
+    out->text += seq->detok->Flush();
   }
-  out.finish_reason = d.finish_reason;
-  outputs->push_back(std::move(out));
-  if (d.finished()) result_.finishes.push_back({group, seq, /*keep=*/false});
+  out->finish_reason = d.finish_reason;
+  return !d.finished();
 }
 
 void Engine::BeamStepGroup(SequenceGroup* group, std::span<const Sampled> sampled,

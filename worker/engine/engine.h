@@ -24,6 +24,7 @@
 #include "worker/backend/backend.h"
 #include "worker/backend/sampling_batch.h"
 #include "worker/engine/beam_search.h"
+#include "worker/engine/ngram_proposer.h"
 #include "worker/engine/scheduler.h"
 #include "worker/engine/sequence.h"
 #include "worker/engine/structured_outputs.h"
@@ -44,6 +45,11 @@ struct EngineOptions {
   double watermark = 0.01;  // fraction of the KV pool kept free when admitting
   // Measure kv_live_token_ratio every step (walks every block table: for --stats, not serving).
   bool collect_kv_stats = false;
+  // N-gram speculation (off unless num_speculative_tokens > 0): decodes guess their next tokens
+  // from their context and the model checks the guesses in the same step. A sequence's tokens
+  // are the same with it or without (rows sample exactly as the steps they stand for would).
+  // Not for beam search or a structured output.
+  NgramOptions speculative = {};
 };
 
 // What one sequence produced in one step.
@@ -88,6 +94,9 @@ struct EngineStats {
   int tensor_parallel_size = 1;
   double collective_seconds = 0;  // the backend's, so far (Backend::collective_seconds)
   // Structured output: token masks computed / served from a cache, and the time they took.
+  // Speculation: drafted tokens the model checked, and those it confirmed.
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
   int64_t structured_masks_computed = 0;
   int64_t structured_masks_cached = 0;
   double structured_mask_seconds = 0;
@@ -142,6 +151,7 @@ class Engine {
     Sequence* seq;
     int32_t first_row;
     int32_t num_rows;
+    int32_t num_draft;  // > 0: rows for the token after each of seq->draft's (num_rows - 1)
   };
   struct MaskedRows {  // sampling_rows_[first_row, + num_rows) take structured_'s mask handle
     int32_t first_row;
@@ -161,7 +171,11 @@ class Engine {
                                         std::vector<int32_t> tokens, SamplingRng rng);
   // Flattens the scheduled chunks into batch_ and the rows to sample into sampling_rows_.
   void BuildBatch(const SchedulerOutput& sched);
-  void AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits_row);
+  // Sets the draft of every decode that speculation applies to (Sequence::draft).
+  void ProposeDrafts();
+  // `num_draft` > 0: the sequence's tokens end with that many drafted ones, whose logits rows
+  // follow logits_row: one row for the token after each.
+  void AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits_row, int32_t num_draft);
   // Adds a scoring row for each prompt position of the chunk whose logprob is due; the chunk's
   // tokens start at token index row_start.
   void AddScoringRows(const ScheduledSeq& s, int32_t row_start, GroupSpan* span);
@@ -172,8 +186,12 @@ class Engine {
   // them (detokenized, stop-checked) into `outputs`.
   void SampleGroup(SequenceGroup* group, std::span<const Sampled> sampled,
                    std::vector<SequenceOutput>* outputs);
-  void AcceptSample(SequenceGroup* group, Sequence* seq, const SampledRow& row,
-                    std::vector<SequenceOutput>* outputs);
+  // Streams the sequence's tokens of this step: rows[0]'s, then rows[i]'s while rows[i - 1]
+  // chose draft[i - 1] and nothing ended the sequence. REQUIRES: draft.size() >= rows.size() - 1.
+  void AcceptSample(SequenceGroup* group, Sequence* seq, std::span<const SampledRow> rows,
+                    std::span<const int32_t> draft, std::vector<SequenceOutput>* outputs);
+  // Appends one sampled token to `out`; false when the sequence ended (finished or failed).
+  bool AcceptToken(SequenceGroup* group, Sequence* seq, const SampledRow& row, SequenceOutput* out);
   void BeamStepGroup(SequenceGroup* group, std::span<const Sampled> sampled,
                      std::vector<SequenceOutput>* outputs);
   // Emits a finished beam search's best beam_width hypotheses, best first.

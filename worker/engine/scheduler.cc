@@ -70,6 +70,7 @@ void Scheduler::FreeBlocks(SequenceGroup* group) {
       PAGELLM_CHECK(bm_->Free(seq->seq_id).ok(), "freeing sequence {}", seq->seq_id);
     }
     seq->num_computed = 0;
+    seq->draft.clear();
   }
 }
 
@@ -118,6 +119,7 @@ bool Scheduler::TrySwapOut(SequenceGroup* group) {
   PAGELLM_CHECK(copies.ok(), "swap-out failed after a capacity check: {}",
                 copies.status().ToString());
   AddCopies(*copies);
+  for (auto& seq : group->seqs) seq->draft.clear();
   stats_.swapped_out_blocks += static_cast<int64_t>(copies->size());
   ++stats_.preemptions_swap;
   group->state = GroupState::kSwapped;
@@ -248,8 +250,31 @@ const SchedulerOutput& Scheduler::Schedule() {
   while (!preempted && swapped_.empty() && !waiting_.empty() && budget > 0) {
     if (!TryAdmit(waiting_.front(), &budget, &num_seqs)) break;
   }
+  // 4. Drafts, with what is left.
+  ScheduleDrafts(budget);
   if (!out_.seqs.empty()) ++stats_.steps;
   return out_;
+}
+
+void Scheduler::ScheduleDrafts(int64_t budget) {
+  const int64_t bs = bm_->block_size();
+  for (ScheduledSeq& s : out_.seqs) {
+    std::vector<int32_t>& draft = s.seq->draft;
+    if (draft.empty()) continue;
+    const bool decode = s.sample && s.num_tokens == 1 && s.seq->num_uncomputed() == 1;
+    int64_t n = 0;
+    while (decode && n < static_cast<int64_t>(draft.size()) && n < budget && n < scored_budget_) {
+      const int64_t id = s.seq->seq_id;
+      if (bm_->NumTokens(id) % bs == 0 && !bm_->CanAllocateBlocks(1)) break;
+      if (!bm_->AppendSlot(id, draft[n], &out_.copies).ok()) break;
+      ++n;
+    }
+    draft.resize(n);
+    s.num_draft = n;
+    s.num_tokens += n;
+    budget -= n;
+    scored_budget_ -= n;
+  }
 }
 
 void Scheduler::Update(const SchedulerOutput& scheduled, StepResult* result,
@@ -266,6 +291,9 @@ void Scheduler::Update(const SchedulerOutput& scheduled, StepResult* result,
     f.group->seqs.push_back(std::move(f.child));
   }
   for (const StepResult::Append& a : result->appends) a.seq->tokens.push_back(a.token);
+  for (const ScheduledSeq& s : scheduled.seqs) {
+    if (s.num_draft > 0) SettleDraft(s);
+  }
   for (const StepResult::Finish& f : result->finishes) FinishSequence(f.group, f.seq, f.keep);
   for (const StepResult::Finish& f : result->finishes) {
     SequenceGroup* g = f.group;
@@ -280,9 +308,32 @@ void Scheduler::Update(const SchedulerOutput& scheduled, StepResult* result,
 
 void Scheduler::OnComputed(const ScheduledSeq& s) {
   Sequence* seq = s.seq;
-  const int64_t prompt_end = std::min(seq->prompt_len, seq->num_computed + s.num_tokens);
+  const int64_t known = s.num_tokens - s.num_draft;  // SettleDraft counts the draft's
+  const int64_t prompt_end = std::min(seq->prompt_len, seq->num_computed + known);
   stats_.computed_prompt_tokens += std::max<int64_t>(0, prompt_end - seq->num_computed);
-  seq->num_computed += s.num_tokens;
+  seq->num_computed += known;
+  PAGELLM_CHECK(bm_->MarkComputed(seq->seq_id, seq->num_computed).ok(),
+                "sequence {} computed but unknown to the block manager", seq->seq_id);
+}
+
+void Scheduler::SettleDraft(const ScheduledSeq& s) {
+  Sequence* seq = s.seq;
+  std::vector<int32_t>& draft = seq->draft;
+  stats_.draft_tokens += s.num_draft;
+  // Drafted token i sat at position num_computed + i; its KV holds where the model's own token
+  // there (appended this step) is the same, and every earlier one was too.
+  const int64_t base = seq->num_computed;
+  const auto size = static_cast<int64_t>(seq->tokens.size());
+  int64_t accepted = 0;
+  while (accepted < s.num_draft && base + accepted < size &&
+         seq->tokens[base + accepted] == draft[accepted]) {
+    ++accepted;
+  }
+  draft.clear();
+  stats_.accepted_tokens += accepted;
+  seq->num_computed += accepted;
+  PAGELLM_CHECK(bm_->Truncate(seq->seq_id, seq->num_computed).ok(),
+                "giving back the rejected draft of sequence {}", seq->seq_id);
   PAGELLM_CHECK(bm_->MarkComputed(seq->seq_id, seq->num_computed).ok(),
                 "sequence {} computed but unknown to the block manager", seq->seq_id);
 }

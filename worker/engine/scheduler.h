@@ -12,12 +12,16 @@
 //      falls back to recompute.
 //   2. When nothing was preempted this step, swapped groups come back in arrival order.
 //   3. When nothing was preempted and no group is swapped out, waiting groups are admitted in
-//   arrival order while their
-//      blocks fit above the watermark and the sequence cap (--max-num-seqs) allows. Admission
-//      allocates blocks for every known token (so a prompt admitted in chunks is not preempted
-//      midway); prefix-cache hits start the sequence with those tokens already computed, except
-//      for a group that scores its prompt (prompt logprobs), whose chunks also share a
-//      per-step budget (max_scored_tokens).
+//      arrival order while their blocks fit above the watermark and the sequence cap
+//      (--max-num-seqs) allows. Admission allocates blocks for every known token (so a prompt
+//      admitted in chunks is not preempted midway); prefix-cache hits start the sequence with
+//      those tokens already computed, except for a group that scores its prompt (prompt
+//      logprobs), whose chunks also share a per-step budget (max_scored_tokens).
+//   4. Speculation takes what is left: a scheduled decode whose sequence carries a draft
+//      (Sequence::draft) computes as many of the draft's tokens after its own as the remaining
+//      budget and the blocks above the watermark allow; a draft never preempts or delays
+//      anything. Update() keeps the drafted tokens the step's appends confirm, in order, and
+//      gives the slots of the others back (BlockManager::Truncate).
 //
 // The caller runs the step (executing `copies` in order first), decides what each sampled
 // sequence does -- a new token, a fork, a finish -- and hands that to Update(), which applies it
@@ -56,8 +60,8 @@ struct SchedulerOptions {
   int64_t long_prefill_token_threshold = 0;
   int64_t max_num_seqs = 256;  // sequences running at once, > 0
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
-  // Prompt tokens computed per step for groups that score their prompt (prompt logprobs: each
-  // such token keeps a logits row), > 0. Their chunks share this budget.
+  // Logits rows a step may take beyond one per sampled sequence, > 0: prompt tokens of groups
+  // that score their prompt (prompt logprobs), then drafted tokens, share them.
   int64_t max_scored_tokens = 256;
 };
 
@@ -66,6 +70,9 @@ struct ScheduledSeq {
   Sequence* seq = nullptr;
   int64_t num_tokens = 0;  // tokens to compute this step, from seq->num_computed
   bool sample = false;     // the chunk ends the sequence's known tokens: sample the next one
+  // The last num_draft of num_tokens are seq->draft (all of it): speculated tokens after the
+  // known ones, each to be checked against the token sampled before it.
+  int64_t num_draft = 0;
 };
 
 struct SchedulerOutput {
@@ -74,7 +81,8 @@ struct SchedulerOutput {
 };
 
 // What one step did to the sequences it scheduled, as the caller decided it after sampling.
-// Update() applies it in this order: every scheduled chunk is computed; forks; appends;
+// Update() applies it in this order: every scheduled chunk is computed; forks; appends; the
+// drafted tokens the appends confirm are computed too (a draft's sequence is not forked);
 // finishes; groups left without a live sequence leave the scheduler. Pointers name live
 // sequences of the step's groups (a fork's child may be appended to and finished in the same
 // step).
@@ -113,6 +121,8 @@ struct SchedulerStats {
   int64_t swap_fallbacks = 0;  // swap preemptions that fell back to recompute (swap pool short)
   int64_t swapped_out_blocks = 0;
   int64_t swapped_in_blocks = 0;
+  int64_t draft_tokens = 0;             // speculated tokens computed (SchedulerOutput num_draft)
+  int64_t accepted_tokens = 0;          // ... of which the model's own choices confirmed
   int64_t computed_prompt_tokens = 0;   // prompt tokens computed (recomputation counts again)
   int64_t prefix_cache_hit_tokens = 0;  // prompt tokens admitted as already computed
 };
@@ -164,6 +174,10 @@ class Scheduler {
   bool TryAdmit(SequenceGroup* group, int64_t* budget, int64_t* num_seqs);
   // Schedules the group's live sequences within the budget; all or none of its decodes.
   void ScheduleGroup(SequenceGroup* group, int64_t* budget);
+  // Step 4: extends scheduled decodes by their drafts within `budget`.
+  void ScheduleDrafts(int64_t budget);
+  // After the appends: computes the drafted tokens they confirmed and gives back the rest.
+  void SettleDraft(const ScheduledSeq& s);
   void FreeBlocks(SequenceGroup* group);
   std::vector<int64_t>& SeqIds(const SequenceGroup* group);
   void AddCopies(const std::vector<KvCopy>& copies);
@@ -176,7 +190,7 @@ class Scheduler {
   SchedulerOutput out_;
   SchedulerStats stats_;
   int64_t prefill_cap_ = 0;    // this step's cap on one prompt chunk (0: none), set by Schedule
-  int64_t scored_budget_ = 0;  // this step's tokens left for prompt-scoring chunks
+  int64_t scored_budget_ = 0;  // this step's extra logits rows left (scoring, then drafts)
   std::vector<int64_t> ids_scratch_;
 };
 

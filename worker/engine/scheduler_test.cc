@@ -380,6 +380,87 @@ TEST_F(SchedulerTest, SequenceCapLimitsAdmission) {
 
 // Random arrivals, lengths, n, budgets, pool sizes and modes, with aborts in every state; the
 // invariants hold after every step and everything finishes with all blocks free.
+// Applies one step in which `seq` got `tokens` appended (the model's choices).
+void Apply(Scheduler* scheduler, const SchedulerOutput& out, Sequence* seq,
+           const std::vector<int32_t>& tokens) {
+  StepResult result;
+  for (int32_t t : tokens) result.appends.push_back({seq, t});
+  std::vector<SequenceGroup*> finished;
+  scheduler->Update(out, &result, &finished);
+  EXPECT_TRUE(finished.empty());
+}
+
+TEST_F(SchedulerTest, DraftsUseTheBudgetLeftAndKeepWhatTheModelConfirms) {
+  Init({.device_blocks = 8, .block_size = 4, .budget = 4});
+  SequenceGroup* a = Add(6, 100);
+  Step();
+  Step();  // the prompt, and its first token
+  Sequence* seq = a->seqs.front().get();
+  ASSERT_EQ(seq->tokens.size(), 7u);
+  seq->draft = {20, 21, 22, 23, 24};
+  SchedulerOutput out = scheduler_->Schedule();
+  ASSERT_EQ(out.seqs.size(), 1u);
+  EXPECT_EQ(out.seqs[0].num_tokens, 4);  // its token and 3 drafted: the budget of 4
+  EXPECT_EQ(out.seqs[0].num_draft, 3);
+  EXPECT_EQ(seq->draft, (std::vector<int32_t>{20, 21, 22}));
+  EXPECT_EQ(bm_->NumTokens(seq->seq_id), 10);
+  // The model confirms 20 and 21, then chooses 99 where 22 was guessed.
+  Apply(scheduler_.get(), out, seq, {20, 21, 99});
+  EXPECT_EQ(seq->tokens.size(), 10u);
+  EXPECT_EQ(seq->tokens.back(), 99);
+  EXPECT_EQ(seq->num_computed, 9);            // 99 is still to compute
+  EXPECT_EQ(bm_->NumTokens(seq->seq_id), 9);  // the slot of 22 came back
+  EXPECT_TRUE(seq->draft.empty());
+  EXPECT_EQ(scheduler_->stats().draft_tokens, 3);
+  EXPECT_EQ(scheduler_->stats().accepted_tokens, 2);
+  CheckInvariants();
+  // All confirmed: the step's last sample follows the whole draft.
+  seq->draft = {30, 31};
+  out = scheduler_->Schedule();
+  ASSERT_EQ(out.seqs[0].num_draft, 2);
+  Apply(scheduler_.get(), out, seq, {30, 31, 32});
+  EXPECT_EQ(seq->num_computed, 12);
+  EXPECT_EQ(seq->tokens.size(), 13u);
+  EXPECT_EQ(scheduler_->stats().accepted_tokens, 4);
+  CheckInvariants();
+  // None confirmed.
+  seq->draft = {40};
+  out = scheduler_->Schedule();
+  Apply(scheduler_.get(), out, seq, {41});
+  EXPECT_EQ(seq->num_computed, 13);
+  EXPECT_EQ(bm_->NumTokens(seq->seq_id), 13);
+  CheckInvariants();
+}
+
+TEST_F(SchedulerTest, DraftsNeverTakeWhatOthersNeed) {
+  // Budget: a prompt waiting takes what the decode leaves, so the draft gets nothing.
+  Init({.device_blocks = 16, .block_size = 4, .budget = 8});
+  SequenceGroup* a = Add(4, 100);
+  Step();
+  Add(20, 5);
+  a->seqs.front()->draft = {1, 2, 3};
+  SchedulerOutput out = scheduler_->Schedule();
+  ASSERT_EQ(out.seqs.size(), 2u);
+  EXPECT_EQ(out.seqs[0].num_draft, 0);
+  EXPECT_EQ(out.seqs[0].num_tokens, 1);
+  EXPECT_TRUE(a->seqs.front()->draft.empty());
+  EXPECT_EQ(Tokens(out), 8);
+  Apply(scheduler_.get(), out, a->seqs.front().get(), {5});
+  CheckInvariants();
+
+  // Blocks: a draft needing a new block stops above the watermark's reserve.
+  Init({.device_blocks = 4, .block_size = 4, .budget = 64, .watermark = 0.25});
+  SequenceGroup* b = Add(11, 100);  // 3 blocks; the 4th is the watermark's
+  Step();
+  Sequence* seq = b->seqs.front().get();
+  seq->draft = {1, 2, 3};
+  out = scheduler_->Schedule();
+  EXPECT_EQ(out.seqs[0].num_draft, 0);  // token 12 fills block 3; a draft needs block 4
+  EXPECT_EQ(bm_->NumFreeDeviceBlocks(), 1);
+  Apply(scheduler_.get(), out, seq, {5});
+  CheckInvariants();
+}
+
 TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
   std::mt19937 rng(42);
   const PreemptionMode modes[] = {PreemptionMode::kAuto, PreemptionMode::kRecompute,

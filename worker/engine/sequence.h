@@ -16,6 +16,9 @@
 //   stop, detok    null in the simulator.
 //   grammar        set when the request constrains its output: where the output is in the
 //                  grammar (after every token sampled so far).
+//   draft          speculated next tokens (not in `tokens`): proposed by the engine before
+//                  Schedule(), cut by the scheduler to what the step has room for, checked
+//                  against the model in the step and cleared by Update(). Empty otherwise.
 #ifndef PAGELLM_WORKER_ENGINE_SEQUENCE_H_
 #define PAGELLM_WORKER_ENGINE_SEQUENCE_H_
 
@@ -46,6 +49,7 @@ struct Sequence {
   std::unique_ptr<StopChecker> stop;
   std::unique_ptr<StreamingDetokenizer> detok;
   std::optional<structured::GrammarMatcher> grammar;
+  std::vector<int32_t> draft;
 
   [[nodiscard]] int64_t num_output() const {
     return static_cast<int64_t>(tokens.size()) - prompt_len;

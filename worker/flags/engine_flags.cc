@@ -5,7 +5,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker/flags/model_flags.h"
+#include "worker/flags/speculative_config.h"
 
 ABSL_FLAG(std::string, device, "cpu", "cpu | cuda");
 ABSL_FLAG(int32_t, gpu_id, 0, "--device cuda: the GPU to use");
@@ -39,6 +41,10 @@ ABSL_FLAG(std::string, preemption_mode, "auto",
           "auto (recompute single sequences, swap groups) | recompute | swap");
 ABSL_FLAG(bool, enable_prefix_caching, true,
           "reuse the KV blocks of identical prompt prefixes (--no-enable-prefix-caching: off)");
+ABSL_FLAG(std::string, speculative_config, "",
+          "speculative decoding as vLLM spells it, e.g. '{\"method\": \"ngram\", "
+          "\"num_speculative_tokens\": 5, \"prompt_lookup_max\": 4}' (n-gram prompt lookup; "
+          "a request's tokens are the same with it or without)");
 ABSL_FLAG(int64_t, mock_step_delay_us, 0,
           "--load-format mock: sleep this long per engine step to imitate compute");
 
@@ -111,6 +117,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   if (!mode.ok()) return mode.status();
   eo.preemption_mode = *mode;
   eo.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  ASSIGN_OR_RETURN(eo.speculative, ParseSpeculativeConfig(absl::GetFlag(FLAGS_speculative_config)));
   return eo;
 }
 

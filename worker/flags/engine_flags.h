@@ -2,7 +2,7 @@
 // --device, --dtype, --block-size, --num-kv-blocks, --kv-cache-memory, --kv-cache-dtype,
 // --swap-space, --max-num-seqs, --max-num-batched-tokens, --long-prefill-token-threshold,
 // --max-model-len, --preemption-mode,
-// --[no-]enable-prefix-caching, --mock-step-delay-us.
+// --[no-]enable-prefix-caching, --speculative-config, --mock-step-delay-us.
 #ifndef PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
 #define PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
 
@@ -22,7 +22,8 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags();
 // is what every running stream waits for; a 2048-token chunk takes seconds on a CPU), 2048
 // otherwise (vLLM's default for its API server).
 int64_t MaxNumBatchedTokensFromFlags(const std::string& device);
-// The engine options the flags describe. InvalidArgument for an unknown --preemption-mode.
+// The engine options the flags describe. InvalidArgument for an unknown --preemption-mode or a
+// --speculative-config pagellm does not serve.
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags();
 
 }  // namespace pagellm::cli

@@ -353,6 +353,32 @@ absl::Status BlockManager::AppendSlot(int64_t seq_id, int32_t token, std::vector
   return absl::OkStatus();
 }
 
+absl::Status BlockManager::Truncate(int64_t seq_id, int64_t num_tokens) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", seq_id));
+  Sequence& seq = it->second;
+  if (seq.swapped) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence ", seq_id, " is swapped out"));
+  }
+  const auto have = static_cast<int64_t>(seq.tokens.size());
+  if (num_tokens < 1 || num_tokens > have) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("truncating sequence ", seq_id, " of ", have, " tokens to ", num_tokens));
+  }
+  const int64_t bs = options_.block_size;
+  if (num_tokens < static_cast<int64_t>(seq.hashes.size()) * bs) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "truncating sequence ", seq_id, " to ", num_tokens, " tokens cuts into its cached blocks"));
+  }
+  const int64_t keep = CeilDiv(num_tokens, bs);
+  while (static_cast<int64_t>(seq.blocks.size()) > keep) {
+    ReleaseDeviceRef(seq.blocks.back());
+    seq.blocks.pop_back();
+  }
+  seq.tokens.resize(num_tokens);
+  return absl::OkStatus();
+}
+
 absl::Status BlockManager::MarkComputed(int64_t seq_id, int64_t num_computed) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", seq_id));

@@ -104,6 +104,11 @@ class BlockManager {
   // kDeviceToDevice copy to `copies`. NotFound / FailedPrecondition (swapped) /
   // ResourceExhausted (unchanged on error).
   absl::Status AppendSlot(int64_t seq_id, int32_t token, std::vector<KvCopy>* copies);
+  // Gives back the slots of the sequence's tokens from `num_tokens` on (speculated tokens the
+  // model rejected): blocks left holding none of its tokens are released. NotFound /
+  // FailedPrecondition (swapped, or the cut reaches into a block the prefix cache registered) /
+  // InvalidArgument (num_tokens outside [1, NumTokens]). Unchanged on error.
+  absl::Status Truncate(int64_t seq_id, int64_t num_tokens);
   // Tells the manager that the first `num_computed` tokens of the sequence have their KV in the
   // pool: full blocks among them join the prefix cache (unless the same content is already
   // cached). NotFound when unknown; a swapped sequence is ignored.

@@ -168,6 +168,35 @@ TEST_F(BlockManagerTest, AppendTakesNewBlockOnlyWhenLastIsFull) {
   CheckInvariants();
 }
 
+TEST_F(BlockManagerTest, TruncateGivesBackTheSlotsOfRejectedTokens) {
+  Make(/*device=*/8, 0, /*block_size=*/4, 0.0, /*prefix_caching=*/true);
+  Alloc(1, Tokens(6));                    // blocks 0-1, the first cached
+  for (int i = 0; i < 5; ++i) Append(1);  // 11 tokens: 3 blocks
+  EXPECT_EQ(FreeDevice(), 5);
+  ASSERT_TRUE(m_->Truncate(1, 8).ok());  // the third block held only cut tokens
+  EXPECT_EQ(m_->NumTokens(1), 8);
+  EXPECT_EQ(m_->BlockTable(1).size(), 2u);
+  EXPECT_EQ(FreeDevice(), 6);
+  ASSERT_TRUE(m_->Truncate(1, 7).ok());  // a partial block stays
+  EXPECT_EQ(m_->BlockTable(1).size(), 2u);
+  CheckInvariants();
+  // The slots come back in order: the next append fills position 7 of block 1.
+  EXPECT_TRUE(Append(1, 42).empty());
+  EXPECT_EQ(m_->NumTokens(1), 8);
+  EXPECT_EQ(m_->BlockTable(1).size(), 2u);
+  // Never into a block the prefix cache holds, nor past the ends; unchanged on error.
+  EXPECT_EQ(m_->Truncate(1, 3).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m_->Truncate(1, 9).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m_->Truncate(1, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m_->Truncate(2, 1).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m_->NumTokens(1), 8);
+  ASSERT_TRUE(m_->Truncate(1, 4).ok());
+  EXPECT_EQ(FreeDevice(), 7);
+  CheckInvariants();
+  Free(1);
+  CheckInvariants();
+}
+
 TEST_F(BlockManagerTest, ForkSharesBlocksAndCopyOnWriteEmitsOneCopy) {
   Make(/*device=*/8);
   Alloc(1, Tokens(6));  // one full block, one partial

@@ -270,6 +270,9 @@ void EngineLoop::PublishLoad() {
                                                  last_stats_.structured_masks_cached);
     metrics_->structured_mask_seconds->Increment(stats.structured_mask_seconds -
                                                  last_stats_.structured_mask_seconds);
+    metrics_->spec_draft_tokens->Increment(stats.spec_draft_tokens - last_stats_.spec_draft_tokens);
+    metrics_->spec_accepted_tokens->Increment(stats.spec_accepted_tokens -
+                                              last_stats_.spec_accepted_tokens);
     metrics_->tensor_parallel_size->Set(stats.tensor_parallel_size);
     if (stats.tensor_parallel_size > 1 && stats.steps > last_stats_.steps) {
       metrics_->collective_seconds->Observe(stats.collective_seconds -

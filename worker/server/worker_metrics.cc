@@ -95,6 +95,16 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                                  .Help("Engine-thread time spent making structured-output masks")
                                  .Register(r)
                                  .Add({});
+  spec_draft_tokens = &prometheus::BuildCounter()
+                           .Name("pagellm_spec_decode_draft_tokens_total")
+                           .Help("Speculated (n-gram) tokens the model checked")
+                           .Register(r)
+                           .Add({});
+  spec_accepted_tokens = &prometheus::BuildCounter()
+                              .Name("pagellm_spec_decode_accepted_tokens_total")
+                              .Help("Speculated tokens the model confirmed")
+                              .Register(r)
+                              .Add({});
   time_to_first_token = &prometheus::BuildHistogram()
                              .Name("pagellm_time_to_first_token_seconds")
                              .Help("Time from arrival at the worker to the first token")

@@ -44,6 +44,8 @@ class WorkerMetrics {
   prometheus::Counter* structured_masks_computed;
   prometheus::Counter* structured_masks_cached;
   prometheus::Counter* structured_mask_seconds;
+  prometheus::Counter* spec_draft_tokens;
+  prometheus::Counter* spec_accepted_tokens;
   prometheus::Histogram* time_to_first_token;
   prometheus::Histogram* inter_token_latency;
   prometheus::Histogram* e2e_request_latency;
