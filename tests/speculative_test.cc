@@ -18,6 +18,10 @@ namespace {
 
 constexpr char kModel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
+// How often drafts hold depends on the model: asserted for the default one only, not for the
+// GPU check's generated checkpoints (PAGELLM_TEST_MODEL), where the identities still run.
+bool DefaultModel() { return testing::TestModelPath(kModel) == kModel; }
+
 std::vector<std::string> Prompts() {
   return {
       "Tell me something about France.",
@@ -81,7 +85,10 @@ TEST_F(SpeculativeTest, GreedyTokensAreThoseOfARunWithoutSpeculation) {
   const testing::EngineRun spec = Run(m, p, Speculating(5, 1, 3));
   Report("greedy", plain, spec);
   EXPECT_EQ(spec.tokens, plain.tokens);
-  EXPECT_GT(spec.stats.spec_accepted_tokens, 0);
+  EXPECT_GT(spec.stats.spec_draft_tokens, 0);
+  if (DefaultModel()) {
+    EXPECT_GT(spec.stats.spec_accepted_tokens, 0);
+  }
   EXPECT_EQ(spec.stats.generated_tokens, plain.stats.generated_tokens);
   // disable_by_batch_size: 8 running sequences are a batch too large to speculate in.
   EngineOptions large = Speculating(5, 1, 3);
@@ -92,6 +99,7 @@ TEST_F(SpeculativeTest, GreedyTokensAreThoseOfARunWithoutSpeculation) {
 }
 
 TEST_F(SpeculativeTest, TextThatRepeatsItsContextTakesFewerSteps) {
+  if (!DefaultModel()) GTEST_SKIP() << "acceptance is the default model's";
   const testing::TestModel m = Open(1024);
   SamplingParams p = testing::GreedyParams(64);
   p.ignore_eos = true;
@@ -129,7 +137,9 @@ TEST_F(SpeculativeTest, SeededSamplesWithPenaltiesAndStopsAreUnchanged) {
   EXPECT_EQ(spec.logprobs, plain.logprobs);
   EXPECT_EQ(spec.logprobs.size(), plain.tokens.size());
   EXPECT_GT(spec.stats.spec_draft_tokens, 0);
-  EXPECT_GT(spec.stats.spec_accepted_tokens, 0);
+  if (DefaultModel()) {
+    EXPECT_GT(spec.stats.spec_accepted_tokens, 0);
+  }
 }
 
 TEST_F(SpeculativeTest, PreemptionAndASmallBudgetCutDraftsNotTokens) {
@@ -143,7 +153,9 @@ TEST_F(SpeculativeTest, PreemptionAndASmallBudgetCutDraftsNotTokens) {
   const testing::EngineRun spec = Run(Open(14), p, eo);
   Report("tight", plain, spec);
   EXPECT_GT(spec.stats.preemptions(), 0);
-  EXPECT_GT(spec.stats.spec_accepted_tokens, 0);
+  if (DefaultModel()) {
+    EXPECT_GT(spec.stats.spec_accepted_tokens, 0);
+  }
   EXPECT_EQ(spec.tokens, plain.tokens);
 }
 

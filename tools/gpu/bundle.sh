@@ -44,7 +44,7 @@ copy_executables() {
   done
   # The CUDA tests and benchmarks, and the engine tests check.sh reruns with --device cuda. Not
   # the *_emu_test binaries: they run the kernels on the CPU emulator, which CI already does.
-  for f in "$build"/bin/*cuda* "$build"/tests/*cuda* "$build"/tests/{preemption,sharing}_test; do
+  for f in "$build"/bin/*cuda* "$build"/tests/*cuda* "$build"/tests/{preemption,sharing,speculative}_test; do
     [[ "$f" == *_emu_test ]] && continue
     [[ -f "$f" && -x "$f" ]] && cp "$f" "$stage/bin/"
   done

@@ -285,12 +285,13 @@ tensor_parallel_ref() {
 }
 
 # The engine tests whose expectations hold for any model (greedy tokens equal with and without
-# swap and recompute preemption; shared prompt blocks; prefix caching; chunked prefill; aborts
-# free every block), on the GPU over the generated Llama checkpoint.
+# swap and recompute preemption, and with and without n-gram speculation; shared prompt blocks;
+# prefix caching; chunked prefill; aborts free every block), on the GPU over the generated Llama
+# checkpoint.
 engine_tests() {
   local t name rc start model="$work/ref/llama3"
   [[ -d "$model" ]] || { row engine-tests FAIL "no $model"; return 0; }
-  for t in "$work"/bundle/bin/{preemption,sharing}_test; do
+  for t in "$work"/bundle/bin/{preemption,sharing,speculative}_test; do
     name="$(basename "$t")"
     start=$SECONDS
     rc="$(timed "$(budget 120)" "$name.log" env LD_LIBRARY_PATH="$ld_path" \
@@ -446,7 +447,7 @@ dry_run() {
 emu_programs() {
   local f emu=build-emu
   mkdir -p "$work/bundle/bin"
-  for f in "$emu"/bin/pagellm{,-worker,-router,-gpu-ref,-gpu-bench} "$emu"/tests/{preemption,sharing}_test; do
+  for f in "$emu"/bin/pagellm{,-worker,-router,-gpu-ref,-gpu-bench} "$emu"/tests/{preemption,sharing,speculative}_test; do
     if [[ ! -x "$f" ]]; then
       row emu-build FAIL "no $f (cmake -S . -B $emu -G Ninja -DPAGELLM_CUDA_EMU=ON; ninja -C $emu)"
       return 1
