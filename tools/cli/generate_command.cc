@@ -131,7 +131,8 @@ void PrintStats(const EngineStats& s, double seconds, const MemoryStats& mem) {
                                   {"cached", s.structured_masks_cached},
                                   {"seconds", s.structured_mask_seconds}};
   j["spec_decode"] = {{"draft_tokens", s.spec_draft_tokens},
-                      {"accepted_tokens", s.spec_accepted_tokens}};
+                      {"accepted_tokens", s.spec_accepted_tokens},
+                      {"free_tokens", s.spec_free_tokens}};
   j["elapsed_s"] = seconds;
   std::fprintf(stderr, "%s\n", j.dump().c_str());
 }

@@ -13,6 +13,7 @@
 #include "worker/engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -243,6 +244,7 @@ EngineStats Engine::stats() const {
   e.collective_seconds = backend_->collective_seconds();
   e.spec_draft_tokens = s.draft_tokens;
   e.spec_accepted_tokens = s.accepted_tokens;
+  e.spec_free_tokens = step_cost_.free_tokens();
   e.structured_masks_computed = structured_->masks_computed();
   e.structured_masks_cached = structured_->masks_cached();
   e.structured_mask_seconds = structured_->mask_seconds();
@@ -380,16 +382,25 @@ void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits
   row.seq.output_ids = absl::MakeConstSpan(seq->tokens.data() + seq->prompt_len, seq->num_output());
   row.seq.rng = seq->rng;
   if (num_draft > 0) {
-    // A drafted sequence (no grammar, not forking): its row i is sampled exactly as the step
-    // after draft[0, i) would sample it -- same history, same draw -- so speculation never
-    // changes what a request generates.
+    // A drafted sequence (not forking): its row i is sampled exactly as the step after
+    // draft[0, i) would sample it -- same history, same draw, the grammar's mask in the state
+    // after draft[0, i) -- so speculation never changes what a request generates.
     row.seq.allowed_tokens = group->allowed_mask;
     sampled_.push_back(
         {seq, static_cast<int32_t>(sampling_rows_.size()), num_draft + 1, num_draft});
+    std::optional<structured::GrammarMatcher> matcher = seq->grammar;
     const int64_t before = seq->num_output() - num_draft;
     for (int32_t i = 0; i <= num_draft; ++i) {
       row.logits_row = logits_row + i;
       row.seq.output_ids = absl::MakeConstSpan(seq->tokens.data() + seq->prompt_len, before + i);
+      if (matcher.has_value()) {
+        masked_rows_.push_back({static_cast<int32_t>(sampling_rows_.size()), 1,
+                                structured_->AddMask(*matcher, p, group->allowed_mask)});
+        // CutDraftToGrammar took the draft through these states. Should the grammar still
+        // refuse a drafted token (out of states), the rows after it go unused: accepting that
+        // token ends the request with the grammar's error.
+        if (i < num_draft && !matcher->Accept(seq->draft[i]).ok()) matcher.reset();
+      }
       sampling_rows_.push_back(row);
     }
     return;
@@ -416,17 +427,47 @@ void Engine::ProposeDrafts() {
   const NgramOptions& o = options_.speculative;
   if (!o.enabled()) return;
   if (o.disable_by_batch_size > 0 && scheduler_->num_running() > o.disable_by_batch_size) return;
+  // A sequence drafts when its drafts are confirmed often enough to pay in a step of this many
+  // tokens (DraftPays); one that does not drifts back towards drafting, so it tries again
+  // later (after ~30 steps from 0 when one in two pays; never while no acceptance would).
+  int64_t decodes = 0;
+  for (const auto& [id, group] : groups_) {
+    if (group->state == GroupState::kRunning) decodes += static_cast<int64_t>(group->seqs.size());
+  }
+  const double free_tokens = step_cost_.free_tokens();
   for (const auto& [id, group] : groups_) {
     const SamplingParams& p = group->params;
     if (group->state != GroupState::kRunning || !group->forked || p.UseBeamSearch()) continue;
     for (const auto& seq : group->seqs) {
       // After the pending token, the draft can only be useful up to max_tokens.
       const int64_t room = p.max_tokens - seq->num_output() - 1;
-      if (seq->grammar.has_value() || seq->num_uncomputed() != 1 || room <= 0) continue;
+      if (seq->num_uncomputed() != 1 || room <= 0) continue;
+      if (!DraftPays(seq->draft_acceptance, decodes, free_tokens)) {
+        seq->draft_acceptance += (1.0 - seq->draft_acceptance) / 32;
+        continue;
+      }
       seq->draft.resize(std::min<int64_t>(o.num_speculative_tokens, room));
       seq->draft.resize(ProposeNgram(seq->tokens, o, seq->draft));
+      if (seq->grammar.has_value()) CutDraftToGrammar(p, *seq->grammar, &seq->draft);
     }
   }
+}
+
+bool Engine::EndsOutput(const SamplingParams& p, int32_t id) const {
+  return (!p.ignore_eos && tokenizer_->IsEndOfGeneration(id)) ||
+         std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
+}
+
+void Engine::CutDraftToGrammar(const SamplingParams& p, structured::GrammarMatcher matcher,
+                               std::vector<int32_t>* draft) const {
+  size_t keep = 0;
+  while (keep < draft->size()) {
+    const int32_t id = (*draft)[keep];
+    if (EndsOutput(p, id) || !matcher.Accept(id).ok()) break;
+    ++keep;
+    if (matcher.MustEnd()) break;  // nothing can follow
+  }
+  draft->resize(keep);
 }
 
 absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
@@ -457,7 +498,13 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
   SamplingBatch sampling;
   sampling.rows = sampling_rows_;
   sampling.eos_token_ids = eos_ids_;
+  const auto start = std::chrono::steady_clock::now();
   absl::Status st = backend_->Forward(batch_, sampling, &sampled_rows_);
+  if (options_.speculative.enabled()) {
+    step_cost_.Observe(
+        batch_.num_tokens,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   for (const ScheduledSeq& s : sched.seqs) {  // the drafts leave the tokens again
     if (s.num_draft > 0) s.seq->tokens.resize(s.seq->tokens.size() - s.num_draft);
   }
@@ -561,11 +608,7 @@ bool Engine::AcceptToken(SequenceGroup* group, Sequence* seq, const SampledRow& 
   const int32_t id = row.result.token_id;
   bool grammar_done = false;
   if (seq->grammar.has_value()) {
-    const SamplingParams& p = group->params;
-    const bool ends =
-        (!p.ignore_eos && tokenizer_->IsEndOfGeneration(id)) ||
-        std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
-    if (!ends) {
+    if (!EndsOutput(group->params, id)) {
       if (absl::Status st = seq->grammar->Accept(id); !st.ok()) {
         out->finish_reason = FinishReason::kAbort;
         out->error = std::move(st);

@@ -27,6 +27,7 @@
 #include "worker/engine/ngram_proposer.h"
 #include "worker/engine/scheduler.h"
 #include "worker/engine/sequence.h"
+#include "worker/engine/step_cost_model.h"
 #include "worker/engine/structured_outputs.h"
 #include "worker/kv/block_manager.h"
 
@@ -46,9 +47,11 @@ struct EngineOptions {
   // Measure kv_live_token_ratio every step (walks every block table: for --stats, not serving).
   bool collect_kv_stats = false;
   // N-gram speculation (off unless num_speculative_tokens > 0): decodes guess their next tokens
-  // from their context and the model checks the guesses in the same step. A sequence's tokens
-  // are the same with it or without (rows sample exactly as the steps they stand for would).
-  // Not for beam search or a structured output.
+  // from their context and the model checks the guesses in the same step, where the guesses of
+  // that sequence are confirmed often enough to pay at the step's size (the step's measured
+  // cost). A sequence's tokens are the same with it or without (rows sample exactly as the
+  // steps they stand for would).
+  // Not for beam search; a structured output's drafts stop where its grammar refuses them.
   NgramOptions speculative = {};
 };
 
@@ -97,6 +100,8 @@ struct EngineStats {
   // Speculation: drafted tokens the model checked, and those it confirmed.
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // The step's fixed cost in tokens of work, as measured (StepCostModel::free_tokens).
+  double spec_free_tokens = 0;
   int64_t structured_masks_computed = 0;
   int64_t structured_masks_cached = 0;
   double structured_mask_seconds = 0;
@@ -173,6 +178,12 @@ class Engine {
   void BuildBatch(const SchedulerOutput& sched);
   // Sets the draft of every decode that speculation applies to (Sequence::draft).
   void ProposeDrafts();
+  // True when `id` ends a request's output (EOS unless ignore_eos, or a stop token id).
+  [[nodiscard]] bool EndsOutput(const SamplingParams& p, int32_t id) const;
+  // Cuts `draft` before its first token that `matcher`'s grammar refuses or that ends the
+  // output, and after one that completes it.
+  void CutDraftToGrammar(const SamplingParams& p, structured::GrammarMatcher matcher,
+                         std::vector<int32_t>* draft) const;
   // `num_draft` > 0: the sequence's tokens end with that many drafted ones, whose logits rows
   // follow logits_row: one row for the token after each.
   void AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits_row, int32_t num_draft);
@@ -231,6 +242,9 @@ class Engine {
   StepResult result_;
   std::vector<SequenceGroup*> finished_groups_;
   std::vector<SequenceGroup*> failed_groups_;
+  // Forward-pass times (with speculation), for ProposeDrafts. The prior: a CPU step's fixed
+  // cost is worth ~4 tokens (SmolLM2 here: 5 ms for one token, 62 ms for 64).
+  StepCostModel step_cost_{4.0};
 };
 
 }  // namespace pagellm

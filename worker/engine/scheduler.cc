@@ -330,6 +330,8 @@ void Scheduler::SettleDraft(const ScheduledSeq& s) {
     ++accepted;
   }
   draft.clear();
+  seq->draft_acceptance += 0.5 * (static_cast<double>(accepted) / static_cast<double>(s.num_draft) -
+                                  seq->draft_acceptance);
   stats_.accepted_tokens += accepted;
   seq->num_computed += accepted;
   PAGELLM_CHECK(bm_->Truncate(seq->seq_id, seq->num_computed).ok(),

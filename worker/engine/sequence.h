@@ -19,6 +19,9 @@
 //   draft          speculated next tokens (not in `tokens`): proposed by the engine before
 //                  Schedule(), cut by the scheduler to what the step has room for, checked
 //                  against the model in the step and cleared by Update(). Empty otherwise.
+//   draft_acceptance  moving average of the share of its drafted tokens the model confirmed
+//                  (Update() after each draft; 1 before any); the engine drafts only where it
+//                  pays.
 #ifndef PAGELLM_WORKER_ENGINE_SEQUENCE_H_
 #define PAGELLM_WORKER_ENGINE_SEQUENCE_H_
 
@@ -50,6 +53,7 @@ struct Sequence {
   std::unique_ptr<StreamingDetokenizer> detok;
   std::optional<structured::GrammarMatcher> grammar;
   std::vector<int32_t> draft;
+  double draft_acceptance = 1.0;
 
   [[nodiscard]] int64_t num_output() const {
     return static_cast<int64_t>(tokens.size()) - prompt_len;
