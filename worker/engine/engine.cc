@@ -426,7 +426,8 @@ void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits
 void Engine::ProposeDrafts() {
   const NgramOptions& o = options_.speculative;
   if (!o.enabled()) return;
-  if (o.disable_by_batch_size > 0 && scheduler_->num_running() > o.disable_by_batch_size) return;
+  const bool off =
+      o.disable_by_batch_size > 0 && scheduler_->num_running() > o.disable_by_batch_size;
   // A sequence drafts when its drafts are confirmed often enough to pay in a step of this many
   // tokens (DraftPays); one that does not drifts back towards drafting, so it tries again
   // later (after ~30 steps from 0 when one in two pays; never while no acceptance would).
@@ -439,9 +440,10 @@ void Engine::ProposeDrafts() {
     const SamplingParams& p = group->params;
     if (group->state != GroupState::kRunning || !group->forked || p.UseBeamSearch()) continue;
     for (const auto& seq : group->seqs) {
+      seq->draft.clear();  // one the last step had no room for is proposed afresh
       // After the pending token, the draft can only be useful up to max_tokens.
       const int64_t room = p.max_tokens - seq->num_output() - 1;
-      if (seq->num_uncomputed() != 1 || room <= 0) continue;
+      if (off || seq->num_uncomputed() != 1 || room <= 0) continue;
       if (!DraftPays(seq->draft_acceptance, decodes, free_tokens)) {
         seq->draft_acceptance += (1.0 - seq->draft_acceptance) / 32;
         continue;
