@@ -5,7 +5,8 @@
 // (a copy of vocab/8 bytes); Accept: advancing past one token; CompileRequiredTools/N: a
 // "required" tool choice over N tools compiled, and its first mask; CompileRegex/...,
 // CompileGbnf/...: a pattern or grammar compiled, and its first mask; MaskCold/regex_any: the
-// first mask inside `.{0,400}` (every token without a newline may follow).
+// first mask inside `.{0,400}` (every token without a newline may follow); BuildToolsGrammar/
+// build|copy: 128 tools' schema built into a grammar, or that grammar copied.
 #include <fstream>
 #include <map>
 #include <memory>
@@ -129,6 +130,21 @@ void BM_CompileRequiredTools(benchmark::State& state) {
   state.counters["schema_bytes"] = static_cast<double>(schema.size());
 }
 
+// What a worker's gRPC thread spends on a request's tool set: the schema built into a grammar
+// (BuildGrammar), or a copy of the grammar it built for an earlier request (GrammarBuilder).
+void BM_BuildToolsGrammar(benchmark::State& state, bool copy) {
+  const std::string schema = RequiredToolsSchema(static_cast<int>(state.range(0)));
+  const Grammar built = *JsonSchemaGrammar(schema);
+  for (auto _ : state) {
+    if (copy) {
+      Grammar g = built;
+      benchmark::DoNotOptimize(g);
+    } else {
+      benchmark::DoNotOptimize(JsonSchemaGrammar(schema));
+    }
+  }
+}
+
 // What a request with a new regex or GBNF grammar costs the engine thread: the text compiled,
 // and the first mask.
 void BM_CompileText(benchmark::State& state, bool gbnf, const std::string& text) {
@@ -177,6 +193,8 @@ BENCHMARK(BM_CompileRequiredTools)
     ->Arg(32)
     ->Arg(128)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_BuildToolsGrammar, build, false)->Arg(128)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_BuildToolsGrammar, copy, true)->Arg(128)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MaskCold, smollm2_object_start, "smollm2", "{")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_MaskCold, smollm2_in_string, "smollm2", "{\"name\": \"Al")
     ->Unit(benchmark::kMillisecond);

@@ -37,6 +37,40 @@ absl::StatusOr<structured::Grammar> BuildGrammar(const StructuredOutput& so) {
   return grammar;
 }
 
+absl::StatusOr<structured::Grammar> GrammarBuilder::Build(const StructuredOutput& so) {
+  std::string key = so.CacheKey();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it =
+        std::find_if(kept_.begin(), kept_.end(), [&](const auto& e) { return e.first == key; });
+    if (it != kept_.end()) {
+      std::rotate(it, it + 1, kept_.end());  // most recently used last
+      ++reused_;
+      return *kept_.back().second;
+    }
+  }
+  absl::StatusOr<structured::Grammar> grammar = BuildGrammar(so);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++built_;
+  if (!grammar.ok() || key.size() > kMaxKeyBytes) return grammar;
+  auto it = std::find_if(kept_.begin(), kept_.end(), [&](const auto& e) { return e.first == key; });
+  if (it == kept_.end()) {  // another thread may have built the same meanwhile
+    if (kept_.size() == static_cast<size_t>(kKept)) kept_.erase(kept_.begin());
+    kept_.emplace_back(std::move(key), std::make_shared<const structured::Grammar>(*grammar));
+  }
+  return grammar;
+}
+
+int64_t GrammarBuilder::built() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return built_;
+}
+
+int64_t GrammarBuilder::reused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reused_;
+}
+
 StructuredOutputs::StructuredOutputs(const Tokenizer* tokenizer, int64_t vocab_size,
                                      std::vector<int32_t> eos_ids)
     : tokenizer_(tokenizer),

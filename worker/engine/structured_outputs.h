@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,6 +29,30 @@ namespace pagellm {
 // own thread. InvalidArgument ("sampling_params.structured_output: ...") when it does not
 // compile. REQUIRES: so.enabled() and so.Validate() is OK.
 absl::StatusOr<structured::Grammar> BuildGrammar(const StructuredOutput& so);
+
+// BuildGrammar with a memory: the grammars of the last kKept distinct constraints it built are
+// copied instead of built again (a tool-calling client sends the same tools with every request:
+// 128 tools take ~5 ms to build, far less to copy). Constraints whose key exceeds kMaxKeyBytes
+// are built and not kept, so what is kept stays bounded. Thread-safe: one mutex, never held
+// while building.
+class GrammarBuilder {
+ public:
+  static constexpr int kKept = 16;
+  static constexpr size_t kMaxKeyBytes = size_t{1} << 20;
+
+  // As BuildGrammar(so).
+  absl::StatusOr<structured::Grammar> Build(const StructuredOutput& so);
+  // Grammars built, and copied from the kept ones, so far.
+  [[nodiscard]] int64_t built() const;
+  [[nodiscard]] int64_t reused() const;
+
+ private:
+  mutable std::mutex mu_;
+  // Most recently used last; guarded by mu_.
+  std::vector<std::pair<std::string, std::shared_ptr<const structured::Grammar>>> kept_;
+  int64_t built_ = 0;   // guarded by mu_
+  int64_t reused_ = 0;  // guarded by mu_
+};
 
 class StructuredOutputs {
  public:

@@ -41,7 +41,7 @@ absl::Status EngineLoop::Submit(std::string id, std::vector<int32_t> prompt_ids,
   // The grammar, off the engine thread (a size the engine would refuse is left to it).
   std::optional<structured::Grammar> grammar;
   if (params.structured_output.enabled() && params.structured_output.Validate().ok()) {
-    absl::StatusOr<structured::Grammar> built = BuildGrammar(params.structured_output);
+    absl::StatusOr<structured::Grammar> built = grammars_.Build(params.structured_output);
     if (!built.ok()) {
       if (metrics_ != nullptr) metrics_->finished_error->Increment();
       return built.status();
