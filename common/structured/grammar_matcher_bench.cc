@@ -131,7 +131,8 @@ void BM_CompileRequiredTools(benchmark::State& state) {
 }
 
 // What a worker's gRPC thread spends on a request's tool set: the schema built into a grammar
-// (BuildGrammar), or a copy of the grammar it built for an earlier request (GrammarBuilder).
+// (BuildGrammar), or a copy of the grammar it built for an earlier request (GrammarBuildCache,
+// worker/engine).
 void BM_BuildToolsGrammar(benchmark::State& state, bool copy) {
   const std::string schema = RequiredToolsSchema(static_cast<int>(state.range(0)));
   const Grammar built = *JsonSchemaGrammar(schema);

@@ -37,7 +37,7 @@ absl::StatusOr<structured::Grammar> BuildGrammar(const StructuredOutput& so) {
   return grammar;
 }
 
-absl::StatusOr<structured::Grammar> GrammarBuilder::Build(const StructuredOutput& so) {
+absl::StatusOr<structured::Grammar> GrammarBuildCache::Build(const StructuredOutput& so) {
   std::string key = so.CacheKey();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -61,12 +61,12 @@ absl::StatusOr<structured::Grammar> GrammarBuilder::Build(const StructuredOutput
   return grammar;
 }
 
-int64_t GrammarBuilder::built() const {
+int64_t GrammarBuildCache::built() const {
   std::lock_guard<std::mutex> lock(mu_);
   return built_;
 }
 
-int64_t GrammarBuilder::reused() const {
+int64_t GrammarBuildCache::reused() const {
   std::lock_guard<std::mutex> lock(mu_);
   return reused_;
 }

@@ -35,7 +35,7 @@ absl::StatusOr<structured::Grammar> BuildGrammar(const StructuredOutput& so);
 // 128 tools take ~5 ms to build, far less to copy). Constraints whose key exceeds kMaxKeyBytes
 // are built and not kept, so what is kept stays bounded. Thread-safe: one mutex, never held
 // while building.
-class GrammarBuilder {
+class GrammarBuildCache {
  public:
   static constexpr int kKept = 16;
   static constexpr size_t kMaxKeyBytes = size_t{1} << 20;

@@ -21,7 +21,7 @@ StructuredOutput Regex(std::string pattern) {
 }
 
 TEST(GrammarBuilderTest, ARepeatedConstraintIsCopiedNotRebuilt) {
-  GrammarBuilder b;
+  GrammarBuildCache b;
   const StructuredOutput so = Regex("[a-c]{2}x|yz");
   auto first = b.Build(so);
   auto second = b.Build(so);
@@ -38,24 +38,24 @@ TEST(GrammarBuilderTest, ARepeatedConstraintIsCopiedNotRebuilt) {
 }
 
 TEST(GrammarBuilderTest, KeepsTheMostRecentAndNeverAnError) {
-  GrammarBuilder b;
-  for (int i = 0; i <= GrammarBuilder::kKept; ++i)
+  GrammarBuildCache b;
+  for (int i = 0; i <= GrammarBuildCache::kKept; ++i)
     ASSERT_TRUE(b.Build(Regex("a{" + std::to_string(i + 1) + "}")).ok());
-  EXPECT_EQ(b.built(), GrammarBuilder::kKept + 1);
-  ASSERT_TRUE(b.Build(Regex("a{" + std::to_string(GrammarBuilder::kKept + 1) + "}")).ok());
+  EXPECT_EQ(b.built(), GrammarBuildCache::kKept + 1);
+  ASSERT_TRUE(b.Build(Regex("a{" + std::to_string(GrammarBuildCache::kKept + 1) + "}")).ok());
   EXPECT_EQ(b.reused(), 1);  // the latest is kept ...
   ASSERT_TRUE(b.Build(Regex("a{1}")).ok());
-  EXPECT_EQ(b.built(), GrammarBuilder::kKept + 2);  // ... the oldest was dropped
+  EXPECT_EQ(b.built(), GrammarBuildCache::kKept + 2);  // ... the oldest was dropped
   // A constraint that does not compile fails every time, with the compiler's message.
   for (int i = 0; i < 2; ++i) {
     auto bad = b.Build(Regex("(a"));
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   }
-  EXPECT_EQ(b.built(), GrammarBuilder::kKept + 4);
+  EXPECT_EQ(b.built(), GrammarBuildCache::kKept + 4);
 }
 
 TEST(GrammarBuilderTest, ThreadsShareIt) {
-  GrammarBuilder b;
+  GrammarBuildCache b;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&b, t] {

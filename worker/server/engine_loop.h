@@ -124,7 +124,7 @@ class EngineLoop {
   WorkerMetrics* metrics_;
   const std::function<double()> clock_;
 
-  GrammarBuilder grammars_;  // Submit's, thread-safe
+  GrammarBuildCache grammars_;  // Submit's, thread-safe
   mutable std::mutex mu_;
   std::condition_variable cv_;        // the engine thread waits for work
   std::condition_variable idle_cv_;   // WaitUntilIdle waits for load_.active == 0
