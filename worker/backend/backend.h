@@ -50,8 +50,19 @@ class Backend {
 
   // The bounds ValidateForwardBatch checks this backend's batches against.
   [[nodiscard]] ForwardBatchLimits limits() const {
-    return {max_batch_tokens(), num_kv_blocks(), block_size(), config().vocab_size,
-            config().max_position_embeddings};
+    return {max_batch_tokens(),
+            num_kv_blocks(),
+            block_size(),
+            config().vocab_size,
+            config().max_position_embeddings,
+            static_cast<int64_t>(adapter_names().size())};
+  }
+
+  // The LoRA adapters served beside the base model (worker/model/lora_adapter.h), in the order
+  // ForwardBatch::seq_adapter indexes them. Empty for a backend without any.
+  [[nodiscard]] virtual const std::vector<std::string>& adapter_names() const {
+    static const std::vector<std::string> kNone;
+    return kNone;
   }
 
   // Runs one step and samples it: out->rows gets one entry per sampling.rows entry, in order

@@ -71,6 +71,12 @@ absl::Status ValidateForwardBatch(const ForwardBatch& b, const ForwardBatchLimit
       return bad("logit index ", i, " is ", t);
     }
   }
+  for (int64_t s = 0; b.seq_adapter != nullptr && s < b.num_seqs; ++s) {
+    if (b.seq_adapter[s] < -1 || b.seq_adapter[s] >= l.num_adapters) {
+      return bad("sequence row ", s, " runs adapter ", b.seq_adapter[s], " (", l.num_adapters,
+                 " served)");
+    }
+  }
   const bool one_each = b.num_tokens == b.num_seqs && b.num_logits == b.num_tokens;
   if (b.all_decode != one_each) {
     return bad("all_decode is ", b.all_decode, " for ", b.num_tokens, " tokens in ", b.num_seqs,

@@ -19,7 +19,8 @@
 //   - slots[t] == block_tables[s][positions[t] / block_size] * block_size +
 //     positions[t] % block_size (so in [0, num_kv_blocks * block_size));
 //   - logit_indices strictly increasing, in [0, num_tokens);
-//   - all_decode == (every row has exactly one token, and each token's logits are wanted).
+//   - all_decode == (every row has exactly one token, and each token's logits are wanted);
+//   - seq_adapter null, or each entry -1 or an adapter index in [0, the backend's adapters).
 // A slot or block id outside the pool would be a memory fault on a GPU (a sticky illegal-address
 // error), so backends run the validator in debug builds and in tests.
 //
@@ -56,6 +57,10 @@ struct ForwardBatch {
   // Every row is one decode token whose logits are wanted (num_tokens == num_seqs ==
   // num_logits): the shape a GPU backend replays from a captured graph.
   bool all_decode = false;
+
+  // [num_seqs] the LoRA adapter each row runs with: -1 for the base model alone, else an index
+  // into the backend's adapter_names(). Null: every row runs the base model.
+  const int32_t* seq_adapter = nullptr;
 };
 
 // What the backend can hold; the bounds ValidateForwardBatch checks against.
@@ -65,6 +70,7 @@ struct ForwardBatchLimits {
   int64_t block_size = 0;
   int64_t vocab_size = 0;
   int64_t max_position = 0;  // the model's context length
+  int64_t num_adapters = 0;  // LoRA adapters the backend serves
 };
 
 // OK when `batch` meets every REQUIRES above; InvalidArgument naming the first violation

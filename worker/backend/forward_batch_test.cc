@@ -38,7 +38,8 @@ struct Fixture {
                                    .num_kv_blocks = 8,
                                    .block_size = 4,
                                    .vocab_size = 100,
-                                   .max_position = 12};
+                                   .max_position = 12,
+                                   .num_adapters = 2};
   std::vector<int32_t> tokens_ = {10, 11, 12, 13, 14, 60};
   std::vector<int32_t> positions_ = {0, 1, 2, 3, 4, 6};
   std::vector<int32_t> token_seq_ = {0, 0, 0, 0, 0, 1};
@@ -47,11 +48,15 @@ struct Fixture {
   std::vector<int32_t> seq_lens_ = {5, 7};
   std::vector<int32_t> tables_ = {5, 2, 0, 1, 7, 0};
   std::vector<int32_t> logits_ = {4, 5};
+  std::vector<int32_t> adapters_ = {1, -1};
 };
 
 TEST(ForwardBatchTest, AWellFormedBatchPasses) {
   Fixture f;
   EXPECT_TRUE(f.Validate(f.Batch()).ok());
+  ForwardBatch with_adapters = f.Batch();
+  with_adapters.seq_adapter = f.adapters_.data();
+  EXPECT_TRUE(f.Validate(with_adapters).ok());
 }
 
 TEST(ForwardBatchTest, EachBrokenRequirementIsNamed) {
@@ -82,6 +87,18 @@ TEST(ForwardBatchTest, EachBrokenRequirementIsNamed) {
        "logit index 1"},
       {"logit index past the batch", [](auto* t, auto*) { t->logits_[1] = 6; }, "is 6"},
       {"too many tokens", [](auto*, auto* b) { b->num_tokens = 17; }, "17 tokens"},
+      {"an adapter the backend does not serve",
+       [](auto* t, auto* b) {
+         t->adapters_[1] = 2;
+         b->seq_adapter = t->adapters_.data();
+       },
+       "row 1 runs adapter 2 (2 served)"},
+      {"a negative adapter other than -1",
+       [](auto* t, auto* b) {
+         t->adapters_[0] = -2;
+         b->seq_adapter = t->adapters_.data();
+       },
+       "runs adapter -2"},
       {"a mixed batch flagged all-decode", [](auto*, auto* b) { b->all_decode = true; },
        "all_decode"},
   };

@@ -5,7 +5,7 @@
 namespace pagellm {
 
 void StepArrays::AddRow(std::span<const int32_t> tokens, int64_t cached,
-                        std::span<const int32_t> blocks, int64_t logits_from) {
+                        std::span<const int32_t> blocks, int64_t logits_from, int32_t adapter) {
   const int32_t row = static_cast<int32_t>(seq_lens_.size());
   tables_.resize(tables_.size() + stride_, 0);
   std::copy(blocks.begin(), blocks.end(), tables_.end() - stride_);
@@ -20,6 +20,8 @@ void StepArrays::AddRow(std::span<const int32_t> tokens, int64_t cached,
   if (logits_from < 0) logits_.push_back(static_cast<int32_t>(ids_.size()) - 1);
   query_start_.push_back(static_cast<int32_t>(ids_.size()));
   seq_lens_.push_back(static_cast<int32_t>(cached + static_cast<int64_t>(tokens.size())));
+  adapters_.push_back(adapter);
+  any_adapter_ = any_adapter_ || adapter >= 0;
 }
 
 void StepArrays::Clear() {
@@ -31,6 +33,8 @@ void StepArrays::Clear() {
   tables_.clear();
   logits_.clear();
   slots_.clear();
+  adapters_.clear();
+  any_adapter_ = false;
 }
 
 ForwardBatch StepArrays::batch() const {
@@ -48,6 +52,7 @@ ForwardBatch StepArrays::batch() const {
   b.num_logits = static_cast<int64_t>(logits_.size());
   b.logit_indices = logits_.data();
   b.all_decode = b.num_tokens == b.num_seqs && b.num_logits == b.num_tokens;
+  b.seq_adapter = any_adapter_ ? adapters_.data() : nullptr;
   return b;
 }
 

@@ -21,10 +21,11 @@ class StepArrays {
 
   // Appends a row: `tokens` at positions cached, cached + 1, ... of a sequence held in `blocks`
   // (block ids covering cached + tokens.size() positions). Logits are wanted for the row's last
-  // token, or, with logits_from >= 0, for every token at a position >= logits_from.
+  // token, or, with logits_from >= 0, for every token at a position >= logits_from. The row
+  // runs LoRA adapter `adapter` (-1: the base model).
   // REQUIRES: blocks.size() <= block_table_stride and covers the positions.
   void AddRow(std::span<const int32_t> tokens, int64_t cached, std::span<const int32_t> blocks,
-              int64_t logits_from = -1);
+              int64_t logits_from = -1, int32_t adapter = -1);
   void Clear();
 
   // The step so far; valid until the next AddRow or Clear.
@@ -32,7 +33,8 @@ class StepArrays {
 
  private:
   int64_t block_size_, stride_;
-  std::vector<int32_t> ids_, pos_, seq_, query_start_{0}, seq_lens_, tables_, logits_;
+  std::vector<int32_t> ids_, pos_, seq_, query_start_{0}, seq_lens_, tables_, logits_, adapters_;
+  bool any_adapter_ = false;
   std::vector<int64_t> slots_;
 };
 

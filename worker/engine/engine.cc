@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -179,6 +180,17 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
     return absl::OutOfRangeError(absl::StrCat("the request needs up to ", blocks,
                                               " KV blocks; the pool has ", usable, " usable"));
   }
+  int32_t adapter = -1;
+  if (!params.lora_adapter.empty()) {
+    const std::vector<std::string>& names = backend_->adapter_names();
+    const auto it = std::find(names.begin(), names.end(), params.lora_adapter);
+    if (it == names.end()) {
+      return absl::NotFoundError(absl::StrCat("LoRA adapter `", params.lora_adapter.substr(0, 256),
+                                              "` is not served here (", names.size(),
+                                              " adapters: ", absl::StrJoin(names, ", "), ")"));
+    }
+    adapter = static_cast<int32_t>(it - names.begin());
+  }
   if (groups_.contains(request_id))
     return absl::AlreadyExistsError(absl::StrCat("request id '", request_id, "' is in use"));
   std::shared_ptr<structured::CompiledGrammar> grammar;
@@ -189,6 +201,7 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   group->request_id = request_id;
   group->arrival = next_arrival_++;
   group->params = params;
+  group->adapter = adapter;
   if (!params.allowed_token_ids.empty()) group->allowed_mask = structured_->AllowedMask(params);
   if (!params.UseBeamSearch()) {
     group->stop_conditions = StopConditions::Create(params, tokenizer_->end_of_generation_ids());
@@ -260,6 +273,8 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
   slots_.clear();
   query_start_.clear();
   seq_lens_.clear();
+  seq_adapter_.clear();
+  bool any_adapter = false;
   logit_indices_.clear();
   sampling_rows_.clear();
   sampled_.clear();
@@ -298,6 +313,8 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
     }
     query_start_.push_back(static_cast<int32_t>(token_ids_.size()));
     seq_lens_.push_back(static_cast<int32_t>(seq.num_computed + s.num_tokens));
+    seq_adapter_.push_back(s.group->adapter);
+    any_adapter = any_adapter || s.group->adapter >= 0;
     if (s.group->ScoresPrompt()) AddScoringRows(s, row_start, &span_of(s.group));
     if (!s.sample) continue;
     const int32_t logits_row = static_cast<int32_t>(logit_indices_.size());
@@ -326,6 +343,7 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
   b.num_logits = static_cast<int64_t>(logit_indices_.size());
   b.logit_indices = logit_indices_.data();
   b.all_decode = b.num_tokens == b.num_seqs && b.num_logits == b.num_tokens;
+  b.seq_adapter = any_adapter ? seq_adapter_.data() : nullptr;
 }
 
 void Engine::AddScoringRows(const ScheduledSeq& s, int32_t row_start, GroupSpan* span) {

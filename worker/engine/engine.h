@@ -231,7 +231,7 @@ class Engine {
   // Per-step buffers, reused.
   ForwardBatch batch_;
   std::vector<int32_t> token_ids_, positions_, token_seq_, query_start_, seq_lens_, block_tables_,
-      logit_indices_;
+      logit_indices_, seq_adapter_;
   std::vector<int64_t> slots_;
   std::vector<SamplingRow> sampling_rows_;
   SamplerOutput sampled_rows_;

@@ -89,6 +89,8 @@ struct SequenceGroup {
   // With params.allowed_token_ids: their mask over the vocabulary, made at admission; rows of
   // the group's sequences without a grammar point at it as is.
   std::vector<uint64_t> allowed_mask;
+  // params.lora_adapter as the backend's adapter index (ForwardBatch::seq_adapter); -1: none.
+  int32_t adapter = -1;
 
   // True while prompt logprobs are due: the prompt must be computed from position
   // next_prompt_logprob - 1 on, keeping those positions' logits, so no cached prefix is reused.

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/flags/lora_modules.h"
 #include "worker/flags/model_flags.h"
 #include "worker/flags/speculative_config.h"
 
@@ -45,6 +47,12 @@ ABSL_FLAG(std::string, speculative_config, "",
           "speculative decoding as vLLM spells it, e.g. '{\"method\": \"ngram\", "
           "\"num_speculative_tokens\": 5, \"prompt_lookup_max\": 4}' (n-gram prompt lookup; "
           "a request's tokens are the same with it or without)");
+ABSL_FLAG(bool, enable_lora, false,
+          "accepted for vLLM's command lines: --lora-modules alone serves adapters");
+ABSL_FLAG(std::vector<std::string>, lora_modules, {},
+          "LoRA adapters (PEFT directories) served beside the model, NAME=PATH,...: a request "
+          "naming NAME as its model runs the adapter (--device cpu)");
+ABSL_FLAG(int64_t, max_lora_rank, 16, "largest LoRA rank --lora-modules may load (1..256)");
 ABSL_FLAG(int64_t, mock_step_delay_us, 0,
           "--load-format mock: sleep this long per engine step to imitate compute");
 
@@ -94,6 +102,13 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
   if (c.num_kv_blocks > 0) m.num_kv_blocks = c.num_kv_blocks;
   m.max_batch_tokens = c.max_batch_tokens;
   m.step_delay_us = absl::GetFlag(FLAGS_mock_step_delay_us);
+
+  ASSIGN_OR_RETURN(o.lora_modules, ParseLoraModules(absl::GetFlag(FLAGS_lora_modules)));
+  o.max_lora_rank = absl::GetFlag(FLAGS_max_lora_rank);
+  if (o.max_lora_rank < 1 || o.max_lora_rank > kLargestLoraRank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-lora-rank ", o.max_lora_rank, " is not in 1..", kLargestLoraRank));
+  }
 
   c.dtype = dtype;
   if (o.device == "cpu" && dtype != "auto" && dtype != "float32" && dtype != "bfloat16") {

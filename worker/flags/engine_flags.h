@@ -2,7 +2,8 @@
 // --device, --dtype, --block-size, --num-kv-blocks, --kv-cache-memory, --kv-cache-dtype,
 // --swap-space, --max-num-seqs, --max-num-batched-tokens, --long-prefill-token-threshold,
 // --max-model-len, --preemption-mode,
-// --[no-]enable-prefix-caching, --speculative-config, --mock-step-delay-us.
+// --[no-]enable-prefix-caching, --speculative-config, --enable-lora, --lora-modules,
+// --max-lora-rank, --mock-step-delay-us.
 #ifndef PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
 #define PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
 

@@ -211,7 +211,7 @@ void BlockManager::RegisterFullBlock(Sequence& seq, int32_t block_index) {
   PAGELLM_CHECK(static_cast<int32_t>(seq.hashes.size()) == block_index,
                 "hash chain has {} entries, registering block {}", seq.hashes.size(), block_index);
   const int64_t bs = options_.block_size;
-  const uint64_t parent = block_index == 0 ? kRootHash : seq.hashes.back();
+  const uint64_t parent = block_index == 0 ? seq.root_hash : seq.hashes.back();
   std::span<const int32_t> tokens(seq.tokens.data() + block_index * bs, bs);
   const uint64_t hash = HashBlock(parent, tokens);
   seq.hashes.push_back(hash);
@@ -268,7 +268,7 @@ void BlockManager::ReleaseDeviceRef(int32_t block) {
 // ---- Mutations ----
 
 absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const int32_t> prompt,
-                                               bool reuse_cached_prefix) {
+                                               bool reuse_cached_prefix, uint64_t cache_namespace) {
   if (seqs_.contains(seq_id)) {
     return absl::AlreadyExistsError(absl::StrCat("sequence ", seq_id, " already allocated"));
   }
@@ -281,12 +281,13 @@ absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const i
 
   // Look up the cached prefix without changing anything. The block holding the last prompt token
   // is never reused: that token's KV must be computed.
+  const uint64_t root = cache_namespace == 0 ? kRootHash : Mix(kRootHash, ~cache_namespace);
   std::vector<int32_t> hit_blocks;
   std::vector<uint64_t> hit_hashes;
   int64_t evictable_hits = 0;
   if (options_.enable_prefix_caching && reuse_cached_prefix) {
     const int64_t max_hits = (n - 1) / bs;
-    uint64_t parent = kRootHash;
+    uint64_t parent = root;
     for (int64_t i = 0; i < max_hits; ++i) {
       std::span<const int32_t> tokens = prompt.subspan(i * bs, bs);
       const uint64_t hash = HashBlock(parent, tokens);
@@ -315,6 +316,7 @@ absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const i
   }
   for (int64_t i = num_hits; i < num_blocks; ++i) seq.blocks.push_back(AllocateDeviceBlock());
   seq.hashes = std::move(hit_hashes);
+  seq.root_hash = root;
   seqs_.emplace(seq_id, std::move(seq));
   if (reuse_cached_prefix) queried_tokens_ += n;  // a skipped lookup is not a miss
   hit_tokens_ += num_hits * bs;
@@ -482,7 +484,7 @@ absl::StatusOr<std::vector<KvCopy>> BlockManager::SwapIn(std::span<const int64_t
     for (int64_t id : group) {
       const Sequence& seq = seqs_.at(id);
       for (size_t i = 0; i < seq.hashes.size(); ++i) {
-        const uint64_t parent = i == 0 ? kRootHash : seq.hashes[i - 1];
+        const uint64_t parent = i == 0 ? seq.root_hash : seq.hashes[i - 1];
         CacheBlock(seq.hashes[i], parent, std::span<const int32_t>(seq.tokens.data() + i * bs, bs),
                    seq.blocks[i]);
       }

@@ -96,9 +96,12 @@ class BlockManager {
   // cache only once MarkComputed() says their KV exists.
   // `reuse_cached_prefix` false skips the lookup (0 is returned): a request whose every prompt
   // position must be computed (prompt logprobs); its blocks still join the cache once computed.
+  // `cache_namespace`: blocks are shared only between sequences of the same namespace (their
+  // KV depends on more than the tokens: a LoRA adapter's differs from the base model's); 0 is
+  // the base model's. Forks inherit it.
   // AlreadyExists / InvalidArgument (empty prompt) / ResourceExhausted (device pool short).
   absl::StatusOr<int64_t> Allocate(int64_t seq_id, std::span<const int32_t> prompt,
-                                   bool reuse_cached_prefix = true);
+                                   bool reuse_cached_prefix = true, uint64_t cache_namespace = 0);
   // Reserves the slot for one more token of a device-resident sequence. Takes a new block when
   // the last one is full; copies the last block first when it is shared, appending that
   // kDeviceToDevice copy to `copies`. NotFound / FailedPrecondition (swapped) /
@@ -139,6 +142,7 @@ class BlockManager {
     std::vector<int32_t> blocks;   // physical ids in the pool given by `swapped`
     std::vector<int32_t> tokens;   // all tokens so far; size() is the token count
     std::vector<uint64_t> hashes;  // chained hash of each full block, in order
+    uint64_t root_hash = 0;        // the first block's parent: its cache namespace's root
     bool swapped = false;
   };
   struct CacheEntry {

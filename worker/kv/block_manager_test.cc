@@ -327,6 +327,33 @@ TEST_F(BlockManagerTest, AllocationCanSkipTheCachedPrefixAndStillFeedTheCache) {
   CheckInvariants();
 }
 
+TEST_F(BlockManagerTest, CacheNamespacesNeverShareBlocks) {
+  // A LoRA adapter's KV for the same tokens differs from the base model's: namespace 0 (the base)
+  // and 1, 2 (two adapters) each keep their own chain.
+  Make(/*device=*/32, 0, /*block_size=*/4, 0.0, /*prefix_caching=*/true);
+  const std::vector<int32_t> prompt = Tokens(10);
+  auto alloc = [&](int64_t id, uint64_t ns) {
+    auto hit = m_->Allocate(id, prompt, true, ns);
+    EXPECT_TRUE(hit.ok()) << hit.status();
+    live_.insert(id);
+    EXPECT_TRUE(m_->MarkComputed(id, 10).ok());
+    return hit.ok() ? *hit : -1;
+  };
+  EXPECT_EQ(alloc(1, 0), 0);
+  EXPECT_EQ(alloc(2, 1), 0);  // the base's blocks are not the adapter's
+  EXPECT_EQ(alloc(3, 2), 0);
+  EXPECT_EQ(alloc(4, 1), 8);  // the same adapter shares its own
+  EXPECT_EQ(m_->BlockTable(4)[0], m_->BlockTable(2)[0]);
+  EXPECT_NE(m_->BlockTable(2)[0], m_->BlockTable(1)[0]);
+  EXPECT_EQ(alloc(5, 0), 8);
+  EXPECT_EQ(m_->BlockTable(5)[1], m_->BlockTable(1)[1]);
+  // A fork keeps its namespace: its blocks, once full, feed the same chain.
+  ASSERT_TRUE(m_->Fork(2, 6).ok());
+  live_.insert(6);
+  EXPECT_EQ(m_->TEST_CachedBlocks().size(), 6u);  // two full blocks in each of three chains
+  CheckInvariants();
+}
+
 TEST_F(BlockManagerTest, BlocksJoinThePrefixCacheOnlyOnceComputed) {
   Make(/*device=*/16, 0, /*block_size=*/4, 0.0, /*prefix_caching=*/true);
   const std::vector<int32_t> prompt = Tokens(13);

@@ -25,7 +25,9 @@ class CpuBackend : public Backend {
         model_(std::move(model)),
         cache_(std::move(cache)),
         swap_(std::move(swap)),
-        options_(options) {}
+        options_(options) {
+    for (const auto& adapter : options.lora_adapters) adapter_names_.push_back(adapter->name);
+  }
 
   const ModelConfig& config() const override { return model_->config(); }
   std::string name() const override { return "cpu"; }
@@ -35,6 +37,7 @@ class CpuBackend : public Backend {
   int64_t num_swap_blocks() const override {
     return swap_ == nullptr ? 0 : swap_->options().num_blocks;
   }
+  const std::vector<std::string>& adapter_names() const override { return adapter_names_; }
 
   absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,
                        SamplerOutput* out) override {
@@ -74,6 +77,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<KvCache> swap_;  // null without swap space
   const CpuBackendOptions options_;
+  std::vector<std::string> adapter_names_;
   HostSampler sampler_{model_->config().vocab_size};
 };
 
@@ -125,8 +129,18 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
   if (swap_options.num_blocks > 0) {
     ASSIGN_OR_RETURN(swap, KvCache::Create(swap_options));
   }
+  std::vector<std::unique_ptr<const LoraAdapter>> adapters;
+  int64_t adapter_bytes = 0;
+  for (const auto& adapter : o.lora_adapters) {
+    ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> slice, ShardLoraAdapter(*adapter, o.shard));
+    adapter_bytes += slice->HostBytes();
+    adapters.push_back(std::move(slice));
+  }
   ASSIGN_OR_RETURN(auto model, LlamaModel::Create(std::move(weights), o.max_batch_tokens,
-                                                  pool.get(), o.communicator));
+                                                  pool.get(), o.communicator, std::move(adapters)));
+  if (!o.lora_adapters.empty()) {
+    PLOG_INFO("cpu backend: {} LoRA adapters, {} KiB", o.lora_adapters.size(), adapter_bytes >> 10);
+  }
   PLOG_INFO(
       "cpu backend: {} threads, weights {} MiB, {} KV blocks of {} tokens ({} MiB, {}), {} swap "
       "blocks",

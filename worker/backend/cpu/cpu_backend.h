@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "worker/backend/backend.h"
 #include "worker/backend/forward_batch.h"
 #include "worker/dist/communicator.h"
+#include "worker/model/lora_adapter.h"
 #include "worker/model/model_checkpoint.h"
 
 namespace pagellm {
@@ -37,6 +39,9 @@ struct CpuBackendOptions {
   // same order; each returns the same logits and samples.
   ShardSpec shard;
   Communicator* communicator = nullptr;
+  // LoRA adapters served beside the base model, whole (each rank applies its slice); their
+  // names are adapter_names(), in this order. Each must fit the checkpoint's shapes.
+  std::vector<std::shared_ptr<const LoraAdapter>> lora_adapters;
 };
 
 // Packs the checkpoint (which the backend keeps alive) and allocates the pools. InvalidArgument

@@ -15,14 +15,49 @@
 #include "common/status_macros.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/f32_matmul.h"
+#include "kernels/cpu/lora.h"
 #include "kernels/cpu/ops.h"
 #include "worker/model/rope_table.h"
 
 namespace pagellm {
+namespace {
+
+// The base matrix module m of a layer adapts.
+const Matrix& BaseMatrix(const LlamaLayerWeights& l, int m) {
+  const Matrix* const matrices[kNumLoraModules] = {&l.wq,     &l.wk,   &l.wv,    &l.wo,
+                                                   &l.w_gate, &l.w_up, &l.w_down};
+  return *matrices[m];
+}
+
+static_assert(kLargestLoraRank <= kernels::kMaxLoraRank, "the kernel takes every loadable rank");
+
+absl::Status CheckAdapterFits(const LoraAdapter& adapter, const LlamaWeights& w) {
+  if (adapter.layers.size() != w.layers.size() || adapter.rank <= 0 ||
+      adapter.rank > kernels::kMaxLoraRank) {
+    return absl::InvalidArgumentError(absl::StrCat("LoRA adapter ", adapter.name, " of rank ",
+                                                   adapter.rank, " does not fit the model"));
+  }
+  for (size_t li = 0; li < w.layers.size(); ++li) {
+    for (int m = 0; m < kNumLoraModules; ++m) {
+      const LoraMatrix& lm = adapter.layers[li][m];
+      const Matrix& base = BaseMatrix(w.layers[li], m);
+      if (!lm.empty() && (lm.n_in != base.n_in || lm.n_out != base.n_out ||
+                          static_cast<int64_t>(lm.a.size()) != adapter.rank * lm.n_in ||
+                          static_cast<int64_t>(lm.bt.size()) != adapter.rank * lm.n_out)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "LoRA adapter ", adapter.name, " layer ", li, " module ", m, " is [", lm.n_out, ", ",
+            lm.n_in, "], the weights [", base.n_out, ", ", base.n_in, "]"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
     std::unique_ptr<LlamaWeights> weights, int64_t max_batch_tokens, kernels::ThreadPool* pool,
-    Communicator* communicator) {
+    Communicator* communicator, std::vector<std::unique_ptr<const LoraAdapter>> adapters) {
   if (max_batch_tokens <= 0 || max_batch_tokens > (1 << 20))
     return absl::InvalidArgumentError(absl::StrCat("bad max batch tokens ", max_batch_tokens));
   RETURN_IF_ERROR(weights->config.Validate());
@@ -34,8 +69,12 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
         absl::StrCat("weights of rank ", shard.rank, " of ", shard.world_size,
                      " with a communicator of rank ", comm_rank, " of ", comm_size));
   }
+  for (const auto& adapter : adapters) {
+    RETURN_IF_ERROR(CheckAdapterFits(*adapter, *weights));
+  }
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->weights_ = std::move(weights);
+  m->adapters_ = std::move(adapters);
   m->pool_ = pool;
   m->comm_ = comm_size > 1 ? communicator : nullptr;
   m->max_tokens_ = max_batch_tokens;
@@ -91,6 +130,28 @@ void LlamaModel::Products(const Product (&products)[N], const float* x, int64_t 
       kernels::AddInPlace(p.y + r * p.ldy, p.w->bias.data(), p.w->n_out);
     }
   }
+}
+
+template <size_t N>
+void LlamaModel::AddLora(const ForwardBatch& b, int64_t layer, const LoraProduct (&products)[N],
+                         const float* x, int64_t ldx) {
+  if (b.seq_adapter == nullptr || adapters_.empty()) return;
+  bool any = false;
+  for (int64_t s = 0; s < b.num_seqs && !any; ++s) any = b.seq_adapter[s] >= 0;
+  if (!any) return;
+  ByRows(b.num_tokens, [&](int64_t r0, int64_t r1) {
+    for (int64_t t = r0; t < r1; ++t) {
+      const int32_t a = b.seq_adapter[b.token_seq[t]];
+      if (a < 0) continue;
+      const LoraAdapter& adapter = *adapters_[a];
+      for (const LoraProduct& p : products) {
+        const LoraMatrix& m = adapter.layers[layer][p.module];
+        if (m.empty()) continue;
+        kernels::LoraAddRows(x + t * ldx, ldx, 1, m.a.data(), m.bt.data(), adapter.rank, m.n_in,
+                             m.n_out, p.y + t * p.ldy, p.ldy);
+      }
+    }
+  });
 }
 
 // Runs fn(begin, end) over row ranges covering [0, rows): on the pool when there are enough rows
@@ -175,6 +236,11 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
               {&l.wk, qkv_ + q_dim, qkv_ld},
               {&l.wv, qkv_ + q_dim + kv_dim, qkv_ld}},
              h_, n, hs, qkv_quantized);
+    AddLora(b, li,
+            {{kLoraQ, qkv_, qkv_ld},
+             {kLoraK, qkv_ + q_dim, qkv_ld},
+             {kLoraV, qkv_ + q_dim + kv_dim, qkv_ld}},
+            h_, hs);
     const kernels::PagedKvLayer kv = cache->layer(li);
     ByRows(n, [&](int64_t r0, int64_t r1) {
       float* q = qkv_ + r0 * qkv_ld;
@@ -186,11 +252,14 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
     });
     kernels::PagedAttention(kv, ab, &attn_ws_, pool_);
     Products({{&l.wo, tmp_, hs}}, attn_, n, q_dim, false);
+    AddLora(b, li, {{kLoraO, tmp_, hs}}, attn_, q_dim);
     if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(tmp_, n * hs));
     const bool ffn_quantized = IsQuantized(l.w_gate) || IsQuantized(l.w_up);
     norm(l.ffn_norm, true, ffn_quantized);
     Products({{&l.w_gate, gate_up_, 2 * inter}, {&l.w_up, gate_up_ + inter, 2 * inter}}, h_, n, hs,
              ffn_quantized);
+    AddLora(b, li, {{kLoraGate, gate_up_, 2 * inter}, {kLoraUp, gate_up_ + inter, 2 * inter}}, h_,
+            hs);
     const bool down_quantized = IsQuantized(l.w_down);
     if (down_quantized) kernels::ResizeActivations(n, inter, &qx_);
     ByRows(n, [&](int64_t r0, int64_t r1) {
@@ -200,6 +269,7 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
       if (down_quantized) kernels::QuantizeActivationRows(gate_up_, r0, r1, 2 * inter, &qx_);
     });
     Products({{&l.w_down, tmp_, hs}}, gate_up_, n, 2 * inter, down_quantized);
+    AddLora(b, li, {{kLoraDown, tmp_, hs}}, gate_up_, 2 * inter);
     if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(tmp_, n * hs));
   }
 

@@ -10,6 +10,11 @@
 // output, down projection) over the group with the communicator, so every rank's residual
 // stream, and its logits, are the same. Every rank runs the same batches in the same order.
 //
+// LoRA: each batch row may run one of the model's adapters (ForwardBatch::seq_adapter); an
+// adapted projection adds the adapter's low-rank product to the base one, per token, after the
+// base product and before any all-reduce (a row-parallel adapter's partial sums join the
+// base's). Batches without adapter rows cost nothing extra.
+//
 // Not thread-safe: one engine thread calls Forward(); kernels fan out on the thread pool.
 #ifndef PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_
 #define PAGELLM_WORKER_BACKEND_CPU_LLAMA_MODEL_H_
@@ -26,6 +31,7 @@
 #include "worker/backend/cpu/llama_weights.h"
 #include "worker/backend/forward_batch.h"
 #include "worker/dist/communicator.h"
+#include "worker/model/lora_adapter.h"
 
 namespace pagellm {
 
@@ -33,10 +39,12 @@ class LlamaModel {
  public:
   // `pool` and `communicator` are borrowed and must outlive the model. `communicator` may be
   // null for a single rank; InvalidArgument if its rank and size are not the weights' shard.
-  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(std::unique_ptr<LlamaWeights> weights,
-                                                            int64_t max_batch_tokens,
-                                                            kernels::ThreadPool* pool,
-                                                            Communicator* communicator = nullptr);
+  // `adapters`: LoRA adapters already sliced for this rank (ShardLoraAdapter), indexed by
+  // ForwardBatch::seq_adapter; InvalidArgument when one does not fit the weights.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
+      std::unique_ptr<LlamaWeights> weights, int64_t max_batch_tokens, kernels::ThreadPool* pool,
+      Communicator* communicator = nullptr,
+      std::vector<std::unique_ptr<const LoraAdapter>> adapters = {});
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
@@ -69,8 +77,20 @@ class LlamaModel {
   template <size_t N>
   void Products(const Product (&products)[N], const float* x, int64_t rows, int64_t ldx,
                 bool x_quantized);
+  // For each token of a row with an adapter: y_m += the adapter's module m of `layer` applied to
+  // x, for the modules of one input x (their outputs at y_m with row stride ldy). One parallel
+  // region; nothing when no row has an adapter.
+  struct LoraProduct {
+    LoraModule module;
+    float* y;
+    int64_t ldy;
+  };
+  template <size_t N>
+  void AddLora(const ForwardBatch& b, int64_t layer, const LoraProduct (&products)[N],
+               const float* x, int64_t ldx);
 
   std::unique_ptr<LlamaWeights> weights_;
+  std::vector<std::unique_ptr<const LoraAdapter>> adapters_;
   kernels::ThreadPool* pool_ = nullptr;
   Communicator* comm_ = nullptr;  // null, or a group of more than one rank
   int64_t max_tokens_ = 0;

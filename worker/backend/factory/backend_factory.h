@@ -9,12 +9,14 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "worker/backend/backend.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/mock/mock_backend.h"
+#include "worker/model/lora_adapter.h"
 #include "worker/model/model_checkpoint.h"
 
 namespace pagellm {
@@ -24,6 +26,11 @@ struct BackendOptions {
   CpuBackendOptions cpu;
   CudaBackendOptions cuda;
   MockBackendOptions mock;
+  // LoRA adapters served beside the model (--lora-modules), read here for the cpu device (each
+  // must fit the checkpoint; rank at most max_lora_rank); the mock device takes their names
+  // only; Unimplemented on cuda so far.
+  std::vector<LoraModuleSpec> lora_modules;
+  int64_t max_lora_rank = 16;
 };
 
 // The backend `options.device` names. `checkpoint` is required for cpu and cuda and ignored for

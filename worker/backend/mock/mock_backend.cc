@@ -28,6 +28,7 @@ class MockBackend : public Backend {
   int64_t max_batch_tokens() const override { return options_.max_batch_tokens; }
   int64_t num_kv_blocks() const override { return options_.num_kv_blocks; }
   int64_t num_swap_blocks() const override { return 0; }
+  const std::vector<std::string>& adapter_names() const override { return options_.adapter_names; }
   absl::Status CopyKv(std::span<const KvCopy>) override { return absl::OkStatus(); }
 
   absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/tokenizer/tokenizer.h"
@@ -23,6 +25,8 @@ struct MockBackendOptions {
   int64_t max_model_len = 8192;
   // Sleeps this long per Forward() to imitate compute (0: none).
   int64_t step_delay_us = 0;
+  // LoRA adapter names it answers to (rows with an adapter compute as the base model).
+  std::vector<std::string> adapter_names;
 };
 
 // A 257-token byte vocabulary: one token per byte plus <|endoftext|> (id 256, end of text).

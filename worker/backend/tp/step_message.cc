@@ -4,7 +4,7 @@
 //     i32 token_ids[n], positions[n], token_seq[n]; i64 slots[n]; i32 query_start[s + 1],
 //     seq_lens[s]; for each row s, i32 blocks[ceil(seq_lens[s] / block_size)]; i32 logit_indices
 //     [num_logits]. The block size travels too (i64, after all_decode) so that the follower cuts
-//     the rows the same way.
+//     the rows the same way; then u8 has_adapters and, when 1, i32 seq_adapter[s].
 //   kCopyKv: i64 count; per copy u8 kind, i32 src, i32 dst.
 #include "worker/backend/tp/step_message.h"
 
@@ -85,6 +85,8 @@ void EncodeForwardStep(StepKind kind, const ForwardBatch& b, int64_t block_size,
              std::min(UsedBlocks(b.seq_lens[s], block_size), b.block_table_stride));
   }
   PutArray(out, b.logit_indices, b.num_logits);
+  Put(out, static_cast<uint8_t>(b.seq_adapter != nullptr));
+  if (b.seq_adapter != nullptr) PutArray(out, b.seq_adapter, b.num_seqs);
 }
 
 void EncodeCopyStep(std::span<const KvCopy> copies, std::string* out) {
@@ -170,6 +172,10 @@ absl::Status StepMessage::Decode(std::string_view bytes, const ForwardBatchLimit
     }
   }
   if (!r.GetArray(logit_indices_.data(), b.num_logits)) return Malformed("truncated logits");
+  uint8_t has_adapters = 0;
+  if (!r.Get(&has_adapters) || has_adapters > 1) return Malformed("adapter flag");
+  seq_adapter_.resize(has_adapters ? s : 0);
+  if (has_adapters && !r.GetArray(seq_adapter_.data(), s)) return Malformed("truncated adapters");
   if (!r.done()) return Malformed("trailing bytes");
   b.token_ids = token_ids_.data();
   b.positions = positions_.data();
@@ -180,6 +186,7 @@ absl::Status StepMessage::Decode(std::string_view bytes, const ForwardBatchLimit
   b.block_tables = block_tables_.data();
   b.logit_indices = logit_indices_.data();
   b.all_decode = all_decode != 0;
+  b.seq_adapter = has_adapters ? seq_adapter_.data() : nullptr;
   kind_ = static_cast<StepKind>(kind);
   return absl::OkStatus();
 }

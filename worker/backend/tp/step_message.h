@@ -55,7 +55,7 @@ class StepMessage {
   StepKind kind_ = StepKind::kHeartbeat;
   ForwardBatch batch_;
   std::vector<int32_t> token_ids_, positions_, token_seq_, query_start_, seq_lens_;
-  std::vector<int32_t> block_tables_, logit_indices_;
+  std::vector<int32_t> block_tables_, logit_indices_, seq_adapter_;
   std::vector<int64_t> slots_;
   std::vector<KvCopy> copies_;
 };

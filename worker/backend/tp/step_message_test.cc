@@ -57,6 +57,25 @@ TEST(StepMessageTest, AForwardBatchRoundTrips) {
   EXPECT_EQ(b.block_table_stride, 8);
   EXPECT_FALSE(b.all_decode);
   EXPECT_TRUE(ValidateForwardBatch(b, Limits()).ok());
+  EXPECT_EQ(b.seq_adapter, nullptr);
+}
+
+TEST(StepMessageTest, RowsAdaptersTravelWhenAnyRowHasOne) {
+  StepArrays arrays(4, 8);
+  arrays.AddRow(std::vector<int32_t>{10, 11}, 0, std::vector<int32_t>{7}, -1, /*adapter=*/-1);
+  arrays.AddRow(std::vector<int32_t>{20}, 9, std::vector<int32_t>{1, 0, 5}, -1, /*adapter=*/1);
+  std::string bytes;
+  EncodeForwardStep(StepKind::kForward, arrays.batch(), 4, &bytes);
+  StepMessage m;
+  ForwardBatchLimits limits = Limits();
+  limits.num_adapters = 2;
+  ASSERT_TRUE(m.Decode(bytes, limits, 16).ok());
+  ASSERT_NE(m.batch().seq_adapter, nullptr);
+  EXPECT_EQ(V(m.batch().seq_adapter, 2), (std::vector<int32_t>{-1, 1}));
+  EXPECT_TRUE(ValidateForwardBatch(m.batch(), limits).ok());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(m.Decode(bytes.substr(0, n), limits, 16).ok()) << n;
+  }
 }
 
 TEST(StepMessageTest, OnlyTheUsedPartOfEachBlockTableRowIsSent) {

@@ -81,6 +81,7 @@ class TensorParallelLeader final : public Backend {
   int64_t max_batch_tokens() const override { return rank0_->max_batch_tokens(); }
   int64_t num_kv_blocks() const override { return rank0_->num_kv_blocks(); }
   int64_t num_swap_blocks() const override { return rank0_->num_swap_blocks(); }
+  const std::vector<std::string>& adapter_names() const override { return rank0_->adapter_names(); }
 
   absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,
                        SamplerOutput* out) override {

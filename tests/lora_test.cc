@@ -1,0 +1,199 @@
+// LoRA adapters against the reference implementation of their format: Hugging Face transformers
+// with peft, which applies the adapter unmerged in fp32 (tests/data/lora/peft_smollm2.json, made
+// by tools/fixtures/make_lora_fixture.py from the seeded adapter of tools/fixtures/
+// make_test_lora.py, which tools/prepare_models.sh writes to models/). On both layouts of the
+// F32 base -- GGUF, whose Q/K rows llama.cpp permuted (the adapter's B rows must follow), and
+// the Hugging Face directory -- pagellm must
+//   - continue each prompt with the adapter as peft does, and without it as the base model does,
+//     with both kinds of request in the same batches (multi-LoRA serving);
+//   - agree with peft's teacher-forced top-1 wherever peft is not at a near-tie;
+//   - never hand the base model's cached KV to an adapter's request, or the reverse, while
+//     requests of the same adapter share theirs;
+//   - refuse an adapter it does not serve.
+// With PAGELLM_TEST_TP=3 (ctest lora_test_tp3) the same runs over a tensor-parallel group, each
+// rank applying its slice of the adapter.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+
+namespace pagellm {
+namespace {
+
+constexpr char kFixture[] = "tests/data/lora/peft_smollm2.json";
+constexpr char kAdapter[] = "models/SmolLM2-135M-Instruct-lora-test";
+
+class LoraTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    PAGELLM_SKIP_WITHOUT_MODEL(GetParam());
+    PAGELLM_SKIP_WITHOUT_MODEL(kAdapter);
+    std::ifstream in(kFixture);
+    ASSERT_TRUE(in) << kFixture;
+    fixture_ = nlohmann::json::parse(in);
+    CpuBackendOptions o;
+    o.threads = 2;
+    o.kv_cache_dtype = "f32";  // as the reference
+    o.num_kv_blocks = 256;
+    auto m = testing::OpenModel(GetParam(), o, {{"test-lora", kAdapter}});
+    ASSERT_TRUE(m.ok()) << m.status();
+    model_ = std::move(*m);
+    ASSERT_EQ(model_.backend->adapter_names(), std::vector<std::string>{"test-lora"});
+  }
+
+  // Greedy continuations, n_gen tokens each, ignore_eos: request "l<i>" with the adapter and
+  // "b<i>" without, for every case, in the order `order` gives ("lb": interleaved, all added
+  // before the first step; "b,l": every base request run to the end first).
+  struct Run {
+    std::vector<std::vector<int32_t>> lora, base;
+    EngineStats first, second;
+  };
+  Run Generate(bool base_first) {
+    Run r;
+    const size_t n = fixture_["cases"].size();
+    r.lora.resize(n);
+    r.base.resize(n);
+    auto engine = Engine::Create(model_.backend.get(), model_.tokenizer.get(), EngineOptions());
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    if (!engine.ok()) return r;
+    auto add = [&](bool lora) {
+      for (size_t i = 0; i < n; ++i) {
+        SamplingParams p = testing::GreedyParams(fixture_["n_gen"].get<int>());
+        if (lora) p.lora_adapter = "test-lora";
+        const auto ids = fixture_["cases"][i]["prompt_ids"].get<std::vector<int32_t>>();
+        ASSERT_TRUE((*engine)->AddRequest(absl::StrCat(lora ? "l" : "b", i), ids, p).ok());
+      }
+    };
+    auto drain = [&](EngineStats* stats) {
+      auto run = testing::RunEngine(engine->get());
+      ASSERT_TRUE(run.ok()) << run.status();
+      for (const auto& [key, tokens] : run->tokens) {
+        const size_t i = std::stoul(key.first.substr(1));
+        (key.first[0] == 'l' ? r.lora : r.base)[i] = tokens;
+      }
+      *stats = run->stats;
+    };
+    if (base_first) {
+      add(false);
+      drain(&r.first);
+      add(true);
+      drain(&r.second);
+    } else {
+      add(true);
+      add(false);
+      drain(&r.first);
+    }
+    return r;
+  }
+
+  // Continuations identical to the reference's, all but at most one (a near-tie may go either
+  // way between two fp32 implementations), and the mean common prefix close to the whole.
+  void ExpectMatches(const std::vector<std::vector<int32_t>>& got, const char* key,
+                     const char* what) {
+    int identical = 0;
+    size_t prefix = 0, total = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const auto want = fixture_["cases"][i][key].get<std::vector<int32_t>>();
+      size_t k = 0;
+      while (k < want.size() && k < got[i].size() && got[i][k] == want[k]) ++k;
+      prefix += k;
+      total += want.size();
+      if (got[i] == want) {
+        ++identical;
+      } else {
+        std::printf("%s: case %s leaves peft at token %zu\n", what,
+                    fixture_["cases"][i]["name"].get<std::string>().c_str(), k);
+      }
+    }
+    std::printf("%s: %d/%zu continuations identical to peft, common prefix %zu/%zu tokens\n", what,
+                identical, got.size(), prefix, total);
+    EXPECT_GE(identical + 1, static_cast<int>(got.size())) << what;
+    EXPECT_GE(prefix * 10, total * 9) << what;
+  }
+
+  nlohmann::json fixture_;
+  testing::TestModel model_;
+};
+
+TEST_P(LoraTest, TheFixtureAdapterChangesWhatTheModelWrites) {
+  // Otherwise a backend that ignored the adapter would pass the tests below.
+  int changed = 0;
+  for (const auto& c : fixture_["cases"]) changed += c["lora_greedy"] != c["base_greedy"];
+  EXPECT_GE(changed * 4, static_cast<int>(fixture_["cases"].size()) * 3);
+}
+
+TEST_P(LoraTest, AdapterAndBaseRequestsInOneBatchContinueAsPeft) {
+  const Run r = Generate(/*base_first=*/false);
+  ExpectMatches(r.lora, "lora_greedy", "with the adapter");
+  ExpectMatches(r.base, "base_greedy", "without it");
+}
+
+TEST_P(LoraTest, TeacherForcedTop1AgreesWithPeft) {
+  testing::Top1Agreement a;
+  for (const auto& c : fixture_["cases"]) {
+    std::vector<int32_t> tokens = c["prompt_ids"].get<std::vector<int32_t>>();
+    const auto greedy = c["lora_greedy"].get<std::vector<int32_t>>();
+    tokens.insert(tokens.end(), greedy.begin(), greedy.end());
+    const absl::Status st = testing::AddTop1Agreement(
+        model_.backend.get(), tokens, c["tf_top1"].get<std::vector<int32_t>>(),
+        c["tf_margin"].get<std::vector<double>>(), 0.05, &a, /*adapter=*/0);
+    ASSERT_TRUE(st.ok()) << st;
+  }
+  const auto [agree, total, confident_agree, confident] = a;
+  std::printf(
+      "teacher-forced top-1 agreement with peft: %lld/%lld, where its margin is >= 0.05: "
+      "%lld/%lld\n",
+      static_cast<long long>(agree), static_cast<long long>(total),
+      static_cast<long long>(confident_agree), static_cast<long long>(confident));
+  EXPECT_EQ(confident_agree, confident);
+  EXPECT_GE(agree * 100, total * 99);
+}
+
+TEST_P(LoraTest, PrefixCacheIsNeverSharedAcrossAdapters) {
+  // The base requests fill the prefix cache first; the adapter's requests of the same prompts
+  // must not reuse those blocks (their KV differs), and still continue as peft.
+  const Run r = Generate(/*base_first=*/true);
+  ExpectMatches(r.base, "base_greedy", "base first");
+  ExpectMatches(r.lora, "lora_greedy", "adapter after the base");
+  EXPECT_EQ(r.second.prefix_cache_hit_tokens, r.first.prefix_cache_hit_tokens)
+      << "the adapter's requests reused the base model's cached prefix";
+  // Requests of the same adapter do share: the same prompt again hits the adapter's own blocks.
+  auto engine = Engine::Create(model_.backend.get(), model_.tokenizer.get(), EngineOptions());
+  ASSERT_TRUE(engine.ok());
+  SamplingParams p = testing::GreedyParams(4);
+  p.lora_adapter = "test-lora";
+  const auto ids = fixture_["cases"][2]["prompt_ids"].get<std::vector<int32_t>>();
+  ASSERT_GE(ids.size(), 17u);  // at least one full block of 16 to share
+  for (const char* id : {"x", "y"}) {
+    ASSERT_TRUE((*engine)->AddRequest(id, ids, p).ok());
+    auto run = testing::RunEngine(engine->get());
+    ASSERT_TRUE(run.ok()) << run.status();
+    if (std::string(id) == "y") {
+      EXPECT_GT(run->stats.prefix_cache_hit_tokens, 0);
+    }
+  }
+}
+
+TEST_P(LoraTest, AnAdapterTheBackendDoesNotServeIsRefused) {
+  auto engine = Engine::Create(model_.backend.get(), model_.tokenizer.get(), EngineOptions());
+  ASSERT_TRUE(engine.ok());
+  SamplingParams p = testing::GreedyParams(4);
+  p.lora_adapter = "sql-lora";
+  const absl::Status st = (*engine)->AddRequest("r", {1, 2, 3}, p);
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
+  EXPECT_NE(std::string(st.message()).find("test-lora"), std::string::npos) << st;
+  EXPECT_FALSE((*engine)->HasUnfinished());
+}
+
+INSTANTIATE_TEST_SUITE_P(BaseLayouts, LoraTest,
+                         ::testing::Values("models/SmolLM2-135M-Instruct.F32.gguf",
+                                           "models/SmolLM2-135M-Instruct-hf"),
+                         [](const auto& info) { return info.index == 0 ? "Gguf" : "HfDir"; });
+
+}  // namespace
+}  // namespace pagellm
