@@ -50,6 +50,7 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   s.n = 2;
   s.stop = {"a", "b"};
   s.skip_special_tokens = false;
+  s.lora_adapter = "sql-lora";
   v1::SamplingParams p;
   SamplingParamsToProto(s, &p);
   const SamplingParams back = SamplingParamsFromProto(p);
@@ -60,6 +61,7 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   EXPECT_EQ(back.n, 2);
   EXPECT_EQ(back.stop, s.stop);
   EXPECT_FALSE(back.skip_special_tokens);
+  EXPECT_EQ(back.lora_adapter, "sql-lora");
   for (FinishReason r :
        {FinishReason::kNone, FinishReason::kStop, FinishReason::kLength, FinishReason::kAbort}) {
     EXPECT_EQ(FinishReasonFromProto(FinishReasonToProto(r)), r);

@@ -89,6 +89,11 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
     return Bad("temperature", "must be finite and >= 0", temperature);
   }
   if (!(top_p > 0.0f && top_p <= 1.0f)) return Bad("top_p", "must be in (0, 1]", top_p);
+  if (lora_adapter.size() > kMaxLoraAdapterNameBytes) {
+    return Bad("lora_adapter",
+               absl::StrCat("may hold at most ", kMaxLoraAdapterNameBytes, " bytes"),
+               static_cast<double>(lora_adapter.size()));
+  }
   if (top_k < -1) return Bad("top_k", "must be -1, 0 (disabled) or positive", top_k);
   if (!(min_p >= 0.0f && min_p <= 1.0f)) return Bad("min_p", "must be in [0, 1]", min_p);
   if (!(repetition_penalty >= 1.0f / kMaxRepetitionPenalty &&

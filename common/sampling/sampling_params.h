@@ -68,6 +68,9 @@ struct StructuredOutput {
   [[nodiscard]] std::string CacheKey() const;
 };
 
+// The longest LoRA adapter name a request may give (what --lora-modules accepts).
+inline constexpr size_t kMaxLoraAdapterNameBytes = 128;
+
 // A plain value type: copy freely. Call Validate() on every request before using it; the sampler
 // and stop checker assume a valid object.
 struct SamplingParams {
@@ -138,9 +141,9 @@ struct SamplingParams {
   // Stop the beam search as soon as beam_width hypotheses have finished (true), or only when no
   // running beam can beat the worst of them (false, HF's default).
   bool early_stopping = false;
-  // Not a sampling parameter, but it travels with them: the LoRA adapter (its served name) the
-  // request runs with; empty for the base model. The engine refuses a name its backend does
-  // not serve (NotFound).
+  // At most kMaxLoraAdapterNameBytes. Not a sampling parameter, but it travels with them: the LoRA
+  // adapter (its served name) the request runs with; empty for the base model. The engine refuses a
+  // name its backend does not serve (NotFound).
   std::string lora_adapter = {};
 
   // Returns OK, or InvalidArgument naming the first bad field and its value. vocab_size is the

@@ -37,6 +37,7 @@ TEST(SamplingParamsTest, ValidateNamesTheBadField) {
       {"top_p", [](SamplingParams& p) { p.top_p = 1.01f; }},
       {"top_p", [](SamplingParams& p) { p.top_p = NAN; }},
       {"top_k", [](SamplingParams& p) { p.top_k = -2; }},
+      {"lora_adapter", [](SamplingParams& p) { p.lora_adapter = std::string(129, 'a'); }},
       {"min_p", [](SamplingParams& p) { p.min_p = -0.01f; }},
       {"min_p", [](SamplingParams& p) { p.min_p = 1.5f; }},
       {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = 0.0f; }},

@@ -13,6 +13,7 @@
 // once); the exchange only posts to the HTTP server's threads, so it is called under mu_.
 #include "router/http/openai_frontend.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -349,8 +350,16 @@ void OpenAiFrontend::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
                                    {"root", model->info().model_name()},
                                    {"parent", nullptr},
                                    {"max_model_len", model->max_model_len()}};
-    nlohmann::ordered_json list = {{"object", "list"},
-                                   {"data", nlohmann::ordered_json::array({card})}};
+    nlohmann::ordered_json data = nlohmann::ordered_json::array({card});
+    // LoRA adapters as vLLM lists them: a card each, the base model as parent.
+    for (const std::string& adapter : model->info().lora_adapters()) {
+      nlohmann::ordered_json a = card;
+      a["id"] = adapter;
+      a["root"] = adapter;
+      a["parent"] = name;
+      data.push_back(std::move(a));
+    }
+    nlohmann::ordered_json list = {{"object", "list"}, {"data", std::move(data)}};
     return exchange->Reply(200, kJson,
                            list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
@@ -362,15 +371,26 @@ void OpenAiFrontend::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
 
 namespace {
 
-// 404 for a request naming another model than the one served.
+// 404 for a request naming another model than the one served or one of its LoRA adapters.
 void ReplyUnknownModel(HttpExchange& exchange, const std::string& asked,
                        const std::string& served) {
-  exchange.Reply(
-      404, kJson,
-      OpenAiErrorBody(404,
-                      absl::StrCat("The model `", asked.substr(0, 256),
-                                   "` does not exist; this server serves `", served, "`."),
-                      "model", "model_not_found"));
+  exchange.Reply(404, kJson,
+                 OpenAiErrorBody(404,
+                                 absl::StrCat("The model `", asked.substr(0, 256),
+                                              "` does not exist; this server serves `", served,
+                                              "` and the LoRA adapters /v1/models lists."),
+                                 "model", "model_not_found"));
+}
+
+// What a request's "model" names: the base model (empty, or the served name), a LoRA adapter
+// the workers serve (its name), or nothing served (nullopt).
+std::optional<std::string> AdapterOf(const std::string& asked, const std::string& served,
+                                     const ModelContext& model) {
+  if (asked.empty() || asked == served) return std::string();
+  for (const std::string& adapter : model.info().lora_adapters()) {
+    if (adapter == asked) return adapter;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -385,7 +405,7 @@ void OpenAiFrontend::Tokenize(const HttpRequest& http, bool tokenize, HttpExchan
   if (tokenize) {
     absl::StatusOr<TokenizeHttpRequest> r = ParseTokenizeRequest(http.body);
     if (!r.ok()) return ReplyError(exchange, r.status());
-    if (!r->model.empty() && r->model != name) return ReplyUnknownModel(exchange, r->model, name);
+    if (!AdapterOf(r->model, name, *model)) return ReplyUnknownModel(exchange, r->model, name);
     v1::TokenizeResponse response;
     if (absl::Status st = AnswerTokenize(*model, r->request, &response); !st.ok()) {
       return ReplyError(exchange, st);
@@ -405,7 +425,7 @@ void OpenAiFrontend::Tokenize(const HttpRequest& http, bool tokenize, HttpExchan
   } else {
     absl::StatusOr<DetokenizeHttpRequest> r = ParseDetokenizeRequest(http.body);
     if (!r.ok()) return ReplyError(exchange, r.status());
-    if (!r->model.empty() && r->model != name) return ReplyUnknownModel(exchange, r->model, name);
+    if (!AdapterOf(r->model, name, *model)) return ReplyUnknownModel(exchange, r->model, name);
     v1::DetokenizeResponse response;
     if (absl::Status st = AnswerDetokenize(*model, r->request, &response); !st.ok()) {
       return ReplyError(exchange, st);
@@ -425,9 +445,8 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
     return ReplyError(*exchange, absl::UnavailableError("the router has not reached a worker yet"));
   }
   const std::string name = ServedName(options_.served_model_name, *model);
-  if (!request->model.empty() && request->model != name) {
-    return ReplyUnknownModel(*exchange, request->model, name);
-  }
+  const std::optional<std::string> adapter = AdapterOf(request->model, name, *model);
+  if (!adapter) return ReplyUnknownModel(*exchange, request->model, name);
   if (chat && request->tool_choice.mode == ToolChoice::Mode::kAuto &&
       !options_.tool_call_format.has_value()) {
     return ReplyError(
@@ -455,7 +474,7 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   }
   config.id = RandomId(chat ? "chatcmpl-" : "cmpl-");
   config.created = absl::ToUnixSeconds(absl::Now());
-  config.model = name;
+  config.model = adapter->empty() ? name : *adapter;  // echoed as asked, as vLLM does
   config.prompts = static_cast<int>(request->prompts.size());
   config.n = request->n;
   config.logprobs = request->logprobs;
@@ -466,6 +485,7 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   for (size_t i = 0; i < request->prompts.size(); ++i) {
     v1::GenerateRequest& p = request->prompts[i];
     p.set_request_id(config.prompts == 1 ? config.id : absl::StrCat(config.id, "-", i));
+    p.mutable_sampling()->set_lora_adapter(*adapter);
     if (request->echo) {
       config.echo.push_back(
           p.has_text() ? p.text()

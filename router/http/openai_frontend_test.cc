@@ -385,6 +385,50 @@ TEST_F(OpenAiFrontendTest, ModelsHealthAndVersion) {
   EXPECT_FALSE(Json::parse(r.body)["version"].get<std::string>().empty());
 }
 
+TEST_F(OpenAiFrontendTest, LoraAdaptersAreModelsOfTheirOwn) {
+  // As vLLM: each adapter the workers serve is a model card whose parent is the base model; a
+  // request naming it runs with it (and hears its name back); other names are 404.
+  FakeWorker::Options o;
+  o.info.add_lora_adapters("sql-lora");
+  o.info.add_lora_adapters("chat-lora");
+  FakeWorker& worker = AddWorker(o);
+  StartRouter();
+  HttpResult r = Call(port(), http::verb::get, "/v1/models");
+  ASSERT_EQ(r.status, 200);
+  Json j = Json::parse(r.body);
+  ASSERT_EQ(j["data"].size(), 3u);
+  const std::string base = FakeWorker::DefaultInfo().model_name();
+  EXPECT_EQ(j["data"][0]["id"], base);
+  EXPECT_EQ(j["data"][0]["parent"], nullptr);
+  EXPECT_EQ(j["data"][1]["id"], "sql-lora");
+  EXPECT_EQ(j["data"][1]["parent"], base);
+  EXPECT_EQ(j["data"][2]["id"], "chat-lora");
+
+  for (const char* model : {"sql-lora", "fake-model", ""}) {
+    Json body = {{"prompt", "hello"}, {"max_tokens", 2}};
+    if (*model != '\0') body["model"] = model;
+    r = Post(port(), "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(Json::parse(r.body)["model"], *model == '\0' ? base : model);
+  }
+  r = Post(port(), "/v1/chat/completions",
+           {{"model", "chat-lora"},
+            {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+            {"max_tokens", 1}});
+  // The fake model has no chat template: refused, but not as an unknown model.
+  EXPECT_NE(r.status, 404) << r.body;
+  const std::vector<v1::WorkerGenerateRequest> seen = worker.requests();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].sampling().lora_adapter(), "sql-lora");
+  EXPECT_EQ(seen[1].sampling().lora_adapter(), "");
+  EXPECT_EQ(seen[2].sampling().lora_adapter(), "");
+
+  r = Post(port(), "/v1/completions", {{"model", "sql"}, {"prompt", "hello"}});
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(Post(port(), "/tokenize", {{"model", "chat-lora"}, {"prompt", "hi"}}).status, 200);
+  EXPECT_EQ(Post(port(), "/tokenize", {{"model", "other"}, {"prompt", "hi"}}).status, 404);
+}
+
 TEST_F(OpenAiFrontendTest, ClientThatDisconnectsCancelsItsWorkerStream) {
   FakeWorker::Options o;
   o.token_interval = absl::Milliseconds(50);

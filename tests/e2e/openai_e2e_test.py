@@ -7,6 +7,9 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - completions and chat completions, streamed and not: greedy text equals the gRPC API's;
     n=2, logprobs, stop strings, seeds (same seed, same text), usage (also in the last chunk of
     a stream with stream_options.include_usage); `curl -N` streams the events;
+  - LoRA: the workers serve a LoRA adapter (--lora-modules); /v1/models lists it with the base
+    model as its parent, and a completion naming it continues as the in-process engine does
+    with the adapter (pagellm generate --lora-adapter), not as the base model;
   - tool calling: named and "required" tool_choice (the SDK's parse() with
     pydantic_function_tool), streamed and not, a tool result sent back, "auto" with the hermes
     parser;
@@ -49,6 +52,8 @@ PROMPTS = ["Zebra migration patterns across the Serengeti are",
            "The recipe for grandmother's quince marmalade calls for",
            "Kepler's third law relates the orbital period of a planet to",
            "An unusual fact about the axolotl is that"]
+LORA = "test-lora"
+LORA_DIR = os.path.join(e2e.ROOT, "models", "SmolLM2-135M-Instruct-lora-test")
 CHAT = "Name three rivers that flow through Lyonnesse, please."
 GENERATED = []  # every completion text seen, for the log check
 
@@ -60,7 +65,8 @@ class OpenAiApiTest(unittest.TestCase):
         if missing:
             raise unittest.SkipTest(f"missing: {missing}")
         debug = ("--log-level", "debug")
-        cls.workers = [e2e.StartWorker(f"oa_worker{i}", extra=debug) for i in range(2)]
+        lora = ("--lora-modules", f"{LORA}={LORA_DIR}")
+        cls.workers = [e2e.StartWorker(f"oa_worker{i}", extra=debug + lora) for i in range(2)]
         for w in cls.workers:
             w.WaitServing(timeout=120)
         cls.router = e2e.StartRouter("oa_router", cls.workers,
@@ -100,8 +106,29 @@ class OpenAiApiTest(unittest.TestCase):
 
     def test_models(self):
         models = self.client.models.list().data
-        self.assertEqual(len(models), 1)
+        self.assertEqual([m.id for m in models], [self.model, LORA])
         self.assertIn("SmolLM2", self.model)
+        self.assertEqual(models[1].parent, self.model)
+
+    def test_a_lora_adapter_continues_as_the_in_process_engine_with_it(self):
+        prompt = PROMPTS[3]
+        local = subprocess.run(
+            [os.path.join(e2e.BIN, "pagellm"), "generate", "--model", e2e.MODEL, "--threads", "1",
+             "--lora-modules", f"{LORA}={LORA_DIR}", "--lora-adapter", LORA, "--prompt", prompt,
+             "--max-tokens", "24", "--temperature", "0", "--json"],
+            capture_output=True, text=True, timeout=300, check=True)
+        want = json.loads(local.stdout.splitlines()[0])["text"]
+        r = self.client.completions.create(model=LORA, prompt=prompt, max_tokens=24,
+                                           temperature=0)
+        GENERATED.append(r.choices[0].text)
+        self.assertEqual(r.model, LORA)
+        self.assertEqual(r.choices[0].text, want)
+        base = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=24,
+                                              temperature=0)
+        GENERATED.append(base.choices[0].text)
+        self.assertNotEqual(base.choices[0].text, want, "the adapter changed nothing")
+        with self.assertRaises(openai.NotFoundError):
+            self.client.completions.create(model="no-such-lora", prompt=prompt, max_tokens=2)
 
     def test_greedy_completions_equal_the_grpc_api(self):
         for prompt in PROMPTS:

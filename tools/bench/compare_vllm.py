@@ -41,7 +41,7 @@ vLLM: `LLM(model=--vllm-model, dtype="bfloat16")` (the HF layout made from the G
 Usage: python3 tools/bench/compare_vllm.py --vllm-python /tmp/vllm-venv/bin/python
            [--threads 2] [--repeats 2]
            [--workloads all|64x115x128,64x13x256,1x114x256,s64x512,j64x160,r64x80,g64x80,e1x256]
-           [--speculative-config JSON] [--json-out F]
+           [--speculative-config JSON] [--lora PEFT_DIR] [--json-out F]
 """
 import argparse
 import json
@@ -59,8 +59,13 @@ import json, sys, time
 def main():
     cfg = json.load(open(sys.argv[1]))
     from vllm import LLM, SamplingParams
+    lora, kw = None, {}
+    if cfg["lora"]:
+        from vllm.lora.request import LoRARequest
+        lora = LoRARequest("test-lora", 1, cfg["lora"])
+        kw = {"enable_lora": True, "max_loras": 1, "max_lora_rank": cfg["lora_rank"]}
     llm = LLM(model=cfg["model"], dtype="bfloat16", gpu_memory_utilization=0.3,
-              max_model_len=1024, seed=0, speculative_config=cfg["speculative_config"])
+              max_model_len=1024, seed=0, speculative_config=cfg["speculative_config"], **kw)
     out = []
     for w in cfg["workloads"]:
         if w.get("constraint"):
@@ -71,11 +76,11 @@ def main():
         else:
             sp = SamplingParams(temperature=0.0, max_tokens=w["out"], min_tokens=w["out"],
                                 ignore_eos=True, prompt_logprobs=1 if w["score"] else None)
-        llm.generate(w["prompts"][:1], SamplingParams(max_tokens=4))  # warm-up
+        llm.generate(w["prompts"][:1], SamplingParams(max_tokens=4), lora_request=lora)  # warm-up
         runs = []
         for _ in range(cfg["repeats"]):
             t0 = time.perf_counter()
-            res = llm.generate(w["prompts"], sp, use_tqdm=False)
+            res = llm.generate(w["prompts"], sp, use_tqdm=False, lora_request=lora)
             dt = time.perf_counter() - t0
             toks = sum(len(r.prompt_token_ids) if w["score"] else len(r.outputs[0].token_ids)
                        for r in res)
@@ -183,6 +188,8 @@ def RunPagellmOnce(args, prompts, out_len, score, constraint):
         cmd += ["--min-tokens", str(out_len), "--ignore-eos"]
     cmd += ["--prompt-logprobs", "1"] if score else []
     cmd += ["--speculative-config", args.speculative_config] if args.speculative_config else []
+    if args.lora:
+        cmd += ["--lora-modules", f"test-lora={args.lora}", "--lora-adapter", "test-lora"]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        env=PeerEnv())
@@ -206,8 +213,13 @@ def RunVllm(args, workloads):
         child = os.path.join(d, "child.py")
         with open(cfg, "w") as f:
             spec = json.loads(args.speculative_config) if args.speculative_config else None
+            lora_rank = 0
+            if args.lora:
+                with open(os.path.join(args.lora, "adapter_config.json")) as c:
+                    lora_rank = max(8, json.load(c)["r"])  # vLLM's smallest max_lora_rank
             json.dump({"model": args.vllm_model, "workloads": workloads, "repeats": args.repeats,
-                       "speculative_config": spec}, f)
+                       "speculative_config": spec, "lora": os.path.abspath(args.lora or "") if
+                       args.lora else "", "lora_rank": lora_rank}, f)
         with open(child, "w") as f:
             f.write(VLLM_CHILD)
         venv = os.path.dirname(os.path.dirname(args.vllm_python))
@@ -258,6 +270,9 @@ def main():
     ap.add_argument("--vllm-log", help="write vLLM's stderr here (its thread binding, KV size)")
     ap.add_argument("--speculative-config", default="",
                     help="both engines speculate so (vLLM's JSON spelling)")
+    ap.add_argument("--lora", default="",
+                    help="a PEFT LoRA directory every request of both engines runs with "
+                         "(e.g. models/SmolLM2-135M-Instruct-lora-test)")
     args = ap.parse_args()
     shapes = [(n, i, o, False) for n, i, o in WORKLOADS] if args.workloads == "all" else [
         Shape(w) for w in args.workloads.split(",")]

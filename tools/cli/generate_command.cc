@@ -57,6 +57,9 @@ ABSL_FLAG(int32_t, n, 1, "parallel samples per prompt (they share the prompt's K
 ABSL_FLAG(int32_t, beam_width, 0, "beam search of this width (>= 2; needs --temperature 0)");
 ABSL_FLAG(double, length_penalty, 1.0, "beam score = logprob / length^length_penalty");
 ABSL_FLAG(bool, early_stopping, false, "stop beam search once beam-width hypotheses finish");
+ABSL_FLAG(std::string, lora_adapter, "",
+          "run every prompt with this LoRA adapter: a name of --lora-modules, or one the --server "
+          "serves");
 ABSL_FLAG(bool, stats, false, "print engine statistics as one JSON object on stderr at the end");
 ABSL_FLAG(std::string, log_level, "warn", "log level: debug, info, warn, error");
 ABSL_FLAG(std::string, server, "",
@@ -227,6 +230,7 @@ int GenerateMain(int argc, char** argv) {
   params.beam_width = absl::GetFlag(FLAGS_beam_width);
   params.length_penalty = static_cast<float>(absl::GetFlag(FLAGS_length_penalty));
   params.early_stopping = absl::GetFlag(FLAGS_early_stopping);
+  params.lora_adapter = absl::GetFlag(FLAGS_lora_adapter);
   params.stop = repeated[0];
   for (const std::string& id : repeated[1]) {
     try {

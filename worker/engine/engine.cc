@@ -185,9 +185,9 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
     const std::vector<std::string>& names = backend_->adapter_names();
     const auto it = std::find(names.begin(), names.end(), params.lora_adapter);
     if (it == names.end()) {
-      return absl::NotFoundError(absl::StrCat("LoRA adapter `", params.lora_adapter.substr(0, 256),
-                                              "` is not served here (", names.size(),
-                                              " adapters: ", absl::StrJoin(names, ", "), ")"));
+      return absl::NotFoundError(absl::StrCat(
+          "LoRA adapter `", params.lora_adapter, "` is not served here (",
+          names.empty() ? "none is: see --lora-modules" : absl::StrJoin(names, ", "), ")"));
     }
     adapter = static_cast<int32_t>(it - names.begin());
   }

@@ -3,6 +3,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/sampling/sampling_params.h"
 
 namespace pagellm::cli {
 namespace {
@@ -26,7 +27,7 @@ absl::StatusOr<std::vector<LoraModuleSpec>> ParseLoraModules(
           absl::StrCat("--lora-modules entry '", entry.substr(0, 200), "' is not NAME=PATH"));
     }
     LoraModuleSpec spec{entry.substr(0, eq), entry.substr(eq + 1)};
-    if (spec.name.size() > 128) {
+    if (spec.name.size() > kMaxLoraAdapterNameBytes) {
       return absl::InvalidArgumentError(
           absl::StrCat("--lora-modules name '", spec.name.substr(0, 40), "...' is over 128 bytes"));
     }
