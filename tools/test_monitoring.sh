@@ -69,7 +69,10 @@ wait_http() {  # URL SECONDS: until URL answers 200
 }
 read -r w1 w2 wm1 wm2 rg rh rm pp < <(for _ in 1 2 3 4 5 6 7 8; do free_port; done | xargs)
 
-worker=(build/bin/pagellm-worker --model "$model" --threads 1 --host 127.0.0.1)
+# Both serve the test LoRA adapter (tools/prepare_models.sh makes it), which a third of the
+# load asks for (the dashboard's LoRA panel).
+worker=(build/bin/pagellm-worker --model "$model" --threads 1 --host 127.0.0.1
+  --lora-modules test-lora=models/SmolLM2-135M-Instruct-lora-test)
 # Worker 1: 24 KV blocks (384 tokens) and a 29-block swap pool: the load overflows it, so it
 # preempts (n=2 groups by swap, single sequences by recompute). Worker 2: 40 blocks, and n-gram
 # speculation (the dashboard's acceptance panel).
@@ -108,7 +111,7 @@ wait_http "http://127.0.0.1:$pp/-/ready" 30
 echo "test_monitoring: services up at $((SECONDS - start)) s; load for $load_seconds s"
 
 "$py" tools/monitoring/drive_load.py --url "http://127.0.0.1:$rh" --seconds "$load_seconds" \
-  --concurrency 20 > "$tmp/load.out" 2>&1 &
+  --concurrency 20 --lora test-lora > "$tmp/load.out" 2>&1 &
 load_pid=$!
 pids+=($load_pid)
 sleep "$query_after" &  # waited on, so that a signal ends the run at once
@@ -123,6 +126,7 @@ status=0
   --require-positive 'max(max_over_time(pagellm_kv_cache_usage_ratio{pool="swap"}[5m]))' \
   --require-positive 'sum(increase(pagellm_prefix_cache_hit_tokens_total[5m]))' \
   --require-positive 'sum(increase(pagellm_spec_decode_accepted_tokens_total[5m]))' \
+  --require-positive 'sum(increase(pagellm_lora_requests_total{adapter="test-lora"}[5m]))' \
   --require-positive 'max(max_over_time(pagellm_router_queue_length[5m]))' \
   --require-positive 'sum(increase(pagellm_router_requests_total{code="RESOURCE_EXHAUSTED"}[5m]))' \
   || status=1

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace pagellm::kernels {
 namespace {
@@ -37,7 +38,7 @@ TEST(LoraAddRowsTest, AddsTheLowRankProductToEveryRow) {
                                           {8, 576, 192},
                                           {16, 1536, 576},
                                           {kMaxLoraRank, 40, 33}}) {
-    const int64_t rows = 5, ldx = n_in + 3, ldy = n_out + 2;
+    const int64_t rows = 13, ldx = n_in + 3, ldy = n_out + 2;
     std::vector<float> x = Random(rows * ldx, rng), a = Random(rank * n_in, rng),
                        b = Random(n_out * rank, rng), y = Random(rows * ldy, rng);
     std::vector<float> bt(rank * n_out);
@@ -73,6 +74,35 @@ TEST(LoraAddRowsTest, ARowsResultDoesNotDependOnItsNeighbours) {
     LoraAddRows(x.data() + r * n_in, n_in, 1, a.data(), bt.data(), rank, n_in, n_out, one.data(),
                 n_out);
     for (int64_t o = 0; o < n_out; ++o) ASSERT_EQ(one[o], all[r * n_out + o]);
+  }
+}
+
+TEST(LoraAddRowsTest, EveryPathGivesTheSameBits) {
+  const CpuFeatures& f = GetCpuFeatures();
+  std::mt19937 rng(5);
+  for (const auto& [rank, n_in, n_out] : {std::tuple<int64_t, int64_t, int64_t>{8, 576, 192},
+                                          {3, 37, 29},
+                                          {16, 1536, 576},
+                                          {24, 100, 70}}) {
+    const int64_t rows = 11;  // a tile of 8 rows and 3 alone in the AVX-512 path
+    std::vector<float> x = Random(rows * n_in, rng), a = Random(rank * n_in, rng),
+                       bt = Random(rank * n_out, rng), y0 = Random(rows * n_out, rng);
+    std::vector<float> portable = y0;
+    internal::LoraAddRowsPortable(x.data(), n_in, rows, a.data(), bt.data(), rank, n_in, n_out,
+                                  portable.data(), n_out);
+    if (f.avx2) {
+      std::vector<float> avx2 = y0;
+      internal::LoraAddRowsAvx2(x.data(), n_in, rows, a.data(), bt.data(), rank, n_in, n_out,
+                                avx2.data(), n_out);
+      EXPECT_EQ(avx2, portable) << "AVX2, rank " << rank;
+    }
+    if (f.avx512) {
+      std::vector<float> avx512 = y0;
+      internal::LoraAddRowsAvx512(x.data(), n_in, rows, a.data(), bt.data(), rank, n_in, n_out,
+                                  avx512.data(), n_out);
+      EXPECT_EQ(avx512, portable) << "AVX-512, rank " << rank;
+    }
+    if (!f.avx2) GTEST_SKIP() << "no AVX2 here: only the portable path runs";
   }
 }
 

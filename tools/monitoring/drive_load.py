@@ -10,6 +10,7 @@ The mix is chosen so that every worker metric moves:
     `--preemption-mode auto` a worker out of KV blocks swaps those out (mode="swap") and
     recomputes single sequences (mode="recompute");
   * max_tokens varies, so sequences finish at different steps and others get admitted;
+  * with --lora NAME, every third request runs that LoRA adapter (its "model");
   * a refused request (e.g. 429, the router's queue full) is counted and retried 0.2 s later.
 Exit status 0 unless no request succeeded.
 """
@@ -26,7 +27,7 @@ PREFIX = ("You are a helpful assistant for a monitoring test. Answer briefly and
 TOPICS = ["the moon", "rivers", "bread", "trains", "owls", "copper", "glaciers", "jazz"]
 
 
-def one_request(host, port, i, counts, lock):
+def one_request(host, port, i, counts, lock, lora):
     body = {
         "prompt": f"{PREFIX}Question {i}: tell me about {TOPICS[i % len(TOPICS)]}.",
         "max_tokens": 48 + 24 * (i % 5),
@@ -37,6 +38,8 @@ def one_request(host, port, i, counts, lock):
     }
     if i % 2 == 0:
         body["n"] = 2
+    if lora and i % 3 == 1:
+        body["model"] = lora
     status = "error"
     try:
         conn = http.client.HTTPConnection(host, port, timeout=120)
@@ -60,6 +63,7 @@ def main():
     ap.add_argument("--url", required=True)
     ap.add_argument("--seconds", type=float, required=True)
     ap.add_argument("--concurrency", type=int, default=12)
+    ap.add_argument("--lora", default="", help="a LoRA adapter the workers serve")
     args = ap.parse_args()
     u = urllib.parse.urlparse(args.url)
     deadline = time.monotonic() + args.seconds
@@ -71,7 +75,7 @@ def main():
         while time.monotonic() < deadline:
             with id_lock:
                 i = next(next_id)
-            one_request(u.hostname, u.port, i, counts, lock)
+            one_request(u.hostname, u.port, i, counts, lock, args.lora)
 
     threads = [threading.Thread(target=loop, daemon=True) for _ in range(args.concurrency)]
     for t in threads:

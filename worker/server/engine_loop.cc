@@ -134,6 +134,10 @@ void EngineLoop::AdmitPending(std::vector<Pending>* pending) {
       const int64_t prompt_tokens = static_cast<int64_t>(p.prompt_ids.size());
       st = engine_->AddRequest(p.id, std::move(p.prompt_ids), p.params, std::move(p.grammar));
       if (st.ok()) {
+        // The engine admitted the name: it is one of the served adapters (a bounded label set).
+        if (metrics_ != nullptr && !p.params.lora_adapter.empty()) {
+          metrics_->lora_requests->Add({{"adapter", p.params.lora_adapter}}).Increment();
+        }
         active_.emplace(p.id,
                         Active{std::move(p.sink), prompt_tokens, 0, p.submit_time, 0, true, {}});
         continue;

@@ -125,6 +125,10 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                     .Help("Time from arrival at the worker to the first scheduled step")
                     .Register(r)
                     .Add({}, LatencyBuckets());
+  lora_requests = &prometheus::BuildCounter()
+                       .Name("pagellm_lora_requests_total")
+                       .Help("Requests admitted with each LoRA adapter")
+                       .Register(r);
   tensor_parallel_size = &prometheus::BuildGauge()
                               .Name("pagellm_tensor_parallel_size")
                               .Help("Ranks of the worker's tensor-parallel group (1: one device)")

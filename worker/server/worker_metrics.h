@@ -46,6 +46,9 @@ class WorkerMetrics {
   prometheus::Counter* structured_mask_seconds;
   prometheus::Counter* spec_draft_tokens;
   prometheus::Counter* spec_accepted_tokens;
+  // pagellm_lora_requests_total{adapter}: requests admitted with each LoRA adapter. Labels are
+  // the served adapter names only (--lora-modules, bounded), never what a client sent.
+  prometheus::Family<prometheus::Counter>* lora_requests;
   prometheus::Histogram* time_to_first_token;
   prometheus::Histogram* inter_token_latency;
   prometheus::Histogram* e2e_request_latency;

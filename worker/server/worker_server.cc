@@ -57,7 +57,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     tokens->set_unk_token(SanitizeUtf8(options.chat_tokens.unk));
     tokens->set_pad_token(SanitizeUtf8(options.chat_tokens.pad));
   }
-  for (const std::string& adapter : w->backend_->adapter_names()) info.add_lora_adapters(adapter);
+  for (const std::string& adapter : w->backend_->adapter_names()) {
+    info.add_lora_adapters(adapter);
+    w->metrics_->lora_requests->Add({{"adapter", adapter}});  // 0 from the start
+  }
   info.set_max_parallel_samples(
       static_cast<int32_t>(std::min<int64_t>(kMaxParallelSamples, options.engine.max_num_seqs)));
   v1::TokenizerSpec spec;

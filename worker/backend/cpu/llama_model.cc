@@ -140,15 +140,19 @@ void LlamaModel::AddLora(const ForwardBatch& b, int64_t layer, const LoraProduct
   for (int64_t s = 0; s < b.num_seqs && !any; ++s) any = b.seq_adapter[s] >= 0;
   if (!any) return;
   ByRows(b.num_tokens, [&](int64_t r0, int64_t r1) {
-    for (int64_t t = r0; t < r1; ++t) {
+    // Runs of consecutive tokens with one adapter (a prompt chunk, neighbouring decodes) go to
+    // the kernel together: it reads each weight once for several rows.
+    for (int64_t t = r0, end; t < r1; t = end) {
       const int32_t a = b.seq_adapter[b.token_seq[t]];
+      end = t + 1;
+      while (end < r1 && b.seq_adapter[b.token_seq[end]] == a) ++end;
       if (a < 0) continue;
       const LoraAdapter& adapter = *adapters_[a];
       for (const LoraProduct& p : products) {
         const LoraMatrix& m = adapter.layers[layer][p.module];
         if (m.empty()) continue;
-        kernels::LoraAddRows(x + t * ldx, ldx, 1, m.a.data(), m.bt.data(), adapter.rank, m.n_in,
-                             m.n_out, p.y + t * p.ldy, p.ldy);
+        kernels::LoraAddRows(x + t * ldx, ldx, end - t, m.a.data(), m.bt.data(), adapter.rank,
+                             m.n_in, m.n_out, p.y + t * p.ldy, p.ldy);
       }
     }
   });
