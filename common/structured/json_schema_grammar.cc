@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/json/strict_json.h"
+#include "common/structured/json_number_rules.h"
 #include "common/structured/regex_grammar.h"
 #include "nlohmann/json.hpp"
 
@@ -28,20 +29,14 @@ absl::Status Unsupported(absl::string_view path, absl::string_view what) {
       absl::StrCat("JSON schema at '", path.empty() ? "/" : path, "': ", what));
 }
 
-Seq Cat(std::initializer_list<Seq> parts) {
-  Seq out;
-  for (const Seq& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
-
 class JsonGrammarCompiler {
  public:
   // Any JSON value; objects, arrays, strings, numbers as JSON allows.
   uint32_t Value() {
     if (value_) return *value_;
     value_ = b_.NewRule("value");
-    for (uint32_t r : {Object(std::nullopt), Array(std::nullopt, 0, -1), String(0, -1), Number(),
-                       Literal("true"), Literal("false"), Literal("null")}) {
+    for (uint32_t r : {Object(std::nullopt), Array(std::nullopt, 0, -1), String(0, -1),
+                       numbers_.Number(), Literal("true"), Literal("false"), Literal("null")}) {
       b_.AddAlternative(*value_, {B::Ref(r)});
     }
     return *value_;
@@ -70,35 +65,11 @@ class JsonGrammarCompiler {
   // A JSON string of min..max (-1: unbounded) characters.
   uint32_t String(int min, int max) {
     if (min == 0 && max < 0 && string_) return *string_;
-    const uint32_t s = b_.Rule(
-        "string",
-        {Cat({B::Literal("\""), {B::Ref(Repeat(Char(), min, max, {}))}, B::Literal("\"")})});
+    const uint32_t s = b_.Rule("string", {Cat({B::Literal("\""),
+                                               {B::Ref(numbers_.Repeat(Char(), min, max, {}))},
+                                               B::Literal("\"")})});
     if (min == 0 && max < 0) string_ = s;
     return s;
-  }
-
-  uint32_t Integer() {
-    if (integer_) return *integer_;
-    const uint32_t more = Digits(0, kMaxIntegerDigits - 1);
-    const uint32_t uint =
-        b_.Rule("uint", {B::Literal("0"), {B::Bytes(ByteSet::Range('1', '9')), B::Ref(more)}});
-    integer_ = b_.Rule("integer", {{B::Ref(uint)}, {B::Byte('-'), B::Ref(uint)}});
-    return *integer_;
-  }
-
-  uint32_t Number() {
-    if (number_) return *number_;
-    const uint32_t frac =
-        b_.Rule("fraction", {{}, {B::Byte('.'), B::Ref(Digits(1, kMaxFractionDigits))}});
-    ByteSet e = ByteSet::Of('e');
-    e.Add('E');
-    ByteSet sign = ByteSet::Of('+');
-    sign.Add('-');
-    const uint32_t opt_sign = b_.Rule("sign", {{}, {B::Bytes(sign)}});
-    const uint32_t exp = b_.Rule(
-        "exponent", {{}, {B::Bytes(e), B::Ref(opt_sign), B::Ref(Digits(1, kMaxExponentDigits))}});
-    number_ = b_.Rule("number", {{B::Ref(Integer()), B::Ref(frac), B::Ref(exp)}});
-    return *number_;
   }
 
   uint32_t Literal(const std::string& text) {
@@ -125,11 +96,6 @@ class JsonGrammarCompiler {
     }
     ws_ = next;
     return *ws_;
-  }
-
-  // min..max decimal digits.
-  uint32_t Digits(int min, int max) {
-    return Repeat(b_.Rule("digit", {{B::Bytes(ByteSet::Range('0', '9'))}}), min, max, {});
   }
 
   // One character of a JSON string: printable ASCII but '"' and '\', an escape, or one UTF-8
@@ -170,183 +136,12 @@ class JsonGrammarCompiler {
     return *char_;
   }
 
-  // min..max (-1: unbounded) copies of `item`, `sep` between them.
-  uint32_t Repeat(uint32_t item, int min, int max, const Seq& sep) {
-    const Seq sep_item = Cat({sep, {B::Ref(item)}});
-    if (max < 0) {
-      const uint32_t tail = b_.NewRule("more");
-      b_.AddAlternative(tail, {});
-      b_.AddAlternative(tail, Cat({sep_item, {B::Ref(tail)}}));
-      if (min == 0) return b_.Rule("repeat", {{}, {B::Ref(item), B::Ref(tail)}});
-      Seq seq = {B::Ref(item)};
-      for (int i = 1; i < min; ++i) seq.insert(seq.end(), sep_item.begin(), sep_item.end());
-      seq.push_back(B::Ref(tail));
-      return b_.Rule("repeat", {std::move(seq)});
-    }
-    // rest[k]: what may follow once k copies are out.
-    uint32_t next = b_.Rule("repeat_end", {{}});
-    for (int k = max - 1; k >= 0; --k) {
-      std::vector<Seq> alts;
-      if (k >= min) alts.push_back({});
-      alts.push_back(Cat({k == 0 ? Seq{B::Ref(item)} : sep_item, {B::Ref(next)}}));
-      next = b_.Rule("repeat", std::move(alts));
-    }
-    return next;
-  }
-
   // open ws [item ("," ws item)*] close, with min..max items; `item` ends with its own ws.
   uint32_t Delimited(std::string name, char open, uint32_t item, char close, int min, int max) {
     const Seq comma = {B::Byte(','), B::Ref(Ws())};
-    const uint32_t items = Repeat(item, min, max, comma);
+    const uint32_t items = numbers_.Repeat(item, min, max, comma);
     return b_.Rule(std::move(name), {{B::Byte(static_cast<uint8_t>(open)), B::Ref(Ws()),
                                       B::Ref(items), B::Byte(static_cast<uint8_t>(close))}});
-  }
-
-  struct NumberBound {
-    int64_t value;  // a whole number
-    bool exclusive;
-  };
-
-  // Numbers within the bounds, written without an exponent (a sound subset: every number has
-  // such a spelling); nullopt when no number lies within them.
-  std::optional<uint32_t> NumberRange(std::optional<NumberBound> lo,
-                                      std::optional<NumberBound> hi) {
-    std::vector<Seq> alts = NonNegative(lo, hi);
-    // x = -y: x >= L  <=>  y <= -L, and x <= H  <=>  y >= -H (strictness kept).
-    std::optional<NumberBound> neg_lo, neg_hi;
-    if (hi) neg_lo = NumberBound{-hi->value, hi->exclusive};
-    if (lo) neg_hi = NumberBound{-lo->value, lo->exclusive};
-    for (Seq& seq : NonNegative(neg_lo, neg_hi)) {
-      seq.insert(seq.begin(), B::Byte('-'));
-      alts.push_back(std::move(seq));
-    }
-    if (alts.empty()) return std::nullopt;
-    return b_.Rule("number range", std::move(alts));
-  }
-
-  // Spellings of y = m.f >= 0 (m the integer part, f the fraction) within the bounds: integer
-  // parts where any fraction stays within, and the bounds' own integer parts where only some do.
-  std::vector<Seq> NonNegative(std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
-    std::vector<Seq> out;
-    if (hi && (hi->value < 0 || (hi->value == 0 && hi->exclusive))) return out;
-    const int64_t a = lo && lo->value >= 0 ? lo->value + (lo->exclusive ? 1 : 0) : 0;
-    std::optional<int64_t> b;
-    if (hi) b = hi->value - 1;
-    if (!b || a <= *b) {
-      std::vector<Seq> parts = b ? UintRange(static_cast<uint64_t>(a), static_cast<uint64_t>(*b))
-                                 : UintRange(static_cast<uint64_t>(a), std::nullopt);
-      for (Seq& seq : parts) {
-        seq.push_back(B::Ref(Fraction(FractionKind::kAny)));
-        out.push_back(std::move(seq));
-      }
-    }
-    if (lo && lo->exclusive && lo->value >= 0 && (!hi || lo->value < hi->value)) {
-      out.push_back(Cat({B::Literal(std::to_string(lo->value)),
-                         {B::Ref(Fraction(FractionKind::kNonZero))}}));  // just above L
-    }
-    if (hi && !hi->exclusive &&
-        (!lo || (lo->exclusive ? hi->value > lo->value : hi->value >= lo->value))) {
-      out.push_back(Cat({B::Literal(std::to_string(hi->value)),
-                         {B::Ref(Fraction(FractionKind::kZero))}}));  // H itself
-    }
-    return out;
-  }
-
-  // An optional fraction (kAny, kZero: "" or ".0..."), or one above zero (kNonZero).
-  enum class FractionKind { kAny, kZero, kNonZero };
-  uint32_t Fraction(FractionKind kind) {
-    std::optional<uint32_t>& rule = fractions_[static_cast<int>(kind)];
-    if (rule) return *rule;
-    const uint32_t zero = b_.Rule("zero", {B::Literal("0")});
-    switch (kind) {
-      case FractionKind::kAny:
-        rule = b_.Rule("fraction", {{}, {B::Byte('.'), B::Ref(Digits(1, kMaxFractionDigits))}});
-        break;
-      case FractionKind::kZero:
-        rule = b_.Rule("zero fraction",
-                       {{}, {B::Byte('.'), B::Ref(Repeat(zero, 1, kMaxFractionDigits, {}))}});
-        break;
-      case FractionKind::kNonZero:
-        rule = b_.Rule(
-            "non-zero fraction",
-            {{B::Byte('.'), B::Ref(Repeat(zero, 0, kMaxFractionDigits - 1, {})),
-              B::Bytes(ByteSet::Range('1', '9')), B::Ref(Digits(0, kMaxFractionDigits - 1))}});
-        break;
-    }
-    return *rule;
-  }
-
-  // Integers in [lo, hi] (a missing side: unbounded, within kMaxIntegerDigits digits).
-  uint32_t IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi) {
-    std::vector<Seq> alts;
-    if (!hi || *hi >= 0) {
-      const uint64_t a = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
-      for (Seq& seq : UintRange(a, hi ? std::optional<uint64_t>(*hi) : std::nullopt)) {
-        alts.push_back(std::move(seq));
-      }
-    }
-    if (!lo || *lo < 0) {  // -magnitude for magnitudes in [max(1, -hi), -lo]
-      const uint64_t a = hi && *hi < 0 ? static_cast<uint64_t>(-(*hi + 1)) + 1 : 1;
-      std::optional<uint64_t> b;
-      if (lo) b = static_cast<uint64_t>(-(*lo + 1)) + 1;
-      for (Seq& seq : UintRange(a, b)) {
-        seq.insert(seq.begin(), B::Byte('-'));
-        alts.push_back(std::move(seq));
-      }
-    }
-    return b_.Rule("integer range", std::move(alts));
-  }
-
-  // Digit strings without leading zeros of the integers in [a, b] (b missing: unbounded).
-  std::vector<Seq> UintRange(uint64_t a, std::optional<uint64_t> b) {
-    const std::string lo = std::to_string(a);
-    std::vector<Seq> out;
-    const size_t last = b ? std::to_string(*b).size() : lo.size();
-    for (size_t len = lo.size(); len <= last; ++len) {
-      const std::string from = len == lo.size() ? lo : "1" + std::string(len - 1, '0');
-      const std::string to = b && len == last ? std::to_string(*b) : std::string(len, '9');
-      SameLength(from, to, {}, &out);
-    }
-    if (!b && lo.size() < static_cast<size_t>(kMaxIntegerDigits)) {  // every longer number
-      out.push_back({B::Bytes(ByteSet::Range('1', '9')),
-                     B::Ref(Digits(static_cast<int>(lo.size()), kMaxIntegerDigits - 1))});
-    }
-    return out;
-  }
-
-  // Appends to `out` sequences matching the digit strings in [lo, hi], both of one length.
-  void SameLength(const std::string& lo, const std::string& hi, Seq prefix, std::vector<Seq>* out) {
-    const size_t n = lo.size();
-    const B::Symbol any = B::Bytes(ByteSet::Range('0', '9'));
-    if (n == 0 || lo == hi) {
-      for (char c : lo) prefix.push_back(B::Byte(static_cast<uint8_t>(c)));
-      out->push_back(std::move(prefix));
-      return;
-    }
-    const bool full = lo.find_first_not_of('0', 1) == std::string::npos &&
-                      hi.find_first_not_of('9', 1) == std::string::npos;
-    if (full) {  // [lo0-hi0] then any digits
-      prefix.push_back(B::Bytes(ByteSet::Range(lo[0], hi[0])));
-      prefix.insert(prefix.end(), n - 1, any);
-      out->push_back(std::move(prefix));
-      return;
-    }
-    if (lo[0] == hi[0]) {
-      prefix.push_back(B::Byte(static_cast<uint8_t>(lo[0])));
-      SameLength(lo.substr(1), hi.substr(1), std::move(prefix), out);
-      return;
-    }
-    Seq low = prefix;
-    low.push_back(B::Byte(static_cast<uint8_t>(lo[0])));
-    SameLength(lo.substr(1), std::string(n - 1, '9'), std::move(low), out);
-    if (hi[0] - lo[0] > 1) {
-      Seq mid = prefix;
-      mid.push_back(B::Bytes(ByteSet::Range(lo[0] + 1, hi[0] - 1)));
-      mid.insert(mid.end(), n - 1, any);
-      out->push_back(std::move(mid));
-    }
-    prefix.push_back(B::Byte(static_cast<uint8_t>(hi[0])));
-    SameLength(std::string(n - 1, '0'), hi.substr(1), std::move(prefix), out);
   }
 
   // The text of a string of JSON Schema `format` (without quotes); nullopt if unsupported.
@@ -375,7 +170,8 @@ class JsonGrammarCompiler {
       const uint32_t hour =
           b_.Rule("hour", {{digits('0', '1'), d}, {B::Byte('2'), digits('0', '3')}});
       const uint32_t minute = b_.Rule("minute", {{digits('0', '5'), d}});
-      const uint32_t frac = b_.Rule("fraction", {{}, {B::Byte('.'), B::Ref(Digits(1, 9))}});
+      const uint32_t frac =
+          b_.Rule("fraction", {{}, {B::Byte('.'), B::Ref(numbers_.Digits(1, 9))}});
       ByteSet sign = ByteSet::Of('+');
       sign.Add('-');
       const uint32_t offset = b_.Rule(
@@ -412,18 +208,17 @@ class JsonGrammarCompiler {
       label.Add('-');
       const uint32_t lchar = b_.Rule("local", {{B::Bytes(local)}});
       const uint32_t dchar = b_.Rule("label", {{B::Bytes(label)}});
-      const uint32_t word = Repeat(dchar, 1, 63, {});
-      const uint32_t domain = Repeat(word, 2, 4, {B::Byte('.')});
-      return b_.Rule("email", {{B::Ref(Repeat(lchar, 1, 64, {})), B::Byte('@'), B::Ref(domain)}});
+      const uint32_t word = numbers_.Repeat(dchar, 1, 63, {});
+      const uint32_t domain = numbers_.Repeat(word, 2, 4, {B::Byte('.')});
+      return b_.Rule("email",
+                     {{B::Ref(numbers_.Repeat(lchar, 1, 64, {})), B::Byte('@'), B::Ref(domain)}});
     }
     return std::nullopt;
   }
 
   // A day of the month, 01 to `last` ("28", "30" or "31").
   uint32_t Day(const std::string& last) {
-    std::vector<Seq> out;
-    SameLength("01", last, {}, &out);
-    return b_.Rule("day", std::move(out));
+    return b_.Rule("day", numbers_.DigitStrings("01", last));
   }
 
   // Exactly `value`: objects with its keys in its order, whitespace as anywhere; strings and
@@ -458,8 +253,8 @@ class JsonGrammarCompiler {
 
   GrammarBuilder b_;
   const Json* root_ = nullptr;
-  std::optional<uint32_t> value_, string_, integer_, number_, ws_, char_;
-  std::optional<uint32_t> fractions_[3];             // by FractionKind
+  JsonNumberRules numbers_{&b_};  // after b_, which it adds to
+  std::optional<uint32_t> value_, string_, ws_, char_;
   absl::flat_hash_map<uint32_t, uint32_t> maps_;     // value rule -> object rule
   absl::flat_hash_map<std::string, uint32_t> refs_;  // $ref -> its rule
 };
@@ -648,7 +443,7 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Typed(const Json& s, const std::st
   const bool bounded = s.contains("minimum") || s.contains("maximum") ||
                        s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum");
   if (type == "integer") {
-    if (!bounded) return Integer();
+    if (!bounded) return numbers_.Integer();
     std::optional<int64_t> lo, hi;
     for (const std::string key : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
       if (!s.contains(key)) continue;
@@ -671,11 +466,11 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Typed(const Json& s, const std::st
       side = side ? (lower ? std::max(*side, bound) : std::min(*side, bound)) : bound;
     }
     if (lo && hi && *lo > *hi) return Unsupported(path, "no integer lies within the bounds");
-    return IntegerRange(lo, hi);
+    return numbers_.IntegerRange(lo, hi);
   }
   if (type == "number") {
-    if (!bounded) return Number();
-    std::optional<NumberBound> lo, hi;
+    if (!bounded) return numbers_.Number();
+    std::optional<JsonNumberRules::NumberBound> lo, hi;
     for (const std::string key : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
       if (!s.contains(key)) continue;
       const Json& v = s[key];
@@ -690,13 +485,13 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::Typed(const Json& s, const std::st
       const bool lower = key == "minimum" || key == "exclusiveMinimum";
       const bool exclusive = key[0] == 'e';
       // The tighter bound of two on one side; at a tie, the exclusive one.
-      std::optional<NumberBound>& side = lower ? lo : hi;
+      std::optional<JsonNumberRules::NumberBound>& side = lower ? lo : hi;
       if (!side || (lower ? value > side->value : value < side->value) ||
           (value == side->value && exclusive)) {
-        side = NumberBound{value, exclusive};
+        side = JsonNumberRules::NumberBound{value, exclusive};
       }
     }
-    std::optional<uint32_t> range = NumberRange(lo, hi);
+    std::optional<uint32_t> range = numbers_.NumberRange(lo, hi);
     if (!range) return Unsupported(path, "no number lies within the bounds");
     return *range;
   }
@@ -737,7 +532,7 @@ absl::StatusOr<uint32_t> JsonGrammarCompiler::TupleSchema(const Json& s, int min
   uint32_t next;
   if (rest && (max < 0 || max > n)) {
     const uint32_t more = b_.Rule("next element", {Cat({comma, {B::Ref(*rest), B::Ref(Ws())}})});
-    next = Repeat(more, std::max(min - n, 0), max < 0 ? -1 : max - n, {});
+    next = numbers_.Repeat(more, std::max(min - n, 0), max < 0 ? -1 : max - n, {});
   } else {
     next = b_.Rule("tuple end", {{}});
   }
