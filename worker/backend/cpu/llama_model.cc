@@ -135,10 +135,7 @@ void LlamaModel::Products(const Product (&products)[N], const float* x, int64_t 
 template <size_t N>
 void LlamaModel::AddLora(const ForwardBatch& b, int64_t layer, const LoraProduct (&products)[N],
                          const float* x, int64_t ldx) {
-  if (b.seq_adapter == nullptr || adapters_.empty()) return;
-  bool any = false;
-  for (int64_t s = 0; s < b.num_seqs && !any; ++s) any = b.seq_adapter[s] >= 0;
-  if (!any) return;
+  if (!lora_rows_) return;
   ByRows(b.num_tokens, [&](int64_t r0, int64_t r1) {
     // Runs of consecutive tokens with one adapter (a prompt chunk, neighbouring decodes) go to
     // the kernel together: it reads each weight once for several rows.
@@ -184,6 +181,10 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
     if (b.positions[t] < 0 || b.positions[t] >= c.max_position_embeddings)
       return absl::InvalidArgumentError(
           absl::StrCat("position ", b.positions[t], " beyond context"));
+  }
+  lora_rows_ = false;  // whether any row of this step runs an adapter (AddLora)
+  for (int64_t s = 0; b.seq_adapter != nullptr && !adapters_.empty() && s < b.num_seqs; ++s) {
+    lora_rows_ = lora_rows_ || b.seq_adapter[s] >= 0;
   }
   const int64_t hs = c.hidden_size, hd = c.head_dim;
   const int64_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;

@@ -79,7 +79,7 @@ class LlamaModel {
                 bool x_quantized);
   // For each token of a row with an adapter: y_m += the adapter's module m of `layer` applied to
   // x, for the modules of one input x (their outputs at y_m with row stride ldy). One parallel
-  // region; nothing when no row has an adapter.
+  // region; nothing when no row of the step has an adapter (lora_rows_).
   struct LoraProduct {
     LoraModule module;
     float* y;
@@ -91,6 +91,7 @@ class LlamaModel {
 
   std::unique_ptr<LlamaWeights> weights_;
   std::vector<std::unique_ptr<const LoraAdapter>> adapters_;
+  bool lora_rows_ = false;  // the current step has rows with an adapter
   kernels::ThreadPool* pool_ = nullptr;
   Communicator* comm_ = nullptr;  // null, or a group of more than one rank
   int64_t max_tokens_ = 0;
