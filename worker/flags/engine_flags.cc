@@ -51,7 +51,7 @@ ABSL_FLAG(bool, enable_lora, false,
           "accepted for vLLM's command lines: --lora-modules alone serves adapters");
 ABSL_FLAG(std::vector<std::string>, lora_modules, {},
           "LoRA adapters (PEFT directories) served beside the model, NAME=PATH,...: a request "
-          "naming NAME as its model runs the adapter (--device cpu)");
+          "naming NAME as its model runs the adapter");
 ABSL_FLAG(int64_t, max_lora_rank, 16, "largest LoRA rank --lora-modules may load (1..256)");
 ABSL_FLAG(int64_t, mock_step_delay_us, 0,
           "--load-format mock: sleep this long per engine step to imitate compute");

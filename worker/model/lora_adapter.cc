@@ -32,25 +32,6 @@ constexpr absl::string_view kModules[kNumLoraModules] = {
     "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
     "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
 
-// [n_out, n_in] of module m of the whole model.
-std::pair<int64_t, int64_t> ModuleShape(const ModelConfig& c, int m) {
-  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-  switch (m) {
-    case kLoraQ:
-      return {q, c.hidden_size};
-    case kLoraK:
-    case kLoraV:
-      return {kv, c.hidden_size};
-    case kLoraO:
-      return {c.hidden_size, q};
-    case kLoraGate:
-    case kLoraUp:
-      return {c.intermediate_size, c.hidden_size};
-    default:
-      return {c.hidden_size, c.intermediate_size};
-  }
-}
-
 absl::Status Bad(const std::string& file, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(file, ": ", what));
 }
@@ -187,6 +168,25 @@ int64_t InterleavedRow(int64_t row, int64_t head_dim) {
 
 }  // namespace
 
+std::pair<int64_t, int64_t> LoraModuleShape(const ModelConfig& c, LoraModule m) {
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  switch (m) {
+    case kLoraQ:
+      return {q, c.hidden_size};
+    case kLoraK:
+    case kLoraV:
+      return {kv, c.hidden_size};
+    case kLoraO:
+      return {c.hidden_size, q};
+    case kLoraGate:
+    case kLoraUp:
+      return {c.intermediate_size, c.hidden_size};
+    case kLoraDown:
+      break;
+  }
+  return {c.hidden_size, c.intermediate_size};
+}
+
 int64_t LoraAdapter::HostBytes() const {
   int64_t bytes = 0;
   for (const auto& layer : layers) {
@@ -234,7 +234,7 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapter(const std::string& 
       return Bad(weights_path, absl::StrCat("tensor ", t.name, ": the base model has ",
                                             config.num_layers, " layers"));
     }
-    const auto [n_out, n_in] = ModuleShape(config, key->module);
+    const auto [n_out, n_in] = LoraModuleShape(config, static_cast<LoraModule>(key->module));
     const std::vector<int64_t> want =
         key->is_a ? std::vector<int64_t>{pc.r, n_in} : std::vector<int64_t>{n_out, pc.r};
     if (t.shape != want) {
@@ -255,7 +255,7 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapter(const std::string& 
         return Bad(weights_path, absl::StrCat("tensor ", (a != nullptr ? a : b)->name, " has no ",
                                               a == nullptr ? "lora_A" : "lora_B"));
       }
-      const auto [n_out, n_in] = ModuleShape(config, m);
+      const auto [n_out, n_in] = LoraModuleShape(config, static_cast<LoraModule>(m));
       LoraMatrix& out = adapter->layers[l][m];
       out.n_in = n_in;
       out.n_out = n_out;

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,6 +39,10 @@ namespace pagellm {
 // The linear layers an adapter can adapt, in the order of a layer's forward pass.
 enum LoraModule : int { kLoraQ, kLoraK, kLoraV, kLoraO, kLoraGate, kLoraUp, kLoraDown };
 inline constexpr int kNumLoraModules = 7;
+
+// {n_out, n_in} of module m for a model of `config` (a tensor-parallel rank's RankConfig gives
+// that rank's slice).
+std::pair<int64_t, int64_t> LoraModuleShape(const ModelConfig& config, LoraModule m);
 
 // One adapted matrix; empty (no A) when the adapter leaves it alone.
 struct LoraMatrix {

@@ -14,6 +14,7 @@
 #include "common/ggml_type.h"
 #include "worker/backend/backend.h"
 #include "worker/dist/device_communicator.h"
+#include "worker/model/lora_adapter.h"
 #include "worker/model/model_checkpoint.h"
 #include "worker/model/tensor_map.h"
 
@@ -42,6 +43,9 @@ struct CudaBackendOptions {
   // are `shard`'s.
   ShardSpec shard;
   DeviceCommunicator* communicator = nullptr;
+  // LoRA adapters served beside the model, whole (each rank uploads its slice); their names are
+  // adapter_names(), in this order. Each must fit the checkpoint's shapes.
+  std::vector<std::shared_ptr<const LoraAdapter>> lora_adapters;
 };
 
 // One tensor the backend uploads: this rank's shard of it (a view into the checkpoint) and its

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -38,7 +40,9 @@ class Steps {
   std::vector<int32_t>& blocks(int s) { return seqs_[s].blocks; }
   int32_t NewBlock() { return next_block_++; }
   // One step: for each (seq, tokens) the tokens are appended; every row's last token wants logits.
-  ForwardBatch Build(const std::vector<std::pair<int, std::vector<int32_t>>>& rows) {
+  // Sequence s runs LoRA adapter adapters[s] when given (-1: none).
+  ForwardBatch Build(const std::vector<std::pair<int, std::vector<int32_t>>>& rows,
+                     const std::vector<int32_t>& adapters = {}) {
     step_.Clear();
     for (const auto& [id, tokens] : rows) {
       Seq& s = seqs_[id];
@@ -46,7 +50,8 @@ class Steps {
              s.len + static_cast<int64_t>(tokens.size())) {
         s.blocks.push_back(NewBlock());
       }
-      step_.AddRow(tokens, s.len, s.blocks);
+      step_.AddRow(tokens, s.len, s.blocks, -1,
+                   adapters.empty() ? -1 : adapters[static_cast<size_t>(id)]);
       s.len += static_cast<int32_t>(tokens.size());
     }
     return step_.batch();
@@ -111,6 +116,94 @@ TEST_P(CudaBackendGpuTest, LogitsMatchTheCpuBackendThroughPrefillChunksAndDecode
     const absl::Status s = (*gpu)->ForwardLogits(gb, got.data());
     ASSERT_TRUE(s.ok()) << s;
     EXPECT_LT(RelativeError(got, want), 2e-2) << "step " << step;
+  }
+}
+
+// A rank-4 adapter on every module of cfg's layers, uniform in +-scale (A) and +-1 (B^T).
+std::shared_ptr<const LoraAdapter> RandomAdapter(const ModelConfig& cfg, uint32_t seed) {
+  auto adapter = std::make_shared<LoraAdapter>();
+  adapter->name = "test-lora";
+  adapter->rank = 4;
+  adapter->layers.resize(cfg.num_layers);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto& layer : adapter->layers) {
+    for (int m = 0; m < kNumLoraModules; ++m) {
+      LoraMatrix& lm = layer[m];
+      std::tie(lm.n_out, lm.n_in) = LoraModuleShape(cfg, static_cast<LoraModule>(m));
+      lm.a.resize(adapter->rank * lm.n_in);
+      lm.bt.resize(adapter->rank * lm.n_out);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(lm.n_in));
+      for (float& v : lm.a) v = u(rng) * scale;
+      for (float& v : lm.bt) v = u(rng) * 0.05f;
+    }
+  }
+  return adapter;
+}
+
+TEST_P(CudaBackendGpuTest, LoraAdapterRowsMatchTheCpuBackend) {
+  if (!HasGpu()) GTEST_SKIP() << "no CUDA device";
+  // Sequence 0 runs the adapter, sequence 1 the base model, in the same steps: a prefill chunk,
+  // a mixed step and decode steps (replayed graphs). Logits against the CPU backend's, which
+  // applies the same adapter (tests/lora_test.cc checks that one against peft).
+  const ModelConfig cfg = SmallConfig(GetParam());
+  auto ckpt = testing::TinyCheckpoint(GgmlType::kBF16, cfg, 7);
+  ASSERT_NE(ckpt, nullptr);
+  const std::shared_ptr<const LoraAdapter> adapter = RandomAdapter(cfg, 11);
+  CpuBackendOptions co;
+  co.num_kv_blocks = 256;
+  co.kv_cache_dtype = "f32";
+  co.lora_adapters = {adapter};
+  auto cpu = CreateCpuBackend(ckpt, co);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  CpuBackendOptions plain_options = co;
+  plain_options.lora_adapters.clear();
+  auto plain = CreateCpuBackend(ckpt, plain_options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  CudaBackendOptions go;
+  go.num_kv_blocks = 256;
+  go.max_batch_tokens = 512;
+  go.max_num_seqs = 8;
+  go.lora_adapters = {adapter};
+  auto gpu = CreateCudaBackend(ckpt, go);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_EQ((*gpu)->adapter_names(), std::vector<std::string>{"test-lora"});
+
+  const int64_t stride = cfg.max_position_embeddings / 16;
+  Steps cpu_steps(16, stride), gpu_steps(16, stride), plain_steps(16, stride);
+  std::mt19937 rng(5);
+  const std::vector<int32_t> a = RandomTokens(70, rng), b = RandomTokens(20, rng);
+  std::vector<std::vector<std::pair<int, std::vector<int32_t>>>> plan;
+  plan.push_back({{0, std::vector<int32_t>(a.begin(), a.begin() + 50)}});
+  plan.push_back({{0, std::vector<int32_t>(a.begin() + 50, a.end())}, {1, b}});
+  for (int i = 0; i < 3; ++i)
+    plan.push_back({{0, RandomTokens(1, rng)}, {1, RandomTokens(1, rng)}});
+  for (Steps* s : {&cpu_steps, &gpu_steps, &plain_steps}) {
+    s->AddSeq();
+    s->AddSeq();
+  }
+  const std::vector<int32_t> adapters = {0, -1};
+  for (size_t step = 0; step < plan.size(); ++step) {
+    const ForwardBatch cb = cpu_steps.Build(plan[step], adapters);
+    const ForwardBatch gb = gpu_steps.Build(plan[step], adapters);
+    const ForwardBatch pb = plain_steps.Build(plan[step]);
+    std::vector<float> want(cb.num_logits * cfg.vocab_size), got(want.size(), NAN),
+        base(want.size());
+    ASSERT_TRUE((*cpu)->ForwardLogits(cb, want.data()).ok());
+    ASSERT_TRUE((*plain)->ForwardLogits(pb, base.data()).ok());
+    const absl::Status s = (*gpu)->ForwardLogits(gb, got.data());
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_LT(RelativeError(got, want), 2e-2) << "step " << step;
+    // The adapter's row moved well beyond that bound; the base row did not move at all.
+    const size_t v = static_cast<size_t>(cfg.vocab_size);
+    const std::vector<float> got0(got.begin(), got.begin() + v),
+        base0(base.begin(), base.begin() + v);
+    EXPECT_GT(RelativeError(got0, base0), 1e-1) << "step " << step;
+    if (cb.num_logits == 2) {
+      const std::vector<float> want1(want.begin() + v, want.end()),
+          base1(base.begin() + v, base.end());
+      EXPECT_EQ(want1, base1) << "step " << step;
+    }
   }
 }
 

@@ -28,7 +28,9 @@ class CudaBackend : public Backend {
         model_(std::move(model)),
         pool_(std::move(pool)),
         engine_blocks_(engine_blocks),
-        options_(options) {}
+        options_(options) {
+    for (const auto& adapter : options.lora_adapters) adapter_names_.push_back(adapter->name);
+  }
   ~CudaBackend() override {
     (void)OnDevice();
     model_.reset();
@@ -43,6 +45,7 @@ class CudaBackend : public Backend {
   int64_t max_logits_rows() const override { return model_->max_logits_rows(); }
   int64_t num_kv_blocks() const override { return engine_blocks_; }
   int64_t num_swap_blocks() const override { return pool_->options().num_swap_blocks; }
+  const std::vector<std::string>& adapter_names() const override { return adapter_names_; }
 
   absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,
                        SamplerOutput* out) override {
@@ -95,6 +98,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<DeviceKvPool> pool_;
   const int64_t engine_blocks_;
   const CudaBackendOptions options_;
+  std::vector<std::string> adapter_names_;
   DeviceSampler sampler_{model_->config().vocab_size, stream_};
 };
 
@@ -190,6 +194,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaDeviceBackend(
   mo.num_sms = prop.multiProcessorCount;
   mo.comm = o.communicator;
   mo.shard = o.shard;
+  for (const auto& adapter : o.lora_adapters) {
+    ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> slice, ShardLoraAdapter(*adapter, o.shard));
+    mo.lora_adapters.push_back(std::move(slice));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> model,
                    CudaModel::Create(*checkpoint, std::move(weights), mo, stream));
 

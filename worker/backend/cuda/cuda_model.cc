@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/lora.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rope_kv.h"
@@ -45,7 +47,8 @@ CudaModel::BatchLayout::BatchLayout(int64_t tokens, int64_t table_stride) {
   tiles = align16(logit_rows + tokens * 4);
   other = align16(tiles + tokens * static_cast<int64_t>(sizeof(kernels::cuda::PrefillTile)));
   tables = align16(other + tokens * 4);
-  total = align16(tables + tokens * table_stride * 4);
+  adapter = align16(tables + tokens * table_stride * 4);
+  total = align16(adapter + tokens * 4);
 }
 
 absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelCheckpoint& checkpoint,
@@ -128,6 +131,8 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(const ModelCheckpoi
   m->d_tables_ = reinterpret_cast<int32_t*>(d + layout.tables);
   m->d_tiles_ = reinterpret_cast<kernels::cuda::PrefillTile*>(d + layout.tiles);
   m->d_other_ = reinterpret_cast<int32_t*>(d + layout.other);
+  m->d_adapter_ = reinterpret_cast<int32_t*>(d + layout.adapter);
+  RETURN_IF_ERROR(m->UploadAdapters());
   m->prefill_tile_tokens_ = kernels::cuda::PrefillTileTokens(lc.num_heads, lc.num_kv_heads);
 
   RETURN_IF_ERROR(CudaStatus(cudaMemcpy(m->rope_.get(), table.data(), table.size() * sizeof(float),
@@ -179,6 +184,86 @@ absl::Status CudaModel::Gemm(const void* w, int64_t n_out, int64_t n_in, const v
                       "GEMM");
 }
 
+absl::Status CudaModel::UploadAdapters() {
+  const std::vector<std::shared_ptr<const LoraAdapter>>& adapters = opts_.lora_adapters;
+  num_adapters_ = static_cast<int64_t>(adapters.size());
+  if (adapters.empty()) return absl::OkStatus();
+  const ModelConfig& lc = local_;
+  int64_t floats = 0;
+  for (const auto& a : adapters) {
+    if (static_cast<int64_t>(a->layers.size()) != lc.num_layers || a->rank <= 0 ||
+        a->rank > kLargestLoraRank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LoRA adapter ", a->name, " does not fit the model"));
+    }
+    lora_max_rank_ = std::max(lora_max_rank_, static_cast<int32_t>(a->rank));
+    for (const auto& layer : a->layers) {
+      for (int m = 0; m < kNumLoraModules; ++m) {
+        const LoraMatrix& lm = layer[m];
+        if (lm.empty()) continue;
+        const auto [n_out, n_in] = LoraModuleShape(lc, static_cast<LoraModule>(m));
+        if (lm.n_out != n_out || lm.n_in != n_in) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("LoRA adapter ", a->name, " module ", m, " is [", lm.n_out, ", ",
+                           lm.n_in, "], this rank's weights [", n_out, ", ", n_in, "]"));
+        }
+        floats += static_cast<int64_t>(lm.a.size() + lm.bt.size());
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(lora_weights_,
+                   DeviceBuffer::Allocate(std::max<int64_t>(floats, 1) * 4, "LoRA adapters"));
+  std::vector<float> host;
+  host.reserve(floats);
+  std::vector<kernels::cuda::LoraSlot> slots(lc.num_layers * kNumLoraModules * num_adapters_);
+  for (int64_t ai = 0; ai < num_adapters_; ++ai) {
+    const LoraAdapter& a = *adapters[ai];
+    for (int64_t l = 0; l < lc.num_layers; ++l) {
+      for (int m = 0; m < kNumLoraModules; ++m) {
+        const LoraMatrix& lm = a.layers[l][m];
+        if (lm.empty()) continue;
+        kernels::cuda::LoraSlot& s = slots[(l * kNumLoraModules + m) * num_adapters_ + ai];
+        s.a = lora_weights_.as<float>() + host.size();
+        host.insert(host.end(), lm.a.begin(), lm.a.end());
+        s.bt = lora_weights_.as<float>() + host.size();
+        host.insert(host.end(), lm.bt.begin(), lm.bt.end());
+        s.rank = static_cast<int32_t>(a.rank);
+      }
+    }
+  }
+  const int64_t slot_bytes = static_cast<int64_t>(slots.size() * sizeof(kernels::cuda::LoraSlot));
+  ASSIGN_OR_RETURN(lora_slots_, DeviceBuffer::Allocate(slot_bytes, "LoRA slots"));
+  ASSIGN_OR_RETURN(
+      lora_u_, DeviceBuffer::Allocate(opts_.max_batch_tokens * lora_max_rank_ * 4, "LoRA scratch"));
+  scratch_bytes_ += floats * 4 + slot_bytes + opts_.max_batch_tokens * lora_max_rank_ * 4;
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpy(lora_weights_.get(), host.data(), host.size() * 4, cudaMemcpyHostToDevice),
+      "uploading the LoRA adapters"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpy(lora_slots_.get(), slots.data(), slot_bytes, cudaMemcpyHostToDevice),
+                 "uploading the LoRA slots"));
+  return CudaStatus(cudaDeviceSynchronize(), "uploading the LoRA adapters");
+}
+
+absl::Status CudaModel::AddLora(int64_t layer, LoraModule m, const void* x, int64_t ldx, void* y,
+                                int64_t ldy, int64_t n) {
+  if (num_adapters_ == 0) return absl::OkStatus();
+  kernels::cuda::LoraParams p;
+  p.x = x;
+  p.ldx = ldx;
+  p.y = y;
+  p.ldy = ldy;
+  p.dtype = weights_->dtype;
+  std::tie(p.n_out, p.n_in) = LoraModuleShape(local_, m);
+  p.num_tokens = n;
+  p.token_adapter = d_adapter_;
+  p.slots =
+      lora_slots_.as<kernels::cuda::LoraSlot>() + (layer * kNumLoraModules + m) * num_adapters_;
+  p.u = lora_u_.as<float>();
+  p.max_rank = lora_max_rank_;
+  return CudaStatus(kernels::cuda::LaunchLora(p, stream_), "LoRA");
+}
+
 absl::StatusOr<CudaModel::StepShape> CudaModel::UploadBatch(const ForwardBatch& b,
                                                             int64_t padded_rows) {
   if (b.block_table_stride <= 0 || b.block_table_stride > max_table_stride_) {
@@ -201,6 +286,13 @@ absl::StatusOr<CudaModel::StepShape> CudaModel::UploadBatch(const ForwardBatch& 
     std::memcpy(ids, b.token_ids, n * 4);
     std::memcpy(pos, b.positions, n * 4);
     std::memcpy(seq, b.token_seq, n * 4);
+  }
+  auto* adapter = reinterpret_cast<int32_t*>(h + l.adapter);
+  if (num_adapters_ > 0) {
+    for (int64_t t = 0; t < n; ++t) {
+      adapter[t] = b.seq_adapter == nullptr ? -1 : b.seq_adapter[b.token_seq[t]];
+    }
+    for (int64_t r = n; r < rows; ++r) adapter[r] = -1;
   }
   if (b.num_logits > 0) std::memcpy(logit_rows, b.logit_indices, b.num_logits * 4);
   int64_t max_context = 0, table_rows = b.num_seqs, max_used = 1;
@@ -244,7 +336,7 @@ absl::StatusOr<CudaModel::StepShape> CudaModel::UploadBatch(const ForwardBatch& 
        {Part{l.slots, rows * 8}, Part{l.ids, rows * 4}, Part{l.pos, rows * 4},
         Part{l.seq, rows * 4}, Part{l.logit_rows, std::max(b.num_logits, rows) * 4},
         Part{l.tiles, shape.num_tiles * static_cast<int64_t>(sizeof(kernels::cuda::PrefillTile))},
-        Part{l.other, shape.num_other * 4}}) {
+        Part{l.other, shape.num_other * 4}, Part{l.adapter, num_adapters_ > 0 ? rows * 4 : 0}}) {
     if (part.bytes == 0) continue;
     RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(d + part.offset, h + part.offset, part.bytes,
                                                cudaMemcpyHostToDevice, stream_),
@@ -379,6 +471,12 @@ absl::Status CudaModel::Enqueue(int64_t n, const StepShape& shape, const DeviceK
     np.weight = l.attn_norm;
     RETURN_IF_ERROR(CudaStatus(k::LaunchAddRmsNorm(np, stream_), "attention norm"));
     RETURN_IF_ERROR(Gemm(l.qkv, qkv_dim, hs, hidden_.get(), n, qkv_.get(), false));
+    const int64_t eb = kernels::KvDtypeBytes(t);
+    auto* qkv = static_cast<uint8_t*>(qkv_.get());
+    RETURN_IF_ERROR(AddLora(li, kLoraQ, hidden_.get(), hs, qkv, qkv_dim, n));
+    RETURN_IF_ERROR(AddLora(li, kLoraK, hidden_.get(), hs, qkv + q_dim * eb, qkv_dim, n));
+    RETURN_IF_ERROR(
+        AddLora(li, kLoraV, hidden_.get(), hs, qkv + (q_dim + kv_dim) * eb, qkv_dim, n));
     rp.bias = l.qkv_bias;
     rp.kv = kv;
     RETURN_IF_ERROR(CudaStatus(k::LaunchRopeKv(rp, stream_), "RoPE and KV write"));
@@ -391,14 +489,19 @@ absl::Status CudaModel::Enqueue(int64_t n, const StepShape& shape, const DeviceK
       RETURN_IF_ERROR(CudaStatus(k::LaunchPagedAttention(ap, stream_), "paged attention"));
     }
     RETURN_IF_ERROR(Gemm(l.o, hs, q_dim, attn_.get(), n, sub_out_.get(), false));
+    RETURN_IF_ERROR(AddLora(li, kLoraO, attn_.get(), q_dim, sub_out_.get(), hs, n));
     RETURN_IF_ERROR(AllReduce(sub_out_.get(), n * hs, false));
     np.add = sub_out_.get();
     np.weight = l.ffn_norm;
     RETURN_IF_ERROR(CudaStatus(k::LaunchAddRmsNorm(np, stream_), "MLP norm"));
     RETURN_IF_ERROR(Gemm(l.gate_up, 2 * inter, hs, hidden_.get(), n, gate_up_.get(), false));
+    auto* gate_up = static_cast<uint8_t*>(gate_up_.get());
+    RETURN_IF_ERROR(AddLora(li, kLoraGate, hidden_.get(), hs, gate_up, 2 * inter, n));
+    RETURN_IF_ERROR(AddLora(li, kLoraUp, hidden_.get(), hs, gate_up + inter * eb, 2 * inter, n));
     RETURN_IF_ERROR(
         CudaStatus(k::LaunchSiluMul(gate_up_.get(), n, inter, t, act_.get(), stream_), "SiLU"));
     RETURN_IF_ERROR(Gemm(l.down, hs, inter, act_.get(), n, sub_out_.get(), false));
+    RETURN_IF_ERROR(AddLora(li, kLoraDown, act_.get(), inter, sub_out_.get(), hs, n));
     RETURN_IF_ERROR(AllReduce(sub_out_.get(), n * hs, false));
   }
   if (shape.num_logits == 0) return absl::OkStatus();

@@ -36,6 +36,7 @@
 #include "worker/backend/cuda/device_weights.h"
 #include "worker/backend/forward_batch.h"
 #include "worker/dist/device_communicator.h"
+#include "worker/model/lora_adapter.h"
 #include "worker/model/model_checkpoint.h"
 
 namespace pagellm::cuda {
@@ -51,6 +52,9 @@ struct CudaModelOptions {
   // Null for a single rank.
   DeviceCommunicator* comm = nullptr;
   ShardSpec shard;
+  // LoRA adapters, already this rank's slices (ShardLoraAdapter), indexed by
+  // ForwardBatch::seq_adapter: uploaded in fp32, applied after each adapted GEMM.
+  std::vector<std::shared_ptr<const LoraAdapter>> lora_adapters;
 };
 
 class CudaModel {
@@ -104,7 +108,7 @@ class CudaModel {
     BatchLayout() = default;
     BatchLayout(int64_t tokens, int64_t table_stride);
     int64_t slots = 0, ids = 0, pos = 0, seq = 0, logit_rows = 0, tiles = 0, other = 0, tables = 0,
-            total = 0;
+            adapter = 0, total = 0;
   };
   // What Enqueue needs to know of a step beyond its token count.
   struct StepShape {
@@ -126,6 +130,13 @@ class CudaModel {
   // Launches the whole step for n tokens whose arrays are on the device (no host work, no
   // synchronization: capturable).
   absl::Status Enqueue(int64_t n, const StepShape& shape, const DeviceKvPool& pool);
+
+  // Uploads opts_.lora_adapters (Create). InvalidArgument when one does not fit the weights.
+  absl::Status UploadAdapters();
+  // y += the adapters' product for module m of `layer` over the n tokens' rows (kernels/cuda/
+  // lora.h); nothing when no adapter is served.
+  absl::Status AddLora(int64_t layer, LoraModule m, const void* x, int64_t ldx, void* y,
+                       int64_t ldy, int64_t n);
 
   // Enqueues an all-reduce of n elements of `data` when the model is tensor-parallel.
   absl::Status AllReduce(void* data, int64_t n, bool fp32);
@@ -159,6 +170,12 @@ class CudaModel {
   int prefill_tile_tokens_ = 0;  // 0: no tensor-core prefill for this model's GQA ratio
   std::vector<kernels::cuda::PrefillTile> tiles_;  // UploadBatch's scratch
   std::vector<int32_t> other_;
+  // LoRA: the adapters' fp32 matrices, their slots [layer][module][adapter], the per-token adapter
+  // (in the batch block) and the shrink's [max_batch_tokens][max rank] scratch.
+  DeviceBuffer lora_weights_, lora_slots_, lora_u_;
+  int32_t* d_adapter_ = nullptr;
+  int32_t lora_max_rank_ = 0;
+  int64_t num_adapters_ = 0;
   int32_t pad_block_ = 0;
   std::vector<DecodeGraph> graphs_;  // by rows, ascending; empty when eager
 };

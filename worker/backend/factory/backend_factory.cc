@@ -19,23 +19,22 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   if (checkpoint == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("--device ", options.device, " needs a model"));
   }
-  if (options.device == "cuda") {
-    if (!options.lora_modules.empty()) {
-      return absl::UnimplementedError(
-          "LoRA adapters (--lora-modules) are served on --device cpu; the CUDA backend does not "
-          "apply them yet");
-    }
-    return CreateCudaBackend(std::move(checkpoint), options.cuda);
-  }
-  CpuBackendOptions cpu = options.cpu;
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters;
   LoraLoadOptions lo;
   lo.max_rank = options.max_lora_rank;
   for (const LoraModuleSpec& m : options.lora_modules) {
     ASSIGN_OR_RETURN(
         std::unique_ptr<LoraAdapter> adapter,
         LoadLoraAdapter(m.name, m.path, checkpoint->config, checkpoint->rope_neox, lo));
-    cpu.lora_adapters.push_back(std::move(adapter));
+    adapters.push_back(std::move(adapter));
   }
+  if (options.device == "cuda") {
+    CudaBackendOptions cuda = options.cuda;
+    cuda.lora_adapters = std::move(adapters);
+    return CreateCudaBackend(std::move(checkpoint), cuda);
+  }
+  CpuBackendOptions cpu = options.cpu;
+  cpu.lora_adapters = std::move(adapters);
   return CreateCpuBackend(std::move(checkpoint), cpu);
 }
 

@@ -26,9 +26,9 @@ struct BackendOptions {
   CpuBackendOptions cpu;
   CudaBackendOptions cuda;
   MockBackendOptions mock;
-  // LoRA adapters served beside the model (--lora-modules), read here for the cpu device (each
-  // must fit the checkpoint; rank at most max_lora_rank); the mock device takes their names
-  // only; Unimplemented on cuda so far.
+  // LoRA adapters served beside the model (--lora-modules), read here for the cpu and cuda
+  // devices (each must fit the checkpoint; rank at most max_lora_rank); the mock device takes
+  // their names only.
   std::vector<LoraModuleSpec> lora_modules;
   int64_t max_lora_rank = 16;
 };
