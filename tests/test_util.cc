@@ -128,6 +128,7 @@ absl::StatusOr<TestModel> OpenModelGroup(const std::string& path,
     bo.cuda.swap_space_bytes = options.swap_space_bytes;
     bo.cuda.max_batch_tokens = options.max_batch_tokens;
     bo.cuda.validate_batches = options.validate_batches;
+    bo.cuda.lora_adapters = options.lora_adapters;
     ASSIGN_OR_RETURN(t.backend, CreateBackend(bo, m.checkpoint));
     return t;
   }
