@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -33,11 +35,19 @@ class WorkerEndpoint;  // router/worker_pool.h; opaque here
 struct Placement {
   std::shared_ptr<WorkerEndpoint> worker;
   int64_t reserved_blocks = 0;
+  // The prompt's full-block prefix-cache hashes there: blocks it will have once it prefilled.
+  std::vector<uint64_t> prefix_hashes;
+  // Prompt tokens the placer expects the worker to have cached (cache-aware routing).
+  int64_t expected_hit_tokens = 0;
 };
 
 // What the queue and the placer know of a request.
 struct AdmissionTicket {
   int64_t prompt_tokens = 0;
+  // The prompt itself (borrowed: valid while the request is queued) and its prefix-cache
+  // namespace (common/prefix_cache/block_hash.h), for cache-aware placement. Empty: unknown.
+  std::span<const int32_t> prompt_ids;
+  uint64_t cache_namespace = 0;
   absl::Time deadline = absl::InfiniteFuture();
   // A worker that already failed this request (retry elsewhere); null on the first attempt.
   const WorkerEndpoint* avoid = nullptr;

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "common/api/proto_convert.h"
 #include "common/logging.h"
+#include "common/prefix_cache/block_hash.h"
 #include "router/request_validator.h"
 
 namespace pagellm {
@@ -84,6 +85,9 @@ RoutedStream::RoutedStream(const Deps& deps, const ModelContext& model,
     deadline_ = client_deadline == absl::InfiniteFuture() ? arrival_ + deps_.request_timeout
                                                           : client_deadline;
     ticket_.prompt_tokens = static_cast<int64_t>(valid->prompt_ids.size());
+    ticket_.prompt_ids = std::span<const int32_t>(worker_request_.prompt_token_ids().data(),
+                                                  worker_request_.prompt_token_ids().size());
+    ticket_.cache_namespace = PrefixCacheNamespace(request.sampling().lora_adapter());
     ticket_.deadline = deadline_;
   }
 }
@@ -116,6 +120,7 @@ void RoutedStream::OnDispatched(Placement placement) {
   {
     absl::MutexLock lock(&mu_);
     queued_ = false;
+    deps.metrics->CountPlacement(ticket_.prompt_tokens, placement.expected_hit_tokens);
     placement_ = std::move(placement);
     reserved_ = true;
     after.queue_changed = true;

@@ -60,6 +60,13 @@ ABSL_FLAG(std::string, worker_dns, "",
           "name:port resolved every --dns-interval seconds; each address is a worker "
           "(e.g. a Kubernetes headless service)");
 ABSL_FLAG(double, dns_interval, 5.0, "Seconds between DNS resolutions of --worker-dns");
+ABSL_FLAG(std::string, routing_policy, "prefix-aware",
+          "prefix-aware: send a request to the worker holding the longest cached prefix of its "
+          "prompt (ties and lopsided load: most free KV blocks); most-free-blocks: ignore caches");
+ABSL_FLAG(int64_t, routing_balance_abs, 8,
+          "prefix-aware routing gives way to load when the preferred worker has this many more "
+          "requests than the least loaded one ...");
+ABSL_FLAG(double, routing_balance_rel, 1.5, "... and more than this many times as many");
 ABSL_FLAG(int, max_queue, 1024, "Requests that may wait for a worker; more are refused");
 ABSL_FLAG(double, request_timeout, 600.0,
           "Deadline in seconds for requests whose client sets none");
@@ -195,6 +202,21 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (const std::string policy = absl::GetFlag(FLAGS_routing_policy); policy == "prefix-aware") {
+    options.workers.policy = pagellm::WorkerPool::Policy::kPrefixAware;
+  } else if (policy == "most-free-blocks") {
+    options.workers.policy = pagellm::WorkerPool::Policy::kMostFreeBlocks;
+  } else {
+    std::fprintf(stderr, "--routing-policy must be prefix-aware or most-free-blocks\n");
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_routing_balance_abs) < 0 ||
+      !(absl::GetFlag(FLAGS_routing_balance_rel) >= 1.0)) {
+    std::fprintf(stderr, "--routing-balance-abs must be >= 0 and --routing-balance-rel >= 1\n");
+    return 2;
+  }
+  options.workers.balance_abs = absl::GetFlag(FLAGS_routing_balance_abs);
+  options.workers.balance_rel = absl::GetFlag(FLAGS_routing_balance_rel);
   options.workers.dns_target = absl::GetFlag(FLAGS_worker_dns);
   options.workers.dns_interval = absl::Seconds(absl::GetFlag(FLAGS_dns_interval));
   if (absl::GetFlag(FLAGS_max_queue) <= 0) {

@@ -54,6 +54,14 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
            .Help("Workers answering but serving another model than the router's (not used)")
            .Register(r)
            .Add({});
+  auto& placed = prometheus::BuildCounter()
+                     .Name("pagellm_router_placed_prompt_tokens_total")
+                     .Help(
+                         "Prompt tokens of requests sent to workers, and of them the tokens "
+                         "the chosen worker was expected to have in its prefix cache")
+                     .Register(r);
+  placed_prompt_tokens_ = &placed.Add({{"expected", "all"}});
+  placed_hit_tokens_ = &placed.Add({{"expected", "cached"}});
   auto& requests = prometheus::BuildCounter()
                        .Name("pagellm_router_requests_total")
                        .Help("Generate calls finished, by gRPC status code")

@@ -6,6 +6,8 @@
 //   pagellm_router_workers_ready                 gauge    workers ready to take requests
 //   pagellm_router_requests_total{code}          counter  finished Generate calls by gRPC code
 //   pagellm_router_time_to_first_token_seconds   histogram  arrival to the first token read
+//   pagellm_router_placed_prompt_tokens_total{expected}  counter  prompt tokens sent to workers
+//       ("all"), and those the chosen worker was expected to hold cached ("cached")
 //
 // Thread-safe (prometheus-cpp metrics are).
 #ifndef PAGELLM_ROUTER_ROUTER_METRICS_H_
@@ -42,6 +44,10 @@ class RouterMetrics {
   void StreamClosed() { active_streams_->Decrement(); }
   void CountRequest(grpc::StatusCode code);
   void ObserveTimeToFirstToken(absl::Duration d) { ttft_->Observe(absl::ToDoubleSeconds(d)); }
+  void CountPlacement(int64_t prompt_tokens, int64_t expected_hit_tokens) {
+    placed_prompt_tokens_->Increment(static_cast<double>(prompt_tokens));
+    placed_hit_tokens_->Increment(static_cast<double>(expected_hit_tokens));
+  }
 
   // The exposer's port; 0 when not serving.
   [[nodiscard]] int port() const { return port_; }
@@ -60,6 +66,8 @@ class RouterMetrics {
   prometheus::Gauge* active_streams_;
   std::array<prometheus::Counter*, 17> requests_;  // by grpc::StatusCode
   prometheus::Histogram* ttft_;
+  prometheus::Counter* placed_prompt_tokens_;
+  prometheus::Counter* placed_hit_tokens_;
 };
 
 // The canonical name of a gRPC status code ("OK", "INVALID_ARGUMENT", ...).

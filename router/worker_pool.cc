@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/prefix_cache/block_hash.h"
 
 namespace pagellm {
 namespace {
@@ -130,6 +131,7 @@ void WorkerPool::PollAll() {
       call->worker = w;
       call->failures_at_send = w->failures_;
       call->number = ++w->polls_sent_;
+      call->request.set_prefix_filter_version(w->filter_version_);
       calls.push_back(call);
     }
   }
@@ -153,11 +155,18 @@ void WorkerPool::OnPollDone(PollCall* call, const grpc::Status& status) {
     using State = WorkerEndpoint::State;
     State state = State::kDown;
     if (status.ok()) {
-      w.load_ = call->response;
-      // Reservations released before this poll was sent are in its figures now.
-      auto visible = [&](const std::pair<uint64_t, int64_t>& r) { return r.first < call->number; };
-      for (const auto& r : w.releasing_) {
-        if (visible(r)) w.reserved_blocks_ -= r.second;
+      UpdateFilterLocked(w, call->response);
+      w.load_ = std::move(call->response);
+      // Placements released before this poll was sent are in its figures now.
+      auto visible = [&](const WorkerEndpoint::Releasing& r) { return r.poll < call->number; };
+      for (const WorkerEndpoint::Releasing& r : w.releasing_) {
+        if (!visible(r)) continue;
+        w.reserved_blocks_ -= r.blocks;
+        --w.placed_;
+        for (uint64_t h : r.hashes) {
+          auto it = w.pending_hashes_.find(h);
+          if (it != w.pending_hashes_.end() && --it->second == 0) w.pending_hashes_.erase(it);
+        }
       }
       w.releasing_.erase(std::remove_if(w.releasing_.begin(), w.releasing_.end(), visible),
                          w.releasing_.end());
@@ -201,6 +210,37 @@ void WorkerPool::OnPollDone(PollCall* call, const grpc::Status& status) {
   --polls_in_flight_;
 }
 
+void WorkerPool::UpdateFilterLocked(WorkerEndpoint& w, v1::WorkerLoad& load) {
+  const uint64_t version = load.prefix_filter_version();
+  if (version == 0) {  // prefix caching off (or a worker that does not report it)
+    w.filter_ = PrefixFilterView();
+    w.filter_version_ = 0;
+    return;
+  }
+  if (load.prefix_filter().empty()) {
+    if (version != w.filter_version_) {  // cannot happen with a well-behaved worker
+      w.filter_ = PrefixFilterView();
+      w.filter_version_ = 0;
+    }
+    return;
+  }
+  absl::StatusOr<PrefixFilterView> view = PrefixFilterView::Parse(
+      std::move(*load.mutable_prefix_filter()), load.prefix_filter_hashes());
+  load.clear_prefix_filter();
+  if (!view.ok()) {
+    if (w.filter_version_ != 0 || !w.filter_.empty() ||
+        w.state_ == WorkerEndpoint::State::kUnknown) {
+      PLOG_WARN("worker {} sent an unusable prefix filter: {}", w.address(),
+                view.status().ToString());
+    }
+    w.filter_ = PrefixFilterView();
+    w.filter_version_ = 0;
+    return;
+  }
+  w.filter_ = *std::move(view);
+  w.filter_version_ = version;
+}
+
 void WorkerPool::ReportUnavailable(WorkerEndpoint* worker) {
   {
     absl::MutexLock lock(&mu_);
@@ -216,9 +256,12 @@ void WorkerPool::ReportUnavailable(WorkerEndpoint* worker) {
 Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* placement,
                                    absl::Status* error) {
   absl::MutexLock lock(&mu_);
-  WorkerEndpoint* best = nullptr;
-  const std::shared_ptr<WorkerEndpoint>* best_ptr = nullptr;
-  int64_t best_free = 0, best_need = 0;
+  struct Candidate {
+    const std::shared_ptr<WorkerEndpoint>* worker;
+    int64_t free, need, block_size, matched, load;
+    bool room;  // nothing waiting in the worker's own queue
+  };
+  std::vector<Candidate> candidates;
   int64_t largest_total = 0, min_need = 0;
   bool any_ready = false, fits_somewhere = false;
   for (const auto& w : workers_) {
@@ -236,41 +279,97 @@ Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* pla
     }
     fits_somewhere = true;
     const int64_t free = known ? load.kv_blocks_free() - w->reserved_blocks_ : INT64_MAX / 2;
-    if (free < need || load.waiting() > 0) continue;
-    if (best == nullptr || free > best_free) {
-      best = w.get();
-      best_ptr = &w;
-      best_free = free;
-      best_need = need;
+    // Requests released since the poll was sent have started: the poll may still count them as
+    // waiting (a worker publishes its load between steps, and a prompt's first step is long).
+    const int64_t waiting =
+        std::max<int64_t>(0, load.waiting() - static_cast<int64_t>(w->releasing_.size()));
+    if (free < need) continue;
+    if (waiting > 0 && (options_.policy != Policy::kPrefixAware || ticket.prompt_ids.empty())) {
+      continue;
+    }
+    candidates.push_back(
+        {&w, free, need, bs, 0, load.running() + waiting + w->placed_, waiting == 0});
+  }
+  const auto with_room =
+      std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.room; });
+  if (with_room == candidates.end()) {
+    if (!any_ready) {
+      *error = absl::UnavailableError(ticket.avoid != nullptr
+                                          ? "the worker failed and no other worker is available"
+                                          : "no worker is available");
+      return Decision::kReject;
+    }
+    if (!fits_somewhere) {
+      // OUT_OF_RANGE, not RESOURCE_EXHAUSTED: retrying cannot help (HTTP 400, not 429).
+      *error = absl::OutOfRangeError(
+          absl::StrCat("the prompt (", ticket.prompt_tokens, " tokens) needs ", min_need,
+                       " KV blocks, more than any worker has (", largest_total, ")"));
+      return Decision::kReject;
+    }
+    return Decision::kWait;
+  }
+  const Candidate* chosen = &*with_room;  // the most free blocks among those with room
+  for (const Candidate& c : candidates) {
+    if (c.room && c.free > chosen->free) chosen = &c;
+  }
+  // The prompt's block hashes at each block size in use (one, unless workers differ).
+  std::vector<std::pair<int64_t, std::vector<uint64_t>>> chains;
+  auto chain_for = [&](int64_t bs) -> const std::vector<uint64_t>& {
+    for (const auto& [size, hashes] : chains) {
+      if (size == bs) return hashes;
+    }
+    return chains.emplace_back(bs, PrefixBlockHashes(ticket.prompt_ids, bs, ticket.cache_namespace))
+        .second;
+  };
+  if (options_.policy == Policy::kPrefixAware && !ticket.prompt_ids.empty()) {
+    const Candidate* best = nullptr;
+    const Candidate* least = nullptr;
+    for (Candidate& c : candidates) {
+      const WorkerEndpoint& w = **c.worker;
+      const std::vector<uint64_t>& chain = chain_for(c.block_size);
+      // The block holding the last prompt token is always computed: it cannot be a hit.
+      const int64_t hittable = std::min<int64_t>(static_cast<int64_t>(chain.size()),
+                                                 (ticket.prompt_tokens - 1) / c.block_size);
+      while (c.matched < hittable && (w.filter_.MayContain(chain[c.matched]) ||
+                                      w.pending_hashes_.contains(chain[c.matched]))) {
+        ++c.matched;
+      }
+      if (c.room && (least == nullptr || c.load < least->load ||
+                     (c.load == least->load && c.free > least->free))) {
+        least = &c;
+      }
+      if (best == nullptr || c.matched * c.block_size > best->matched * best->block_size ||
+          (c.matched * c.block_size == best->matched * best->block_size && c.free > best->free)) {
+        best = &c;
+      }
+    }
+    const bool lopsided = best->load - least->load > options_.balance_abs &&
+                          static_cast<double>(best->load) > options_.balance_rel * least->load;
+    if (lopsided) {
+      chosen = least;
+    } else if (best->matched > 0) {
+      chosen = best;
     }
   }
-  if (best != nullptr) {
-    best->reserved_blocks_ += best_need;
-    placement->worker = *best_ptr;
-    placement->reserved_blocks = best_need;
-    return Decision::kPlace;
+  WorkerEndpoint& w = **chosen->worker;
+  w.reserved_blocks_ += chosen->need;
+  ++w.placed_;
+  placement->worker = *chosen->worker;
+  placement->reserved_blocks = chosen->need;
+  placement->expected_hit_tokens = chosen->matched * chosen->block_size;
+  placement->prefix_hashes.clear();
+  if (options_.policy == Policy::kPrefixAware && !ticket.prompt_ids.empty()) {
+    placement->prefix_hashes = chain_for(chosen->block_size);
+    for (uint64_t h : placement->prefix_hashes) ++w.pending_hashes_[h];
   }
-  if (!any_ready) {
-    *error = absl::UnavailableError(ticket.avoid != nullptr
-                                        ? "the worker failed and no other worker is available"
-                                        : "no worker is available");
-    return Decision::kReject;
-  }
-  if (!fits_somewhere) {
-    // OUT_OF_RANGE, not RESOURCE_EXHAUSTED: retrying cannot help (HTTP 400, not 429).
-    *error = absl::OutOfRangeError(
-        absl::StrCat("the prompt (", ticket.prompt_tokens, " tokens) needs ", min_need,
-                     " KV blocks, more than any worker has (", largest_total, ")"));
-    return Decision::kReject;
-  }
-  return Decision::kWait;
+  return Decision::kPlace;
 }
 
 void WorkerPool::Release(const Placement& placement) {
   if (placement.worker == nullptr || placement.reserved_blocks == 0) return;
   absl::MutexLock lock(&mu_);
   WorkerEndpoint& w = *placement.worker;
-  w.releasing_.emplace_back(w.polls_sent_, placement.reserved_blocks);
+  w.releasing_.push_back({w.polls_sent_, placement.reserved_blocks, placement.prefix_hashes});
   // Nothing can go now; the next poll result calls on_change_.
 }
 

@@ -8,13 +8,31 @@
 // worker comes back by itself. Workers that disappear from DNS are dropped (calls in flight to
 // them finish: callers hold a shared_ptr).
 //
-// As the admission queue's Placer it picks, among ready workers with room, the one with the
-// most free KV blocks. Room: the worker's own queue was empty at the last poll (requests wait
-// in the router's FCFS queue, not in a worker's), and free blocks >= the blocks the request
-// needs now, ceil(prompt / block_size) + 1, where free blocks = the last polled kv_blocks_free
-// minus the blocks reserved by requests placed there. A reservation lasts until a poll sent
-// after the request's first response (or its end) comes back: only then does the polled
-// figure include what the worker allocated for it.
+// As the admission queue's Placer it picks among ready workers with room. Room: the worker's own
+// queue was empty at the last poll, not counting requests that produced their first response
+// since that poll was sent (requests wait in the router's FCFS queue, not in a worker's), and
+// free blocks >= the blocks the request needs now, ceil(prompt / block_size) + 1, where free
+// blocks = the last polled kv_blocks_free minus the blocks reserved by requests placed there. A
+// reservation lasts until a poll sent after the request's first response (or its end) comes
+// back: only then does the polled figure include what the worker allocated for it. While no
+// worker has room the request waits.
+//
+// Which one (Options::policy):
+//   - kMostFreeBlocks: the one with the most free KV blocks.
+//   - kPrefixAware (the default; cache-aware routing as in SGLang's router and llm-d): the one
+//     expected to hold the longest cached prefix of the prompt, ties to the most free blocks.
+//     Each poll carries the worker's prefix-cache Bloom filter (fetched only when it changed;
+//     common/prefix_cache/); the prompt's chained block hashes are looked up in it and in the
+//     hashes of requests placed there whose blocks the last poll cannot show yet (same lifetime
+//     as a reservation). So a tenant's system prompt or a conversation's history is prefilled
+//     on one worker and reused there, instead of once per worker. The worker holding the
+//     prefix may have requests in its own queue (free blocks permitting) as long as some worker
+//     has room: waiting there briefly is cheaper than prefilling the prefix again. Load still
+//     wins when it is lopsided: if that worker's load (running + waiting + placed and not yet
+//     visible) exceeds the least loaded worker with room's by more than balance_abs and by a
+//     factor of more than balance_rel, the request goes to the least loaded one instead (ties
+//     to the most free blocks; the prefix is then computed there as well: popular prefixes
+//     spread).
 //
 // Workers must serve the pool's model (SetModelFingerprint): each poll carries the worker's
 // model fingerprint and limits (WorkerLoad), and a worker whose fingerprint differs is not
@@ -38,11 +56,13 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/auth/secret_set.h"
+#include "common/prefix_cache/prefix_filter.h"
 #include "grpcpp/grpcpp.h"
 #include "pagellm/v1/worker.grpc.pb.h"
 #include "router/admission_queue.h"
@@ -85,18 +105,31 @@ class WorkerEndpoint {
   bool ready_ = false;             // see the file comment
   State state_ = State::kUnknown;  // the last state logged
   bool poll_in_flight_ = false;
-  v1::WorkerLoad load_;          // the last successful poll (all zero before one)
+  v1::WorkerLoad load_;          // the last successful poll (all zero before one), less its filter
   int64_t reserved_blocks_ = 0;  // placed here and not yet visible in a poll
+  int64_t placed_ = 0;           // requests placed here and not yet visible in a poll
   uint64_t polls_sent_ = 0;      // numbers the polls
-  // Reservations released (first response or end) after poll number .first was sent: dropped
-  // from reserved_blocks_ when a later poll succeeds.
-  std::vector<std::pair<uint64_t, int64_t>> releasing_;
+  // Placements released (first response or end) after poll number `poll` was sent: dropped
+  // from reserved_blocks_, placed_ and pending_hashes_ when a later poll succeeds.
+  struct Releasing {
+    uint64_t poll = 0;
+    int64_t blocks = 0;
+    std::vector<uint64_t> hashes;
+  };
+  std::vector<Releasing> releasing_;
+  // The worker's prefix cache as of its last poll, and the version it was at.
+  PrefixFilterView filter_;
+  uint64_t filter_version_ = 0;
+  // Block hashes of placed prompts not yet visible in filter_, with multiplicity.
+  absl::flat_hash_map<uint64_t, int32_t> pending_hashes_;
   // Bumped by ReportUnavailable: a poll sent before the failure cannot make the worker ready.
   uint64_t failures_ = 0;
 };
 
 class WorkerPool final : public Placer {
  public:
+  enum class Policy { kPrefixAware, kMostFreeBlocks };
+
   // Returns "ip:port" for each address of host, an empty list when the name does not exist, an
   // error when the lookup failed (the pool then keeps its workers).
   using Resolver = std::function<absl::StatusOr<std::vector<std::string>>(const std::string& host,
@@ -110,6 +143,9 @@ class WorkerPool final : public Placer {
     int64_t default_block_size = 16;  // until a worker reports its own
     Resolver resolver;                // null: getaddrinfo
     WorkerSecurity security;
+    Policy policy = Policy::kPrefixAware;
+    int64_t balance_abs = 8;   // requests; see the file comment
+    double balance_rel = 1.5;  // see the file comment
   };
 
   struct Stats {
@@ -160,6 +196,9 @@ class WorkerPool final : public Placer {
   WorkerPool(Options options, std::function<void()> on_change);
   void AddLocked(const std::string& address, bool from_dns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnPollDone(PollCall* call, const grpc::Status& status);
+  // Takes the poll's prefix filter (if sent) out of `load` into w.
+  void UpdateFilterLocked(WorkerEndpoint& w, v1::WorkerLoad& load)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DnsLoop();
 
   const Options options_;

@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "boost/asio.hpp"
+#include "common/prefix_cache/block_hash.h"
+#include "common/prefix_cache/prefix_filter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/testing/fake_worker.h"
@@ -142,6 +144,45 @@ class WorkerPoolTest : public ::testing::Test {
     return pool.Place(t, p, error ? error : &ignored);
   }
 
+  // Places `prompt` itself (cache-aware placement sees its tokens).
+  static Placer::Decision PlacePrompt(WorkerPool& pool, const std::vector<int32_t>& prompt,
+                                      Placement* p, uint64_t cache_namespace = 0) {
+    AdmissionTicket t;
+    t.prompt_tokens = static_cast<int64_t>(prompt.size());
+    t.prompt_ids = prompt;
+    t.cache_namespace = cache_namespace;
+    absl::Status ignored;
+    return pool.Place(t, p, &ignored);
+  }
+
+  // `load` reporting a prefix cache that holds exactly `prompts` (block size 4, as FakeWorker's).
+  static v1::WorkerLoad WithCached(v1::WorkerLoad load,
+                                   const std::vector<std::vector<int32_t>>& prompts,
+                                   uint64_t version = 41) {
+    CountingPrefixFilter filter(load.kv_blocks_total(), version);
+    for (const auto& prompt : prompts) {
+      for (uint64_t h : PrefixBlockHashes(prompt, 4, 0)) filter.Add(h);
+    }
+    load.set_prefix_filter_version(filter.Snapshot(load.mutable_prefix_filter()));
+    load.set_prefix_filter_hashes(kPrefixFilterHashes);
+    return load;
+  }
+
+  // Polls until two polls of `worker` sent after now have been answered (and a third sent).
+  static bool PollsAfterNow(WorkerPool& pool, const FakeWorker& worker) {
+    const int calls = worker.get_load_calls();
+    return WaitFor([&] {
+      pool.PollAll();
+      return worker.get_load_calls() >= calls + 3;
+    });
+  }
+
+  static std::vector<int32_t> Prompt(int tokens, int32_t first) {
+    std::vector<int32_t> p(tokens);
+    for (int i = 0; i < tokens; ++i) p[i] = first + i % 200;
+    return p;
+  }
+
   std::unique_ptr<FakeWorker> a_, b_;
   std::atomic<int> changes_{0};
 };
@@ -204,6 +245,32 @@ TEST_F(WorkerPoolTest, AWorkerWithItsOwnQueueHasNoRoom) {
   Placement p;
   ASSERT_EQ(Place(*pool, 4, &p), Placer::Decision::kPlace);
   EXPECT_EQ(p.worker->address(), b_->address());  // fewer free blocks, but nothing waiting
+}
+
+// A worker publishes its load between steps, so a poll answered during a prompt's first step
+// still counts that request as waiting. Once it produced its first response (released) the
+// router knows better, until a poll sent after that can tell.
+TEST_F(WorkerPoolTest, ARequestThatStartedIsNoLongerCountedAsWaiting) {
+  a_->SetLoad(Load(900));
+  b_->SetLoad(Load(100));
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p1, p2, p3, p4;
+  ASSERT_EQ(Place(*pool, 4, &p1), Placer::Decision::kPlace);
+  ASSERT_EQ(p1.worker->address(), a_->address());
+  v1::WorkerLoad busy = Load(900);
+  busy.set_waiting(1);  // the poll saw p1 in the worker's queue
+  a_->SetLoad(busy);
+  ASSERT_TRUE(PollsAfterNow(*pool, *a_));
+  ASSERT_EQ(Place(*pool, 4, &p2), Placer::Decision::kPlace);
+  EXPECT_EQ(p2.worker->address(), b_->address());
+  pool->Release(p1);  // p1's first token came
+  ASSERT_EQ(Place(*pool, 4, &p3), Placer::Decision::kPlace);
+  EXPECT_EQ(p3.worker->address(), a_->address());
+  // A poll sent after the release still reports one waiting: that one is real.
+  ASSERT_TRUE(PollsAfterNow(*pool, *a_));
+  ASSERT_EQ(Place(*pool, 4, &p4), Placer::Decision::kPlace);
+  EXPECT_EQ(p4.worker->address(), b_->address());
 }
 
 TEST_F(WorkerPoolTest, RequestLargerThanEveryWorkerIsOutOfRange) {
@@ -363,6 +430,156 @@ TEST_F(WorkerPoolTest, AWorkerSlowerToConnectThanTheBackoffBecomesReady) {
         return pool->GetStats().ready == 1;
       },
       absl::Seconds(10)));
+}
+
+// Cache-aware routing: a prompt goes where its prefix is cached, even to the worker with fewer
+// free blocks; a prompt cached nowhere goes to the most free blocks.
+TEST_F(WorkerPoolTest, APromptGoesToTheWorkerHoldingItsPrefix) {
+  const std::vector<int32_t> tenant = Prompt(40, 1), other = Prompt(40, 50);
+  std::vector<int32_t> question = tenant;  // the tenant's 40 tokens and a new question
+  for (int i = 0; i < 9; ++i) question.push_back(7);
+  a_->SetLoad(Load(900));
+  b_->SetLoad(WithCached(Load(500), {tenant}));
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p1, p2;
+  ASSERT_EQ(PlacePrompt(*pool, question, &p1), Placer::Decision::kPlace);
+  EXPECT_EQ(p1.worker->address(), b_->address());
+  EXPECT_EQ(p1.expected_hit_tokens, 40);  // ten cached blocks
+  ASSERT_EQ(PlacePrompt(*pool, other, &p2), Placer::Decision::kPlace);
+  EXPECT_EQ(p2.worker->address(), a_->address());
+  EXPECT_EQ(p2.expected_hit_tokens, 0);
+  // The block holding the prompt's last token is computed anyway: the very same 40 tokens
+  // expect 9 blocks, not 10.
+  Placement p3;
+  ASSERT_EQ(PlacePrompt(*pool, tenant, &p3), Placer::Decision::kPlace);
+  EXPECT_EQ(p3.expected_hit_tokens, 36);
+  // Another adapter's request with the same tokens cannot use the base model's blocks.
+  Placement p4;
+  ASSERT_EQ(PlacePrompt(*pool, question, &p4, PrefixCacheNamespace("sql")),
+            Placer::Decision::kPlace);
+  EXPECT_EQ(p4.worker->address(), a_->address());
+}
+
+TEST_F(WorkerPoolTest, MostFreeBlocksPolicyIgnoresCaches) {
+  const std::vector<int32_t> tenant = Prompt(40, 1);
+  a_->SetLoad(Load(900));
+  b_->SetLoad(WithCached(Load(500), {tenant}));
+  WorkerPool::Options o;
+  o.addresses = {a_->address(), b_->address()};
+  o.policy = WorkerPool::Policy::kMostFreeBlocks;
+  auto pool = MakePool(std::move(o));
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p;
+  ASSERT_EQ(PlacePrompt(*pool, tenant, &p), Placer::Decision::kPlace);
+  EXPECT_EQ(p.worker->address(), a_->address());
+  EXPECT_EQ(p.expected_hit_tokens, 0);
+}
+
+// A burst of one tenant's requests arrives before any poll can show its blocks cached: the
+// second follows the first (which will have computed them), not the most free blocks.
+TEST_F(WorkerPoolTest, PlacedPromptsCountAsCachedUntilAPollCanShowThem) {
+  const std::vector<int32_t> tenant = Prompt(40, 1), other = Prompt(40, 50);
+  a_->SetLoad(Load(500));
+  b_->SetLoad(Load(495));
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p1, p2, p3;
+  ASSERT_EQ(PlacePrompt(*pool, tenant, &p1), Placer::Decision::kPlace);
+  ASSERT_EQ(p1.worker->address(), a_->address());  // 11 blocks reserved: a has 489 free, b 495
+  ASSERT_EQ(PlacePrompt(*pool, tenant, &p2), Placer::Decision::kPlace);
+  EXPECT_EQ(p2.worker->address(), a_->address());
+  EXPECT_EQ(p2.expected_hit_tokens, 36);
+  ASSERT_EQ(PlacePrompt(*pool, other, &p3), Placer::Decision::kPlace);
+  EXPECT_EQ(p3.worker->address(), b_->address());
+  // Released and polled, a placement's hashes are forgotten: the worker's filter (here empty:
+  // the fake worker caches nothing) is the truth again.
+  pool->Release(p1);
+  pool->Release(p2);
+  ASSERT_TRUE(PollsAfterNow(*pool, *a_));
+  Placement p4;
+  ASSERT_EQ(PlacePrompt(*pool, tenant, &p4), Placer::Decision::kPlace);
+  EXPECT_EQ(p4.expected_hit_tokens, 0);
+}
+
+// The worker holding the prefix may have a short queue of its own while another has room; with
+// no room anywhere the request waits in the router, cached prefix or not.
+TEST_F(WorkerPoolTest, TheWorkerHoldingThePrefixMayHaveAQueueWhileAnotherHasRoom) {
+  const std::vector<int32_t> tenant = Prompt(40, 1);
+  v1::WorkerLoad queued = WithCached(Load(900), {tenant});
+  queued.set_running(3);
+  queued.set_waiting(2);
+  a_->SetLoad(queued);
+  b_->SetLoad(Load(500));
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p1, p2;
+  ASSERT_EQ(PlacePrompt(*pool, tenant, &p1), Placer::Decision::kPlace);
+  EXPECT_EQ(p1.worker->address(), a_->address());
+  EXPECT_EQ(p1.expected_hit_tokens, 36);
+  ASSERT_EQ(PlacePrompt(*pool, Prompt(40, 50), &p2), Placer::Decision::kPlace);
+  EXPECT_EQ(p2.worker->address(), b_->address());  // nothing cached: the worker with room
+  v1::WorkerLoad b_queued = Load(500);
+  b_queued.set_waiting(1);
+  b_->SetLoad(b_queued);
+  ASSERT_TRUE(PollsAfterNow(*pool, *b_));
+  Placement p3;
+  EXPECT_EQ(PlacePrompt(*pool, tenant, &p3), Placer::Decision::kWait);
+}
+
+// Affinity gives way when the worker holding the prefix is much busier than another.
+TEST_F(WorkerPoolTest, LopsidedLoadOutweighsACachedPrefix) {
+  const std::vector<int32_t> tenant = Prompt(40, 1);
+  v1::WorkerLoad busy = WithCached(Load(900), {tenant});
+  busy.set_running(20);
+  v1::WorkerLoad idle = Load(500);
+  idle.set_running(2);
+  a_->SetLoad(busy);
+  b_->SetLoad(idle);
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p1;
+  ASSERT_EQ(PlacePrompt(*pool, tenant, &p1), Placer::Decision::kPlace);
+  // 20 - 2 > 8 and 20 > 1.5 * 2: the least loaded, although a has more free blocks.
+  EXPECT_EQ(p1.worker->address(), b_->address());
+  EXPECT_EQ(p1.expected_hit_tokens, 0);
+  busy.set_running(10);  // 10 - (2 + p1 placed there) = 7: not lopsided
+  a_->SetLoad(busy);
+  ASSERT_TRUE(PollsAfterNow(*pool, *a_));
+  Placement p2;
+  ASSERT_EQ(PlacePrompt(*pool, tenant, &p2), Placer::Decision::kPlace);
+  EXPECT_EQ(p2.worker->address(), a_->address());
+  EXPECT_EQ(p2.expected_hit_tokens, 36);
+}
+
+// The filter travels only when it changed; a malformed one is ignored, not trusted.
+TEST_F(WorkerPoolTest, AWorkersFilterIsFetchedOnlyWhenItChanged) {
+  const std::vector<int32_t> tenant = Prompt(40, 1);
+  a_->SetLoad(Load(900));
+  b_->SetLoad(WithCached(Load(500), {tenant}, /*version=*/41));
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  const int calls = b_->get_load_calls();
+  ASSERT_TRUE(WaitFor([&] {
+    pool->PollAll();
+    return b_->get_load_calls() >= calls + 3;
+  }));
+  EXPECT_EQ(b_->prefix_filters_sent(), 1);
+  Placement p;
+  ASSERT_EQ(PlacePrompt(*pool, tenant, &p), Placer::Decision::kPlace);
+  EXPECT_EQ(p.worker->address(), b_->address());  // the held copy still counts
+  pool->Release(p);
+  v1::WorkerLoad garbled = Load(500);
+  garbled.set_prefix_filter(std::string(12, '\xff'));  // not a power of two
+  garbled.set_prefix_filter_version(42);
+  garbled.set_prefix_filter_hashes(6);
+  b_->SetLoad(garbled);
+  ASSERT_TRUE(PollsAfterNow(*pool, *b_));
+  EXPECT_GE(b_->prefix_filters_sent(), 2);
+  Placement q;
+  ASSERT_EQ(PlacePrompt(*pool, tenant, &q), Placer::Decision::kPlace);
+  EXPECT_EQ(q.worker->address(), a_->address());
+  EXPECT_EQ(pool->GetStats().ready, 2);  // still used, just not for its cache
 }
 
 TEST(ResolveHostTest, ResolvesLocalhost) {

@@ -50,6 +50,8 @@ class FakeWorker::Impl {
   v1::WorkerLoad load_ ABSL_GUARDED_BY(mu_);
   v1::ModelInfo info_ ABSL_GUARDED_BY(mu_);
   bool get_load_fails_ ABSL_GUARDED_BY(mu_) = false;
+  int get_load_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int prefix_filters_sent_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status generate_error_ ABSL_GUARDED_BY(mu_);
   bool stall_ ABSL_GUARDED_BY(mu_) = false;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
@@ -295,7 +297,8 @@ class FakeService final : public v1::Worker::CallbackService {
       grpc::CallbackServerContext*, const v1::WorkerGenerateRequest* request) override {
     return w_->Arrive(*request);
   }
-  grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* context, const v1::GetLoadRequest*,
+  grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* context,
+                                    const v1::GetLoadRequest* request,
                                     v1::WorkerLoad* response) override {
     grpc::Status status;
     {
@@ -304,6 +307,14 @@ class FakeService final : public v1::Worker::CallbackService {
         status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake worker: GetLoad fails");
       } else {
         *response = w_->load_;
+        ++w_->get_load_calls_;
+        // As a worker does: the prefix filter only when the caller's copy is out of date.
+        if (request->prefix_filter_version() == response->prefix_filter_version() &&
+            request->prefix_filter_version() != 0) {
+          response->clear_prefix_filter();
+        } else if (!response->prefix_filter().empty()) {
+          ++w_->prefix_filters_sent_;
+        }
       }
     }
     return Reply(context, status);
@@ -510,6 +521,16 @@ void FakeWorker::SetLoad(const v1::WorkerLoad& load) {
 void FakeWorker::SetInfo(const v1::ModelInfo& info) {
   absl::MutexLock lock(&impl_->mu_);
   impl_->info_ = info;
+}
+
+int FakeWorker::prefix_filters_sent() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->prefix_filters_sent_;
+}
+
+int FakeWorker::get_load_calls() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->get_load_calls_;
 }
 
 void FakeWorker::SetGetLoadFails(bool fails) {

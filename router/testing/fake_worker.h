@@ -1,7 +1,8 @@
 // FakeWorker: an in-process pagellm.v1.Worker gRPC server -- the one fake worker of the router
 // tests, the router benchmark and the serving benchmark's tests. It needs no model: Generate
 // streams canned tokens (byte-level ids of "a".."z", `tokens_per_message` per message per
-// sample), GetLoad reports a configurable load, and GetTokenizer serves a tiny hand-built
+// sample), GetLoad reports a configurable load (its prefix filter only to a caller whose copy is
+// out of date, as a worker does), and GetTokenizer serves a tiny hand-built
 // vocabulary (TinyVocab). With `serve_generation` it also answers the public
 // pagellm.v1.Generation API (token-id prompts) on the same port, as a router would.
 //
@@ -91,6 +92,9 @@ class FakeWorker {
   void Restart();
 
   [[nodiscard]] int generate_calls() const;
+  [[nodiscard]] int get_load_calls() const;  // answered ones
+  // GetLoad answers that carried the load's prefix_filter (the caller's copy was out of date).
+  [[nodiscard]] int prefix_filters_sent() const;
   [[nodiscard]] int cancellations() const;  // streams that saw OnCancel (Kill's included)
   [[nodiscard]] int completed() const;      // streams finished OK
   [[nodiscard]] int active_streams() const;

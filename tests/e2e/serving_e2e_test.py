@@ -233,6 +233,42 @@ class ServingTest(unittest.TestCase):
             self.assertGreater(w.Metric("pagellm_generation_tokens_total"), 0, w.name)
         self.AssertWorkersIdle(timeout=2.0)
 
+    def test_a_tenants_requests_follow_its_cached_prefix(self):
+        # Four tenants' first requests arrive together and spread over both workers; each
+        # tenant's later requests (its long prefix and a new question) must go where its prefix
+        # is cached. The old placement (most free KV blocks; ties to the first worker) sent them
+        # all to one worker, so half the tenants recomputed their prefix every time.
+        words = ["kind", "brief", "exact", "polite", "calm", "clear", "plain", "fair"]
+        tenants = [f"Tenant {t} instructions: " + " ".join(
+            f"rule {t}.{i} says be {words[(i + t) % 8]}." for i in range(24)) for t in range(4)]
+        prefix_tokens = [len(self.stub.Tokenize(GEN_PB2.TokenizeRequest(text=t), timeout=30)
+                             .token_ids) for t in tenants]
+        hits = lambda: sum(w.Metric("pagellm_prefix_cache_hit_tokens_total") for w in self.workers)
+        expected = lambda: self.router.Metric("pagellm_router_placed_prompt_tokens_total",
+                                              'expected="cached"')
+
+        def ask(t, q):
+            pagellm_client.Generate(self.stub, GEN_PB2, prompt=f"{tenants[t]} Question {q}: "
+                                    f"what is {q} plus {t}?", max_tokens=1, temperature=0)
+
+        queried = lambda w: w.Metric("pagellm_prefix_cache_queried_tokens_total")
+        queried0 = [queried(w) for w in self.workers]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda t: ask(t, 0), range(4)))
+        for w, before in zip(self.workers, queried0):  # the first wave used both workers
+            self.assertGreater(queried(w), before, w.name)
+        hits0, expected0 = hits(), expected()
+        for q in range(1, 4):
+            for t in range(4):
+                ask(t, q)
+        # Each later request reuses at least its tenant's whole blocks (the prefix's last token
+        # may merge with the question's first).
+        floor = sum(3 * ((n - 1) // 16) * 16 for n in prefix_tokens)
+        # (The old placement reused 2,016 of these 2,688 tokens.) Metrics follow each step.
+        WaitFor(lambda: hits() - hits0 >= floor, 2.0, f"{floor} prefix-cache hit tokens")
+        self.assertGreaterEqual(expected() - expected0, floor)  # and the router saw it coming
+        self.AssertWorkersIdle(timeout=2.0)
+
     def test_cancelled_and_timed_out_streams_free_their_blocks(self):
         calls = []
         for i in range(32):

@@ -15,10 +15,12 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/prefix_cache/block_hash.h"
 #include "common/status_macros.h"
 
 namespace pagellm {
@@ -91,6 +93,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
   bo.block_size = static_cast<int32_t>(backend->block_size());
   bo.watermark = options.watermark;
   bo.enable_prefix_caching = options.enable_prefix_caching;
+  std::random_device entropy;  // a restarted worker's filter versions are new to the router
+  bo.prefix_filter_version = (uint64_t{entropy()} << 32) | entropy() | 1;
   ASSIGN_OR_RETURN(e->block_manager_, BlockManager::Create(bo));
   SchedulerOptions so;
   so.max_num_batched_tokens = options.max_num_batched_tokens;
@@ -202,6 +206,7 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   group->arrival = next_arrival_++;
   group->params = params;
   group->adapter = adapter;
+  group->cache_namespace = PrefixCacheNamespace(params.lora_adapter);
   if (!params.allowed_token_ids.empty()) group->allowed_mask = structured_->AllowedMask(params);
   if (!params.UseBeamSearch()) {
     group->stop_conditions = StopConditions::Create(params, tokenizer_->end_of_generation_ids());

@@ -204,7 +204,7 @@ bool Scheduler::TryAdmit(SequenceGroup* group, int64_t* budget, int64_t* num_seq
   for (auto& seq : group->seqs) {
     absl::StatusOr<int64_t> hit =
         bm_->Allocate(seq->seq_id, seq->tokens, /*reuse_cached_prefix=*/!group->ScoresPrompt(),
-                      /*cache_namespace=*/static_cast<uint64_t>(group->adapter + 1));
+                      group->cache_namespace);
     PAGELLM_CHECK(hit.ok(), "allocation of sequence {} failed after a capacity check: {}",
                   seq->seq_id, hit.status().ToString());
     seq->num_computed = *hit;

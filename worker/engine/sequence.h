@@ -91,6 +91,9 @@ struct SequenceGroup {
   std::vector<uint64_t> allowed_mask;
   // params.lora_adapter as the backend's adapter index (ForwardBatch::seq_adapter); -1: none.
   int32_t adapter = -1;
+  // The adapter's prefix-cache namespace (PrefixCacheNamespace of its name; 0: the base model),
+  // the same in every worker, so that the router can predict hits.
+  uint64_t cache_namespace = 0;
 
   // True while prompt logprobs are due: the prompt must be computed from position
   // next_prompt_logprob - 1 on, keeping those positions' logits, so no cached prefix is reused.

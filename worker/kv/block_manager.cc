@@ -27,21 +27,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/prefix_cache/block_hash.h"
 
 namespace pagellm {
 namespace {
-
-constexpr uint64_t kRootHash = 0x6a09e667f3bcc909ULL;
-
-uint64_t Mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  return h;
-}
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -61,7 +50,12 @@ absl::StatusOr<std::unique_ptr<BlockManager>> BlockManager::Create(const Options
 }
 
 BlockManager::BlockManager(const Options& options)
-    : options_(options), device_(options.num_device_blocks), swap_(options.num_swap_blocks) {}
+    : options_(options), device_(options.num_device_blocks), swap_(options.num_swap_blocks) {
+  if (options.enable_prefix_caching) {
+    filter_ = std::make_unique<CountingPrefixFilter>(options.num_device_blocks,
+                                                     options.prefix_filter_version);
+  }
+}
 
 // ---- Queries ----
 
@@ -190,12 +184,6 @@ std::vector<int32_t> BlockManager::TEST_CachedBlocks() const {
 
 // ---- Block helpers ----
 
-uint64_t BlockManager::HashBlock(uint64_t parent_hash, std::span<const int32_t> tokens) const {
-  uint64_t h = Mix(kRootHash, parent_hash);
-  for (int32_t t : tokens) h = Mix(h, static_cast<uint32_t>(t));
-  return h;
-}
-
 int32_t BlockManager::LookupCached(uint64_t hash, uint64_t parent_hash,
                                    std::span<const int32_t> tokens) const {
   auto it = cache_.find(hash);
@@ -213,7 +201,7 @@ void BlockManager::RegisterFullBlock(Sequence& seq, int32_t block_index) {
   const int64_t bs = options_.block_size;
   const uint64_t parent = block_index == 0 ? seq.root_hash : seq.hashes.back();
   std::span<const int32_t> tokens(seq.tokens.data() + block_index * bs, bs);
-  const uint64_t hash = HashBlock(parent, tokens);
+  const uint64_t hash = HashPrefixBlock(parent, tokens);
   seq.hashes.push_back(hash);
   CacheBlock(hash, parent, tokens, seq.blocks[block_index]);
 }
@@ -226,6 +214,7 @@ void BlockManager::CacheBlock(uint64_t hash, uint64_t parent_hash, std::span<con
   cache_.emplace(
       hash, CacheEntry{block, parent_hash, std::vector<int32_t>(tokens.begin(), tokens.end())});
   cached_block_hash_.emplace(block, hash);
+  if (filter_ != nullptr) filter_->Add(hash);
 }
 
 int32_t BlockManager::AllocateDeviceBlock() {
@@ -236,6 +225,7 @@ int32_t BlockManager::AllocateDeviceBlock() {
     evictable_pos_.erase(victim);
     auto it = cached_block_hash_.find(victim);
     PAGELLM_CHECK(it != cached_block_hash_.end(), "evictable block {} not in cache", victim);
+    if (filter_ != nullptr) filter_->Remove(it->second);
     cache_.erase(it->second);
     cached_block_hash_.erase(it);
     PAGELLM_CHECK(device_.ref_count(victim) == 1, "evicting block {} with {} references", victim,
@@ -281,7 +271,7 @@ absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const i
 
   // Look up the cached prefix without changing anything. The block holding the last prompt token
   // is never reused: that token's KV must be computed.
-  const uint64_t root = cache_namespace == 0 ? kRootHash : Mix(kRootHash, ~cache_namespace);
+  const uint64_t root = PrefixCacheRoot(cache_namespace);
   std::vector<int32_t> hit_blocks;
   std::vector<uint64_t> hit_hashes;
   int64_t evictable_hits = 0;
@@ -290,7 +280,7 @@ absl::StatusOr<int64_t> BlockManager::Allocate(int64_t seq_id, std::span<const i
     uint64_t parent = root;
     for (int64_t i = 0; i < max_hits; ++i) {
       std::span<const int32_t> tokens = prompt.subspan(i * bs, bs);
-      const uint64_t hash = HashBlock(parent, tokens);
+      const uint64_t hash = HashPrefixBlock(parent, tokens);
       const int32_t block = LookupCached(hash, parent, tokens);
       if (block < 0) break;
       hit_blocks.push_back(block);

@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/prefix_cache/prefix_filter.h"
 #include "worker/kv/block_allocator.h"
 #include "worker/kv/kv_copy.h"
 
@@ -36,6 +37,8 @@ class BlockManager {
     // still append (avoids preempting right after admitting). In [0, 1).
     double watermark = 0.01;
     bool enable_prefix_caching = true;
+    // The first version of prefix_filter() (pass a random one: see prefix_filter.h).
+    uint64_t prefix_filter_version = 0;
   };
 
   // Counters for the metrics. "free" device blocks include evictable prefix-cache blocks.
@@ -128,6 +131,11 @@ class BlockManager {
   // The reverse of SwapOut; returns the kSwapToDevice copies. Errors as SwapOut (device pool).
   absl::StatusOr<std::vector<KvCopy>> SwapIn(std::span<const int64_t> group);
 
+  // The prefix cache's block hashes (common/prefix_cache/block_hash.h) as a Bloom filter, for the
+  // router's cache-aware routing; null when prefix caching is off. Its version() and Snapshot()
+  // may be called from any thread while the manager runs (everything else here may not).
+  [[nodiscard]] const CountingPrefixFilter* prefix_filter() const { return filter_.get(); }
+
   // ---- Test hooks ----
   [[nodiscard]] int32_t TEST_DeviceRefCount(int32_t block) const {
     return device_.ref_count(block);
@@ -153,7 +161,6 @@ class BlockManager {
 
   explicit BlockManager(const Options& options);
 
-  uint64_t HashBlock(uint64_t parent_hash, std::span<const int32_t> tokens) const;
   // The cached block for (hash, parent, tokens), or -1.
   int32_t LookupCached(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens) const;
   // Hashes block `block_index` (the next unhashed one) of the sequence and caches it.
@@ -185,6 +192,8 @@ class BlockManager {
   // Cached blocks whose only reference is the cache's, least recently released first.
   std::list<int32_t> evictable_;
   std::unordered_map<int32_t, std::list<int32_t>::iterator> evictable_pos_;
+
+  std::unique_ptr<CountingPrefixFilter> filter_;  // mirrors cache_'s keys
 
   int64_t hit_tokens_ = 0;
   int64_t queried_tokens_ = 0;

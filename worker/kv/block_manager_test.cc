@@ -5,6 +5,8 @@
 #include <random>
 #include <set>
 
+#include "common/prefix_cache/block_hash.h"
+#include "common/prefix_cache/prefix_filter.h"
 #include "gtest/gtest.h"
 
 namespace pagellm {
@@ -413,6 +415,34 @@ TEST_F(BlockManagerTest, FreedCachedBlocksAreEvictedLeastRecentlyReleasedFirst) 
   Free(3);
   EXPECT_EQ(FreeDevice(), 4);
   CheckInvariants();
+}
+
+// The router predicts hits from prefix_filter() and block_hash.h alone: the filter holds exactly
+// the chains the cache can hit, in the prompt's own namespace, and forgets evicted blocks.
+TEST_F(BlockManagerTest, ThePrefixFilterNamesWhatTheCacheHolds) {
+  Make(/*device=*/4, 0, /*block_size=*/4, 0.0, /*prefix_caching=*/true);
+  auto matched = [&](const std::vector<int32_t>& prompt, uint64_t ns) {
+    std::string bits;
+    m_->prefix_filter()->Snapshot(&bits);
+    auto view = PrefixFilterView::Parse(std::move(bits), kPrefixFilterHashes);
+    EXPECT_TRUE(view.ok()) << view.status();
+    return view->MatchedPrefix(PrefixBlockHashes(prompt, 4, ns));
+  };
+  const std::vector<int32_t> p = Tokens(9), q = Tokens(9, 500);
+  const uint64_t sql = PrefixCacheNamespace("sql");
+  const uint64_t v0 = m_->prefix_filter()->version();
+  Alloc(1, p);
+  EXPECT_NE(m_->prefix_filter()->version(), v0);
+  EXPECT_EQ(matched(p, 0), 2);
+  EXPECT_EQ(matched(p, sql), 0);  // another adapter's request would not hit
+  EXPECT_EQ(matched(q, 0), 0);
+  Free(1);
+  EXPECT_EQ(matched(p, 0), 2);  // freed but still cached: still a hit
+  Alloc(2, q);                  // evicts p's second block
+  EXPECT_EQ(matched(p, 0), 1);
+  EXPECT_EQ(matched(q, 0), 2);
+  Make(/*device=*/4, 0, /*block_size=*/4);
+  EXPECT_EQ(m_->prefix_filter(), nullptr);  // prefix caching off: nothing to report
 }
 
 // Random operations against a simulated KV memory: every copy the manager returns is executed

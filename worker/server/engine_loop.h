@@ -91,6 +91,11 @@ class EngineLoop {
   void Stop();
 
   [[nodiscard]] EngineLoad load() const;
+  // The engine's prefix-cache filter (BlockManager::prefix_filter()); null when prefix caching is
+  // off. Lives as long as the loop; its version() and Snapshot() are thread-safe.
+  [[nodiscard]] const CountingPrefixFilter* prefix_filter() const {
+    return engine_->block_manager().prefix_filter();
+  }
 
  private:
   struct Pending {

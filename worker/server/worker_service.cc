@@ -76,7 +76,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
 }
 
 grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* context,
-                                                 const v1::GetLoadRequest*,
+                                                 const v1::GetLoadRequest* request,
                                                  v1::WorkerLoad* response) {
   if (!Trusted(context)) return Done(context, Untrusted());
   if (absl::Status s = CheckHealth(); !s.ok()) {
@@ -95,6 +95,14 @@ grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* co
   response->set_model_fingerprint(info_.model_fingerprint());
   response->set_max_model_len(info_.max_model_len());
   response->set_max_parallel_samples(info_.max_parallel_samples());
+  if (const CountingPrefixFilter* filter = loop_->prefix_filter(); filter != nullptr) {
+    response->set_prefix_filter_hashes(kPrefixFilterHashes);
+    if (filter->version() == request->prefix_filter_version()) {
+      response->set_prefix_filter_version(request->prefix_filter_version());
+    } else {
+      response->set_prefix_filter_version(filter->Snapshot(response->mutable_prefix_filter()));
+    }
+  }
   return Done(context, grpc::Status::OK);
 }
 
