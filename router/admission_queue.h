@@ -48,6 +48,9 @@ struct AdmissionTicket {
   // namespace (common/prefix_cache/block_hash.h), for cache-aware placement. Empty: unknown.
   std::span<const int32_t> prompt_ids;
   uint64_t cache_namespace = 0;
+  // False for a request whose prompt is computed in full anyway (prompt logprobs): its blocks
+  // still feed the worker's cache, but none are reused.
+  bool reuses_cached_prefix = true;
   absl::Time deadline = absl::InfiniteFuture();
   // A worker that already failed this request (retry elsewhere); null on the first attempt.
   const WorkerEndpoint* avoid = nullptr;

@@ -1,7 +1,9 @@
 // Invariants (under mu_): workers_ holds each address once; poll_in_flight_ is true exactly
-// while a PollCall for that worker exists, and polls_in_flight_ counts them; reserved_blocks_ is
-// the sum of Placement::reserved_blocks placed on the worker and not yet released. Removed
-// workers leave workers_ but live on while polls or requests hold them.
+// while a PollCall for that worker exists, and polls_in_flight_ counts them; reserved_blocks_,
+// placed_ and pending_hashes_ are the sums of Placement::reserved_blocks, of 1 and of the
+// Placement::prefix_hashes counts over placements on the worker not yet visible in a poll
+// (unreleased, or in releasing_). Removed workers leave workers_ but live on while polls or
+// requests hold them.
 #include "router/worker_pool.h"
 
 #include <arpa/inet.h>
@@ -284,7 +286,8 @@ Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* pla
     const int64_t waiting =
         std::max<int64_t>(0, load.waiting() - static_cast<int64_t>(w->releasing_.size()));
     if (free < need) continue;
-    if (waiting > 0 && (options_.policy != Policy::kPrefixAware || ticket.prompt_ids.empty())) {
+    if (waiting > 0 && (options_.policy != Policy::kPrefixAware || ticket.prompt_ids.empty() ||
+                        !ticket.reuses_cached_prefix)) {
       continue;
     }
     candidates.push_back(
@@ -321,7 +324,8 @@ Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* pla
     return chains.emplace_back(bs, PrefixBlockHashes(ticket.prompt_ids, bs, ticket.cache_namespace))
         .second;
   };
-  if (options_.policy == Policy::kPrefixAware && !ticket.prompt_ids.empty()) {
+  if (options_.policy == Policy::kPrefixAware && !ticket.prompt_ids.empty() &&
+      ticket.reuses_cached_prefix) {
     const Candidate* best = nullptr;
     const Candidate* least = nullptr;
     for (Candidate& c : candidates) {

@@ -146,11 +146,13 @@ class WorkerPoolTest : public ::testing::Test {
 
   // Places `prompt` itself (cache-aware placement sees its tokens).
   static Placer::Decision PlacePrompt(WorkerPool& pool, const std::vector<int32_t>& prompt,
-                                      Placement* p, uint64_t cache_namespace = 0) {
+                                      Placement* p, uint64_t cache_namespace = 0,
+                                      bool reuses_cached_prefix = true) {
     AdmissionTicket t;
     t.prompt_tokens = static_cast<int64_t>(prompt.size());
     t.prompt_ids = prompt;
     t.cache_namespace = cache_namespace;
+    t.reuses_cached_prefix = reuses_cached_prefix;
     absl::Status ignored;
     return pool.Place(t, p, &ignored);
   }
@@ -459,6 +461,12 @@ TEST_F(WorkerPoolTest, APromptGoesToTheWorkerHoldingItsPrefix) {
   ASSERT_EQ(PlacePrompt(*pool, question, &p4, PrefixCacheNamespace("sql")),
             Placer::Decision::kPlace);
   EXPECT_EQ(p4.worker->address(), a_->address());
+  // A scoring request (prompt logprobs) computes its whole prompt wherever it goes.
+  Placement p5;
+  ASSERT_EQ(PlacePrompt(*pool, question, &p5, 0, /*reuses_cached_prefix=*/false),
+            Placer::Decision::kPlace);
+  EXPECT_EQ(p5.worker->address(), a_->address());
+  EXPECT_EQ(p5.expected_hit_tokens, 0);
 }
 
 TEST_F(WorkerPoolTest, MostFreeBlocksPolicyIgnoresCaches) {
