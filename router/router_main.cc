@@ -62,7 +62,8 @@ ABSL_FLAG(std::string, worker_dns, "",
 ABSL_FLAG(double, dns_interval, 5.0, "Seconds between DNS resolutions of --worker-dns");
 ABSL_FLAG(std::string, routing_policy, "prefix-aware",
           "prefix-aware: send a request to the worker holding the longest cached prefix of its "
-          "prompt (ties and lopsided load: most free KV blocks); most-free-blocks: ignore caches");
+          "prompt (ties: the most free KV blocks; lopsided load: the least loaded worker); "
+          "most-free-blocks: ignore caches");
 ABSL_FLAG(int64_t, routing_balance_abs, 8,
           "prefix-aware routing gives way to load when the preferred worker has this many more "
           "requests than the least loaded one ...");
