@@ -253,9 +253,14 @@ class ServingTest(unittest.TestCase):
 
         queried = lambda w: w.Metric("pagellm_prefix_cache_queried_tokens_total")
         queried0 = [queried(w) for w in self.workers]
+        # The router must see the fleet idle first: its view is the workers' load at its last
+        # poll (every 200 ms), and a poll from the previous test's last steps shows one worker
+        # busy, so all four would go to the other (CI at 6ac0eb5 saw it).
+        time.sleep(0.6)
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             list(pool.map(lambda t: ask(t, 0), range(4)))
-        for w, before in zip(self.workers, queried0):  # the first wave used both workers
+        # The first wave used both workers (a worker's metrics move before its reply goes out).
+        for w, before in zip(self.workers, queried0):
             self.assertGreater(queried(w), before, w.name)
         hits0, expected0 = hits(), expected()
         for q in range(1, 4):

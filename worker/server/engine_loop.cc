@@ -108,7 +108,7 @@ void EngineLoop::Run() {
     AdmitPending(&pending);
     ApplyCancels(&cancels);
     if (engine_->HasUnfinished()) StepOnce();
-    PublishLoad();
+    PublishLoad();  // again after a step: finished requests have left active_
   }
   // Shutting down: whatever is left ends as cancelled.
   {
@@ -164,6 +164,7 @@ void EngineLoop::StepOnce() {
   const absl::Status step = engine_->Step(&outputs_);
   const double now = clock_();
   if (!step.ok()) PLOG_ERROR("engine step failed: {}", step.ToString());
+  PublishLoad();  // before any sink hears of the step (see the header)
   // Outputs of one request are adjacent; hand each request its span.
   for (size_t i = 0; i < outputs_.size();) {
     size_t j = i + 1;

@@ -7,6 +7,10 @@
 // between a request's consecutive outputs, and queue time until the first step that schedules
 // it -- each read at the end of the step that produced the event.
 //
+// The load (load()) and the step's metrics are published after each step and before its
+// outputs reach the sinks: whoever has seen a response and then polls the load or scrapes the
+// metrics sees that step's effect (a router never counts a started request as still waiting).
+//
 // Threading: Submit, Cancel, SetDraining, WaitUntilIdle, load() and Stop() are thread-safe. Sinks
 // are called on the engine thread only and must not block (queue and return). Each submitted
 // request gets exactly one OnDone(): OK after its last output, CANCELLED after Cancel(), or the

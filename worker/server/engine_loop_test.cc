@@ -219,5 +219,51 @@ TEST_F(EngineLoopTest, ARequestTheSamplerCannotServeEndsWithAnError) {
   EXPECT_EQ(load.kv_blocks_free, load.kv_blocks_total);
 }
 
+// What a sink observes when its first output arrives: the load and metrics published then. It
+// runs on the engine thread, as a gRPC stream's writer does.
+class ObservingSink : public Sink {
+ public:
+  explicit ObservingSink(std::function<void()> observe) : observe_(std::move(observe)) {}
+  void OnOutputs(std::span<const SequenceOutput> outputs) override {
+    if (!observed_) observe_();
+    observed_ = true;
+    Sink::OnOutputs(outputs);
+  }
+
+ private:
+  std::function<void()> observe_;
+  bool observed_ = false;
+};
+
+// The load and metrics of a step are published before its outputs go out: a router that has
+// seen a request's first response and then polls never finds it still waiting, and a client
+// that scrapes the metrics after a response sees that response's step counted.
+TEST_F(EngineLoopTest, AStepsLoadIsPublishedBeforeItsOutputsGoOut) {
+  EngineOptions eo;
+  eo.max_num_seqs = 1;  // b waits for a
+  Start(eo);
+  EngineLoad at_a, at_b;
+  double prompt_tokens_at_a = -1, generated_at_b = -1;
+  auto a = std::make_shared<ObservingSink>([&] {
+    at_a = loop_->load();
+    prompt_tokens_at_a = metrics_.prompt_tokens->Value();
+  });
+  auto b = std::make_shared<ObservingSink>([&] {
+    at_b = loop_->load();
+    generated_at_b = metrics_.generation_tokens->Value();
+  });
+  ASSERT_TRUE(loop_->Submit("a", {40, 41, 42}, Greedy(2), a).ok());
+  ASSERT_TRUE(loop_->Submit("b", {50, 51}, Greedy(1), b).ok());
+  Go();
+  ASSERT_TRUE(a->Wait().ok());
+  ASSERT_TRUE(b->Wait().ok());
+  EXPECT_EQ(at_a.running, 1);
+  EXPECT_EQ(at_a.waiting, 1);  // b
+  EXPECT_EQ(prompt_tokens_at_a, 3);
+  EXPECT_EQ(at_b.running, 0);  // b got its one token and finished in that step
+  EXPECT_EQ(at_b.waiting, 0);
+  EXPECT_EQ(generated_at_b, 3);  // a's two and b's one
+}
+
 }  // namespace
 }  // namespace pagellm
