@@ -1,4 +1,5 @@
-// Invariants: entries_ is in admission order (PushFront puts retries first); an entry is in
+// Invariants: entries_ is in admission order within each priority (PushFront puts retries first
+// in theirs), priorities ascending (all 0 unless by_priority); an entry is in
 // entries_ until exactly one of Pump/Expire/Remove takes it out under mu_. Pump's callbacks run
 // after the lock is released, and only the thread that set pumping_ runs them, so requests are
 // dispatched one thread at a time in queue order.
@@ -20,14 +21,22 @@ absl::StatusOr<uint64_t> AdmissionQueue::Push(QueuedRequest* request,
                                                      options_.max_size, " requests waiting)"));
   }
   const uint64_t id = next_id_++;
-  entries_.push_back(Entry{id, request, ticket});
+  const int32_t rank = Rank(ticket);
+  // After every entry of the same or a smaller priority.
+  auto at = std::upper_bound(entries_.begin(), entries_.end(), rank,
+                             [](int32_t r, const Entry& e) { return r < e.rank; });
+  entries_.insert(at, Entry{id, request, ticket, rank});
   return id;
 }
 
 uint64_t AdmissionQueue::PushFront(QueuedRequest* request, const AdmissionTicket& ticket) {
   absl::MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
-  entries_.push_front(Entry{id, request, ticket});
+  const int32_t rank = Rank(ticket);
+  // Before every entry of the same or a larger priority.
+  auto at = std::lower_bound(entries_.begin(), entries_.end(), rank,
+                             [](const Entry& e, int32_t r) { return e.rank < r; });
+  entries_.insert(at, Entry{id, request, ticket, rank});
   return id;
 }
 

@@ -1,9 +1,10 @@
-// AdmissionQueue: the router's one bounded first-come-first-served queue of Generate requests
-// waiting for a worker.
+// AdmissionQueue: the router's one bounded queue of Generate requests waiting for a worker,
+// first come, first served, or with Options::by_priority in (priority, arrival) order (vLLM's
+// --scheduling-policy priority: a smaller AdmissionTicket::priority goes first).
 //
-// Requests leave in arrival order: Pump() asks a Placer about the request at the head only, and
+// Requests leave in that order: Pump() asks a Placer about the request at the head only, and
 // stops at the first one that must wait, so a later (smaller) request never overtakes an earlier
-// one. A request leaves the queue exactly once, by one of
+// one of the same priority. A request leaves the queue exactly once, by one of
 //   - Pump(): placed (QueuedRequest::OnDispatched) or refused by the placer (OnRejected);
 //   - Expire(): its deadline passed (OnRejected with DeadlineExceeded);
 //   - Remove(): its owner withdrew it (no callback; the owner knows).
@@ -52,6 +53,8 @@ struct AdmissionTicket {
   // still feed the worker's cache, but none are reused.
   bool reuses_cached_prefix = true;
   absl::Time deadline = absl::InfiniteFuture();
+  // Its place in a by_priority queue: smaller first (ignored otherwise).
+  int32_t priority = 0;
   // A worker that already failed this request (retry elsewhere); null on the first attempt.
   const WorkerEndpoint* avoid = nullptr;
 };
@@ -81,18 +84,21 @@ class Placer {
 class AdmissionQueue {
  public:
   struct Options {
-    size_t max_size = 1024;  // requests waiting at once; Push() beyond it fails
+    size_t max_size = 1024;    // requests waiting at once; Push() beyond it fails
+    bool by_priority = false;  // order by (ticket.priority, arrival) rather than arrival
   };
 
   explicit AdmissionQueue(Options options) : options_(options) {}
   AdmissionQueue(const AdmissionQueue&) = delete;
   AdmissionQueue& operator=(const AdmissionQueue&) = delete;
 
-  // Appends `request` (borrowed: it must stay alive until it leaves the queue). Returns its id
-  // for Remove(), or ResourceExhausted when the queue is full.
+  // Queues `request` (borrowed: it must stay alive until it leaves the queue) after every
+  // request of its priority or a higher one. Returns its id for Remove(), or ResourceExhausted
+  // when the queue is full.
   absl::StatusOr<uint64_t> Push(QueuedRequest* request, const AdmissionTicket& ticket);
-  // Puts an already admitted request back at the head (a retry after a worker failed before
-  // producing anything). Ignores max_size: the request was counted when it first came.
+  // Puts an already admitted request back at the head of its priority (a retry after a worker
+  // failed before producing anything). Ignores max_size: the request was counted when it first
+  // came.
   uint64_t PushFront(QueuedRequest* request, const AdmissionTicket& ticket);
 
   // Takes request `id` out. Returns false when it is no longer queued: then Pump()/Expire() has
@@ -108,13 +114,19 @@ class AdmissionQueue {
   void Expire(absl::Time now);
 
   [[nodiscard]] size_t size() const;
+  [[nodiscard]] bool by_priority() const { return options_.by_priority; }
 
  private:
   struct Entry {
     uint64_t id;
     QueuedRequest* request;
     AdmissionTicket ticket;
+    int32_t rank;  // the ticket's priority when by_priority, else 0
   };
+
+  [[nodiscard]] int32_t Rank(const AdmissionTicket& ticket) const {
+    return options_.by_priority ? ticket.priority : 0;
+  }
 
   const Options options_;
   mutable absl::Mutex mu_;

@@ -104,6 +104,43 @@ TEST_F(AdmissionQueueTest, RetryGoesFirstAndIgnoresTheLimit) {
   EXPECT_THAT(log_.events, ElementsAre("go d", "go a", "go b", "go c"));
 }
 
+// --scheduling-policy priority: (priority, arrival) order; a retry goes first in its priority.
+// Without it priorities are ignored (the router refuses nonzero ones before they get here).
+TEST_F(AdmissionQueueTest, ByPriorityOrdersByPriorityThenArrival) {
+  for (const bool by_priority : {false, true}) {
+    SCOPED_TRACE(by_priority ? "priority" : "fcfs");
+    AdmissionQueue queue(AdmissionQueue::Options{8, by_priority});
+    EXPECT_EQ(queue.by_priority(), by_priority);
+    Log log;
+    FakeRequest batch1("batch1", &log), batch2("batch2", &log), chat1("chat1", &log),
+        chat2("chat2", &log), urgent("urgent", &log), retry("retry", &log);
+    auto push = [&](FakeRequest* r, int32_t priority) {
+      AdmissionTicket t;
+      t.prompt_tokens = 1;
+      t.priority = priority;
+      ASSERT_TRUE(queue.Push(r, t).ok());
+    };
+    push(&batch1, 2);
+    push(&chat1, 0);
+    push(&batch2, 2);
+    push(&urgent, -3);
+    push(&chat2, 0);
+    AdmissionTicket again;
+    again.priority = 2;
+    queue.PushFront(&retry, again);
+    FakePlacer placer;
+    placer.capacity = 10;
+    queue.Pump(placer);
+    if (by_priority) {
+      EXPECT_THAT(log.events, ElementsAre("go urgent", "go chat1", "go chat2", "go retry",
+                                          "go batch1", "go batch2"));
+    } else {
+      EXPECT_THAT(log.events, ElementsAre("go retry", "go batch1", "go chat1", "go batch2",
+                                          "go urgent", "go chat2"));
+    }
+  }
+}
+
 TEST_F(AdmissionQueueTest, RemovedRequestGetsNoCallback) {
   Push(&a_, 1);
   const uint64_t b = Push(&b_, 1);

@@ -76,6 +76,10 @@ RoutedStream::RoutedStream(const Deps& deps, const ModelContext& model,
   absl::MutexLock lock(&mu_);
   if (!valid.ok()) {
     outcome_ = valid.status();
+  } else if (valid->params.priority != 0 && !deps_.queue->by_priority()) {
+    outcome_ = absl::InvalidArgumentError(
+        absl::StrCat("priority ", valid->params.priority,
+                     " needs priority scheduling: this router runs --scheduling-policy fcfs"));
   } else {
     // The worker sees a router-unique id (clients may reuse theirs); replies get the client's.
     worker_request_.set_request_id(absl::StrCat(client_request_id_, "@", ProcessPrefix(), seq));
@@ -90,6 +94,7 @@ RoutedStream::RoutedStream(const Deps& deps, const ModelContext& model,
     ticket_.cache_namespace = PrefixCacheNamespace(request.sampling().lora_adapter());
     ticket_.reuses_cached_prefix = !request.sampling().has_prompt_logprobs();
     ticket_.deadline = deadline_;
+    ticket_.priority = valid->params.priority;
   }
 }
 

@@ -435,6 +435,51 @@ TEST_F(RouterTest, QueuedRequestsGoInArrivalOrderWhenRoomAppears) {
   }
 }
 
+// --scheduling-policy priority: queued requests go by (priority, arrival); under fcfs (the
+// default) a nonzero priority is INVALID_ARGUMENT and reaches no worker.
+TEST_F(RouterTest, PriorityOrdersTheQueueAndIsRefusedUnderFcfs) {
+  {
+    FakeWorker& w = AddWorker();
+    StartRouter();
+    v1::GenerateRequest req = Request("p");
+    req.mutable_sampling()->set_priority(1);
+    const StreamResult r = Generate(req);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(r.status.error_message(), HasSubstr("--scheduling-policy"));
+    EXPECT_EQ(w.generate_calls(), 0);
+    router_->Shutdown(absl::ZeroDuration());
+    workers_.clear();
+  }
+  FakeWorker::Options o;
+  o.load = Load(0);
+  FakeWorker& w = AddWorker(o);
+  RouterServer::Options ro = DefaultOptions();
+  ro.priority_scheduling = true;
+  StartRouter(ro);
+  const int32_t priorities[] = {5, 0, 5, -1};  // q0 (batch), q1, q2 (batch), q3 (urgent)
+  std::vector<std::thread> clients;
+  std::vector<StreamResult> results(4);
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] {
+      v1::GenerateRequest req = Request(absl::StrCat("q", i), 2);
+      req.mutable_sampling()->set_priority(priorities[i]);
+      results[i] = Generate(req);
+    });
+    ASSERT_TRUE(WaitFor([&] { return router_->queue_length() == static_cast<size_t>(i + 1); }));
+  }
+  w.SetLoad(Load(2));  // room for one at a time
+  for (auto& c : clients) c.join();
+  for (const auto& r : results) EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  const auto seen = w.requests();
+  ASSERT_EQ(seen.size(), 4u);
+  const int expected[] = {3, 1, 0, 2};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(absl::StartsWith(seen[i].request_id(), absl::StrCat("q", expected[i], "@")))
+        << i << ": " << seen[i].request_id();
+    EXPECT_EQ(seen[i].sampling().priority(), priorities[expected[i]]);  // the worker sees it
+  }
+}
+
 TEST_F(RouterTest, CancelledWhileQueuedIsDropped) {
   FakeWorker::Options o;
   o.load = Load(0);

@@ -68,6 +68,9 @@ ABSL_FLAG(int64_t, routing_balance_abs, 8,
           "prefix-aware routing gives way to load when the preferred worker has this many more "
           "requests than the least loaded one ...");
 ABSL_FLAG(double, routing_balance_rel, 1.5, "... and more than this many times as many");
+ABSL_FLAG(std::string, scheduling_policy, "fcfs",
+          "fcfs, or priority: waiting requests are placed by (priority, arrival), a smaller "
+          "`priority` first (run the workers with the same flag)");
 ABSL_FLAG(int, max_queue, 1024, "Requests that may wait for a worker; more are refused");
 ABSL_FLAG(double, request_timeout, 600.0,
           "Deadline in seconds for requests whose client sets none");
@@ -225,6 +228,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.max_queue = static_cast<size_t>(absl::GetFlag(FLAGS_max_queue));
+  if (const std::string policy = absl::GetFlag(FLAGS_scheduling_policy);
+      policy == "fcfs" || policy == "priority") {
+    options.priority_scheduling = policy == "priority";
+  } else {
+    std::fprintf(stderr, "--scheduling-policy must be fcfs or priority\n");
+    return 2;
+  }
   options.request_timeout = absl::GetFlag(FLAGS_request_timeout) > 0
                                 ? absl::Seconds(absl::GetFlag(FLAGS_request_timeout))
                                 : absl::InfiniteDuration();

@@ -24,7 +24,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options option
   absl::StatusOr<std::unique_ptr<RouterMetrics>> metrics = RouterMetrics::Create(o.metrics_address);
   if (!metrics.ok()) return metrics.status();
   r->metrics_ = *std::move(metrics);
-  r->queue_ = std::make_unique<AdmissionQueue>(AdmissionQueue::Options{o.max_queue});
+  r->queue_ =
+      std::make_unique<AdmissionQueue>(AdmissionQueue::Options{o.max_queue, o.priority_scheduling});
   RouterServer* self = r.get();
   absl::StatusOr<std::unique_ptr<WorkerPool>> pool =
       WorkerPool::Create(o.workers, [self] { self->OnPoolChange(); });

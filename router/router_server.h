@@ -49,6 +49,10 @@ class RouterServer {
     std::shared_ptr<ReloadableSecrets> api_keys;
     WorkerPool::Options workers;
     size_t max_queue = 1024;
+    // Queue waiting requests by (priority, arrival) and accept nonzero priorities (vLLM's
+    // --scheduling-policy priority; the workers must run it too). Off: first come, first served,
+    // and a nonzero priority is INVALID_ARGUMENT.
+    bool priority_scheduling = false;
     absl::Duration request_timeout = absl::Seconds(600);  // when the client sets no deadline
     absl::Duration poll_interval = absl::Milliseconds(200);
     absl::Duration model_fetch_timeout = absl::Seconds(30);  // per GetTokenizer attempt

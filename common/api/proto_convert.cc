@@ -34,6 +34,7 @@ SamplingParams SamplingParamsFromProto(const v1::SamplingParams& p) {
   if (p.has_length_penalty()) s.length_penalty = p.length_penalty();
   if (p.has_early_stopping()) s.early_stopping = p.early_stopping();
   s.lora_adapter = p.lora_adapter();
+  s.priority = p.priority();
   s.logit_bias.assign(p.logit_bias().begin(), p.logit_bias().end());
   std::sort(s.logit_bias.begin(), s.logit_bias.end());
   s.allowed_token_ids.assign(p.allowed_token_ids().begin(), p.allowed_token_ids().end());
@@ -90,6 +91,7 @@ void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out) {
   out->set_length_penalty(s.length_penalty);
   out->set_early_stopping(s.early_stopping);
   out->set_lora_adapter(s.lora_adapter);
+  out->set_priority(s.priority);
   for (const auto& [id, bias] : s.logit_bias) (*out->mutable_logit_bias())[id] = bias;
   for (int32_t id : s.allowed_token_ids) out->add_allowed_token_ids(id);
   switch (s.structured_output.kind) {

@@ -51,6 +51,7 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   s.stop = {"a", "b"};
   s.skip_special_tokens = false;
   s.lora_adapter = "sql-lora";
+  s.priority = -3;
   v1::SamplingParams p;
   SamplingParamsToProto(s, &p);
   const SamplingParams back = SamplingParamsFromProto(p);
@@ -62,6 +63,7 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   EXPECT_EQ(back.stop, s.stop);
   EXPECT_FALSE(back.skip_special_tokens);
   EXPECT_EQ(back.lora_adapter, "sql-lora");
+  EXPECT_EQ(back.priority, -3);
   for (FinishReason r :
        {FinishReason::kNone, FinishReason::kStop, FinishReason::kLength, FinishReason::kAbort}) {
     EXPECT_EQ(FinishReasonFromProto(FinishReasonToProto(r)), r);

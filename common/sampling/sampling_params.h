@@ -145,6 +145,11 @@ struct SamplingParams {
   // adapter (its served name) the request runs with; empty for the base model. The engine refuses a
   // name its backend does not serve (NotFound).
   std::string lora_adapter = {};
+  // Not a sampling parameter either: under --scheduling-policy priority, a request with a smaller
+  // value is scheduled (and, in the router, placed) first, and one with a larger value is
+  // preempted first; ties go by arrival (vLLM's priority). Any value; the engine refuses a
+  // nonzero one under fcfs.
+  int32_t priority = 0;
 
   // Returns OK, or InvalidArgument naming the first bad field and its value. vocab_size is the
   // model's logits width; token ids must lie in [0, vocab_size).

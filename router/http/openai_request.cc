@@ -40,7 +40,7 @@ constexpr const char* kSamplingFields =
     "model temperature top_p top_k min_p repetition_penalty presence_penalty frequency_penalty "
     "seed min_tokens ignore_eos include_stop_str_in_output skip_special_tokens n stop "
     "stop_token_ids stream stream_options user logit_bias allowed_token_ids prompt_logprobs "
-    "response_format "
+    "priority response_format "
     "structured_outputs guided_json guided_choice guided_regex guided_grammar "
     "guided_decoding_backend guided_whitespace_pattern";
 
@@ -213,6 +213,8 @@ absl::Status ParseCommonSampling(const Json& j, OpenAiRequest* out, v1::Sampling
   if (include_stop) s->set_include_stop_str_in_output(*include_stop);
   ASSIGN_OR_RETURN(auto skip_special, GetBool(j, "skip_special_tokens"));
   if (skip_special) s->set_skip_special_tokens(*skip_special);
+  ASSIGN_OR_RETURN(auto priority, GetInt32(j, "priority"));  // vLLM's; the router checks it
+  if (priority) s->set_priority(*priority);
 
   ASSIGN_OR_RETURN(auto n, GetInt32(j, "n"));
   if (n) {

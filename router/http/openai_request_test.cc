@@ -19,7 +19,7 @@ TEST(OpenAiRequestTest, CompletionFieldsMapOntoTheRouterRequest) {
       "user": "u", "top_k": 5, "min_p": 0.05, "repetition_penalty": 1.1, "min_tokens": 1,
       "ignore_eos": true, "stop_token_ids": [3], "include_stop_str_in_output": true,
       "skip_special_tokens": false, "add_special_tokens": false, "best_of": 2,
-      "suffix": null, "logit_bias": {}})");
+      "suffix": null, "logit_bias": {}, "priority": -2})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->kind, OpenAiRequest::Kind::kCompletion);
   EXPECT_EQ(r->model, "m");
@@ -49,6 +49,7 @@ TEST(OpenAiRequestTest, CompletionFieldsMapOntoTheRouterRequest) {
   EXPECT_THAT(s.stop_token_ids(), ElementsAre(3));
   EXPECT_TRUE(s.include_stop_str_in_output());
   EXPECT_FALSE(s.skip_special_tokens());
+  EXPECT_EQ(s.priority(), -2);
 }
 
 TEST(OpenAiRequestTest, EchoWithLogprobsScoresThePrompt) {

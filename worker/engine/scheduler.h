@@ -1,22 +1,29 @@
-// Scheduler: iteration-level FCFS scheduling of sequence groups over the paged KV pool of a
+// Scheduler: iteration-level scheduling of sequence groups over the paged KV pool of a
 // BlockManager, with chunked prefill and all-or-nothing preemption.
 //
+// Groups are ranked by arrival (--scheduling-policy fcfs, the default) or by (priority, arrival)
+// (priority: a smaller SamplingParams::priority goes first, as in vLLM). Every queue is kept in
+// rank order, and below "earliest" and "latest" mean by rank.
+//
 // Each Schedule() call:
-//   1. Running groups, earliest arrival first: every live sequence first gets the KV slot of any
+//   1. Running groups, earliest first: every live sequence first gets the KV slot of any
 //      token sampled last step (BlockManager::AppendSlot, which may copy a shared last block),
 //      then its share of the step: one token for a decode, a chunk of the remaining prompt for a
 //      prefill, within the token budget (--max-num-batched-tokens). When the pool runs out, the
-//      latest-arrived running group is preempted, by recompute (free its blocks, back to the front
-//      of the waiting queue), by swap (blocks to the swap pool), or automatically (recompute for a
-//      single sequence, swap for a group sharing blocks). A swap that does not fit the swap pool
-//      falls back to recompute.
-//   2. When nothing was preempted this step, swapped groups come back in arrival order.
-//   3. When nothing was preempted and no group is swapped out, waiting groups are admitted in
-//      arrival order while their blocks fit above the watermark and the sequence cap
-//      (--max-num-seqs) allows. Admission allocates blocks for every known token (so a prompt
-//      admitted in chunks is not preempted midway); prefix-cache hits start the sequence with
-//      those tokens already computed, except for a group that scores its prompt (prompt
-//      logprobs), whose chunks also share a per-step budget (max_scored_tokens).
+//      latest running group is preempted (under priority: the lowest priority, latest arrival), by
+//      recompute (free its blocks, back to the front of the waiting queue), by swap (blocks to the
+//      swap pool), or automatically (recompute for a single sequence, swap for a group sharing
+//      blocks). A swap that does not fit the swap pool falls back to recompute.
+//   2-3. When nothing was preempted this step, swapped groups come back and waiting groups are
+//      admitted, earliest first, while their blocks fit above the watermark and the sequence cap
+//      (--max-num-seqs) allows, stopping at the first that does not fit. Under fcfs every
+//      swapped group comes back before any waiting group is admitted; under priority a waiting
+//      group that outranks the first swapped one goes before it. A waiting group never
+//      preempts a running one (as in vLLM v1: priority orders the queues and picks the victims).
+//      Admission allocates blocks for every known token (so a prompt admitted in chunks is not
+//      preempted midway); prefix-cache hits start the sequence with those tokens already computed,
+//      except for a group that scores its prompt (prompt logprobs), whose chunks also share a
+//      per-step budget (max_scored_tokens).
 //   4. Speculation takes what is left: a scheduled decode whose sequence carries a draft
 //      (Sequence::draft) computes as many of the draft's tokens after its own as the remaining
 //      budget and the blocks above the watermark allow; a draft never preempts or delays
@@ -51,6 +58,11 @@ enum class PreemptionMode { kAuto, kRecompute, kSwap };
 // Parses "auto" | "recompute" | "swap". InvalidArgument otherwise.
 absl::StatusOr<PreemptionMode> ParsePreemptionMode(const std::string& name);
 
+enum class SchedulingPolicy { kFcfs, kPriority };
+
+// Parses "fcfs" | "priority" (vLLM's --scheduling-policy). InvalidArgument otherwise.
+absl::StatusOr<SchedulingPolicy> ParseSchedulingPolicy(const std::string& name);
+
 struct SchedulerOptions {
   int64_t max_num_batched_tokens = 2048;  // tokens computed per step, > 0
   // While other requests run or wait, one sequence's prompt chunk takes at most this many of a
@@ -60,6 +72,7 @@ struct SchedulerOptions {
   int64_t long_prefill_token_threshold = 0;
   int64_t max_num_seqs = 256;  // sequences running at once, > 0
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   // Logits rows a step may take beyond one per sampled sequence, > 0: prompt tokens of groups
   // that score their prompt (prompt logprobs), then drafted tokens, share them.
   int64_t max_scored_tokens = 256;
@@ -166,7 +179,11 @@ class Scheduler {
   // Frees the blocks of one live sequence of a running group and moves it from group->seqs to
   // group->done when `keep` (destroys it otherwise). REQUIRES: seq is in group->seqs.
   void FinishSequence(SequenceGroup* group, Sequence* seq, bool keep);
-  // Preempts the latest-arrived running group. Returns it.
+  // True when `a` ranks before `b` (see the file comment).
+  [[nodiscard]] bool Before(const SequenceGroup* a, const SequenceGroup* b) const;
+  template <typename Queue>
+  void InsertByRank(Queue& q, SequenceGroup* g);
+  // Preempts the latest running group. Returns it.
   SequenceGroup* PreemptLatest();
   void PreemptByRecompute(SequenceGroup* group);
   bool TrySwapOut(SequenceGroup* group);
@@ -184,9 +201,9 @@ class Scheduler {
 
   SchedulerOptions options_;
   BlockManager* bm_;
-  std::deque<SequenceGroup*> waiting_;   // arrival order; recomputed groups return in order
-  std::vector<SequenceGroup*> running_;  // arrival order
-  std::vector<SequenceGroup*> swapped_;  // arrival order
+  std::deque<SequenceGroup*> waiting_;   // rank order; recomputed groups return in order
+  std::vector<SequenceGroup*> running_;  // rank order
+  std::vector<SequenceGroup*> swapped_;  // rank order
   SchedulerOutput out_;
   SchedulerStats stats_;
   int64_t prefill_cap_ = 0;    // this step's cap on one prompt chunk (0: none), set by Schedule

@@ -30,6 +30,7 @@ class SchedulerTest : public ::testing::Test {
     double watermark = 0.0;
     int64_t long_prefill = 0;
     int64_t max_scored = 256;
+    SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   };
 
   void Init(const Config& c) {
@@ -51,18 +52,20 @@ class SchedulerTest : public ::testing::Test {
     so.max_num_seqs = c.max_seqs;
     so.preemption_mode = c.mode;
     so.max_scored_tokens = c.max_scored;
+    so.policy = c.policy;
     scheduler_ = std::make_unique<Scheduler>(so, bm_.get());
   }
 
   // A group whose prompt is `prompt_len` tokens (distinct per group unless `first_token` is
   // given) that generates `output_len` tokens per sequence, with n parallel sequences.
   SequenceGroup* Add(int64_t prompt_len, int64_t output_len, int32_t n = 1,
-                     int32_t first_token = -1) {
+                     int32_t first_token = -1, int32_t priority = 0) {
     auto g = std::make_unique<SequenceGroup>();
     g->request_id = std::to_string(next_arrival_);
     g->arrival = next_arrival_++;
     g->max_seqs = n;
     g->params.n = n;
+    g->params.priority = priority;
     auto seq = std::make_unique<Sequence>();
     seq->seq_id = next_seq_id_++;
     seq->prompt_len = prompt_len;
@@ -165,6 +168,19 @@ class SchedulerTest : public ::testing::Test {
       swapped += g->state == GroupState::kSwapped;
     }
     ASSERT_EQ(waiting, scheduler_->num_waiting());
+    // Every running group ranks before every swapped one (the scheduler's swap-in relies on it).
+    auto rank = [this](const SequenceGroup* g) {
+      return std::make_pair(config_.policy == SchedulingPolicy::kPriority ? g->params.priority : 0,
+                            g->arrival);
+    };
+    for (const auto& r : groups_) {
+      for (const auto& w : groups_) {
+        if (r->state == GroupState::kRunning && w->state == GroupState::kSwapped) {
+          ASSERT_LT(rank(r.get()), rank(w.get()))
+              << r->request_id << " runs, " << w->request_id << " is swapped out";
+        }
+      }
+    }
     ASSERT_EQ(running, scheduler_->num_running());
     ASSERT_EQ(swapped, scheduler_->num_swapped());
     const BlockManager::Stats s = bm_->GetStats();
@@ -461,6 +477,71 @@ TEST_F(SchedulerTest, DraftsNeverTakeWhatOthersNeed) {
   CheckInvariants();
 }
 
+// --scheduling-policy priority: a smaller priority is admitted first, whatever the arrival;
+// equal priorities go by arrival.
+TEST_F(SchedulerTest, PriorityAdmitsTheSmallestPriorityFirst) {
+  Init({.max_seqs = 1, .policy = SchedulingPolicy::kPriority});
+  SequenceGroup* batch = Add(4, 2, 1, -1, /*priority=*/1);
+  SequenceGroup* first = Add(4, 2, 1, -1, /*priority=*/0);
+  SequenceGroup* second = Add(4, 2, 1, -1, /*priority=*/0);
+  SequenceGroup* urgent = Add(4, 2, 1, -1, /*priority=*/-5);
+  std::vector<SequenceGroup*> order;
+  while (!groups_.empty()) {
+    const SchedulerOutput out = Step();
+    for (const ScheduledSeq& s : out.seqs) {
+      if (order.empty() || order.back() != s.group) order.push_back(s.group);
+    }
+  }
+  EXPECT_EQ(order, (std::vector<SequenceGroup*>{urgent, first, second, batch}));
+}
+
+// Out of blocks, the lowest priority is preempted (the latest arrival among equals), not the
+// latest arrival overall.
+TEST_F(SchedulerTest, PriorityPreemptsTheLowestPriorityFirst) {
+  for (const SchedulingPolicy policy : {SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority}) {
+    SCOPED_TRACE(policy == SchedulingPolicy::kFcfs ? "fcfs" : "priority");
+    Init({.device_blocks = 6,
+          .block_size = 4,
+          .mode = PreemptionMode::kRecompute,
+          .policy = policy});
+    const int32_t low = policy == SchedulingPolicy::kPriority ? 5 : 0;
+    const int32_t high = policy == SchedulingPolicy::kPriority ? -1 : 0;
+    SequenceGroup* a = Add(4, 12);
+    SequenceGroup* b = Add(4, 12, 1, -1, low);
+    SequenceGroup* c = Add(4, 12, 1, -1, high);
+    for (int i = 0; i < 20 && scheduler_->stats().preemptions_recompute == 0; ++i) Step();
+    ASSERT_EQ(scheduler_->stats().preemptions_recompute, 1);
+    SequenceGroup* victim = policy == SchedulingPolicy::kPriority ? b : c;
+    EXPECT_EQ(victim->state, GroupState::kWaiting);
+    EXPECT_EQ(a->state, GroupState::kRunning);
+    EXPECT_EQ((victim == b ? c : b)->state, GroupState::kRunning);
+    EXPECT_TRUE(RunToCompletion());
+  }
+}
+
+// Under fcfs nothing is admitted while a group is swapped out; under priority a waiting group
+// that outranks the swapped one is, and one that does not still waits.
+TEST_F(SchedulerTest, PriorityAdmitsWhatOutranksASwappedGroup) {
+  Init({.device_blocks = 5,
+        .swap_blocks = 8,
+        .block_size = 4,
+        .mode = PreemptionMode::kSwap,
+        .policy = SchedulingPolicy::kPriority});
+  Add(4, 8);
+  SequenceGroup* b = Add(4, 8, 1, -1, /*priority=*/1);
+  for (int i = 0; i < 8 && b->state != GroupState::kSwapped; ++i) Step();
+  ASSERT_EQ(b->state, GroupState::kSwapped);
+  SequenceGroup* later_low = Add(1, 3, 1, -1, /*priority=*/2);
+  SequenceGroup* urgent = Add(1, 3, 1, -1, /*priority=*/0);
+  Step();
+  EXPECT_EQ(urgent->state, GroupState::kRunning) << "admitted ahead of the swapped group";
+  EXPECT_EQ(b->state, GroupState::kSwapped);
+  EXPECT_EQ(later_low->state, GroupState::kWaiting);
+  EXPECT_TRUE(RunToCompletion());
+  EXPECT_GE(scheduler_->stats().preemptions_swap, 1);
+  EXPECT_EQ(bm_->GetStats().swap_used, 0);
+}
+
 TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
   std::mt19937 rng(42);
   const PreemptionMode modes[] = {PreemptionMode::kAuto, PreemptionMode::kRecompute,
@@ -477,6 +558,7 @@ TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
     c.prefix_caching = rng() % 2 == 0;
     c.watermark = (rng() % 3) * 0.02;
     c.max_scored = 1 + static_cast<int64_t>(rng() % 16);
+    c.policy = round % 2 == 0 ? SchedulingPolicy::kFcfs : SchedulingPolicy::kPriority;
     Init(c);
     // A group must fit alone with each sequence recomputed separately (the engine checks this
     // at AddRequest): n * blocks(prompt + output) <= the pool above the watermark.
@@ -489,7 +571,8 @@ TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
         const int64_t prompt =
             1 + static_cast<int64_t>(rng() % std::min<int64_t>(40, max_total - out));
         // Shared prefixes: half of the prompts start with the same tokens.
-        SequenceGroup* g = Add(prompt, out, n, rng() % 2 == 0 ? 5 : -1);
+        SequenceGroup* g = Add(prompt, out, n, rng() % 2 == 0 ? 5 : -1,
+                               c.policy == SchedulingPolicy::kPriority ? rng() % 3 : 0);
         if (rng() % 4 == 0) g->params.prompt_logprobs = 1;  // no cache hits, capped chunks
       }
       if (!groups_.empty() && rng() % 10 == 0) {

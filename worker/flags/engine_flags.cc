@@ -41,6 +41,9 @@ ABSL_FLAG(int64_t, max_model_len, 0,
 ABSL_FLAG(double, swap_space, 4.0, "swap pool for preempted sequences, GiB of host memory");
 ABSL_FLAG(std::string, preemption_mode, "auto",
           "auto (recompute single sequences, swap groups) | recompute | swap");
+ABSL_FLAG(std::string, scheduling_policy, "fcfs",
+          "fcfs, or priority: requests with a smaller `priority` are scheduled first and "
+          "preempted last (ties by arrival)");
 ABSL_FLAG(bool, enable_prefix_caching, true,
           "reuse the KV blocks of identical prompt prefixes (--no-enable-prefix-caching: off)");
 ABSL_FLAG(std::string, speculative_config, "",
@@ -131,6 +134,8 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   absl::StatusOr<PreemptionMode> mode = ParsePreemptionMode(absl::GetFlag(FLAGS_preemption_mode));
   if (!mode.ok()) return mode.status();
   eo.preemption_mode = *mode;
+  ASSIGN_OR_RETURN(eo.scheduling_policy,
+                   ParseSchedulingPolicy(absl::GetFlag(FLAGS_scheduling_policy)));
   eo.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
   ASSIGN_OR_RETURN(eo.speculative, ParseSpeculativeConfig(absl::GetFlag(FLAGS_speculative_config)));
   return eo;

@@ -1,7 +1,7 @@
 // Flags every serving tool shares for the backend, the paged KV cache and the scheduler:
 // --device, --dtype, --block-size, --num-kv-blocks, --kv-cache-memory, --kv-cache-dtype,
 // --swap-space, --max-num-seqs, --max-num-batched-tokens, --long-prefill-token-threshold,
-// --max-model-len, --preemption-mode,
+// --max-model-len, --preemption-mode, --scheduling-policy,
 // --[no-]enable-prefix-caching, --speculative-config, --enable-lora, --lora-modules,
 // --max-lora-rank, --mock-step-delay-us.
 #ifndef PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
@@ -23,8 +23,8 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags();
 // is what every running stream waits for; a 2048-token chunk takes seconds on a CPU), 2048
 // otherwise (vLLM's default for its API server).
 int64_t MaxNumBatchedTokensFromFlags(const std::string& device);
-// The engine options the flags describe. InvalidArgument for an unknown --preemption-mode or a
-// --speculative-config pagellm does not serve.
+// The engine options the flags describe. InvalidArgument for an unknown --preemption-mode or
+// --scheduling-policy, or a --speculative-config pagellm does not serve.
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags();
 
 }  // namespace pagellm::cli
