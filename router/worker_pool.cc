@@ -261,7 +261,7 @@ Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* pla
   struct Candidate {
     const std::shared_ptr<WorkerEndpoint>* worker;
     int64_t free, need, block_size, matched, load;
-    bool room;  // nothing waiting in the worker's own queue
+    bool room;  // nothing would wait in the worker's own queue
   };
   std::vector<Candidate> candidates;
   int64_t largest_total = 0, min_need = 0;
@@ -286,12 +286,13 @@ Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* pla
     const int64_t waiting =
         std::max<int64_t>(0, load.waiting() - static_cast<int64_t>(w->releasing_.size()));
     if (free < need) continue;
-    if (waiting > 0 && (options_.policy != Policy::kPrefixAware || ticket.prompt_ids.empty() ||
-                        !ticket.reuses_cached_prefix)) {
+    const int64_t requests = load.running() + waiting + w->placed_;
+    const bool queued = waiting > 0 || (load.max_num_seqs() > 0 && requests >= load.max_num_seqs());
+    if (queued && (options_.policy != Policy::kPrefixAware || ticket.prompt_ids.empty() ||
+                   !ticket.reuses_cached_prefix)) {
       continue;
     }
-    candidates.push_back(
-        {&w, free, need, bs, 0, load.running() + waiting + w->placed_, waiting == 0});
+    candidates.push_back({&w, free, need, bs, 0, requests, !queued});
   }
   const auto with_room =
       std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.room; });

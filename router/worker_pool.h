@@ -10,12 +10,14 @@
 //
 // As the admission queue's Placer it picks among ready workers with room. Room: the worker's own
 // queue was empty at the last poll, not counting requests that produced their first response
-// since that poll was sent (requests wait in the router's FCFS queue, not in a worker's), and
-// free blocks >= the blocks the request needs now, ceil(prompt / block_size) + 1, where free
-// blocks = the last polled kv_blocks_free minus the blocks reserved by requests placed there. A
-// reservation lasts until a poll sent after the request's first response (or its end) comes
-// back: only then does the polled figure include what the worker allocated for it. While no
-// worker has room the request waits.
+// since that poll was sent (requests wait in the router's queue, not in a worker's); its
+// requests (running, waiting, and placed there and not yet visible in a poll) are fewer than
+// its max_num_seqs, so that a burst arriving between two polls is not all sent to a worker
+// that cannot start it; and free blocks >= the blocks the request needs now, ceil(prompt /
+// block_size) + 1, where free blocks = the last polled kv_blocks_free minus the blocks reserved by
+// requests placed there. A reservation lasts until a poll sent after the request's first response
+// (or its end) comes back: only then does the polled figure include what the worker allocated for
+// it. While no worker has room the request waits.
 //
 // Which one (Options::policy):
 //   - kMostFreeBlocks: the one with the most free KV blocks.

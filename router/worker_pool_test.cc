@@ -249,6 +249,33 @@ TEST_F(WorkerPoolTest, AWorkerWithItsOwnQueueHasNoRoom) {
   EXPECT_EQ(p.worker->address(), b_->address());  // fewer free blocks, but nothing waiting
 }
 
+// A burst between two polls is not all sent to one worker: requests placed there count against
+// the max_num_seqs it reports, and beyond it the rest wait in the router (where a later, more
+// urgent request can still go first) until a poll shows room again.
+TEST_F(WorkerPoolTest, AWorkerAtItsSequenceCapHasNoRoom) {
+  v1::WorkerLoad a = Load(900);
+  a.set_max_num_seqs(3);
+  a.set_running(1);
+  a_->SetLoad(a);
+  v1::WorkerLoad b = Load(100);
+  b.set_max_num_seqs(1);
+  b.set_running(1);
+  b_->SetLoad(b);
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p1, p2, p3;
+  ASSERT_EQ(Place(*pool, 4, &p1), Placer::Decision::kPlace);
+  ASSERT_EQ(Place(*pool, 4, &p2), Placer::Decision::kPlace);
+  EXPECT_EQ(p1.worker->address(), a_->address());
+  EXPECT_EQ(p2.worker->address(), a_->address());
+  EXPECT_EQ(Place(*pool, 4, &p3), Placer::Decision::kWait);  // a: 1 running + 2 placed; b full
+  a.set_max_num_seqs(0);                                     // unknown: no cap
+  a_->SetLoad(a);
+  ASSERT_TRUE(PollsAfterNow(*pool, *a_));
+  ASSERT_EQ(Place(*pool, 4, &p3), Placer::Decision::kPlace);
+  EXPECT_EQ(p3.worker->address(), a_->address());
+}
+
 // A worker publishes its load between steps, so a poll answered during a prompt's first step
 // still counts that request as waiting. Once it produced its first response (released) the
 // router knows better, until a poll sent after that can tell.

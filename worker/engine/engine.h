@@ -147,6 +147,7 @@ class Engine {
   [[nodiscard]] int64_t num_running() const { return scheduler_->num_running(); }
   [[nodiscard]] int64_t num_swapped() const { return scheduler_->num_swapped(); }
   [[nodiscard]] int64_t max_model_len() const { return max_model_len_; }
+  [[nodiscard]] int64_t max_num_seqs() const { return options_.max_num_seqs; }
   // Device blocks some sequence holds now (0 once idle: nothing leaked).
   [[nodiscard]] int64_t num_used_blocks() const;
   [[nodiscard]] const BlockManager& block_manager() const { return *block_manager_; }

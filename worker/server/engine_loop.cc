@@ -300,6 +300,7 @@ void EngineLoop::PublishLoad() {
   load_.running = engine_->num_running();
   load_.waiting = engine_->num_waiting() + static_cast<int64_t>(inbox_.size());
   load_.swapped = engine_->num_swapped();
+  load_.max_num_seqs = engine_->max_num_seqs();
   load_.active = static_cast<int64_t>(active_.size() + inbox_.size());
   load_.draining = draining_;
   if (load_.active == 0) idle_cv_.notify_all();

@@ -57,7 +57,8 @@ struct EngineLoad {
   int64_t running = 0;
   int64_t waiting = 0;  // in the engine's queue or just submitted
   int64_t swapped = 0;
-  int64_t active = 0;  // submitted and not yet done
+  int64_t max_num_seqs = 0;  // the engine's cap on sequences running at once
+  int64_t active = 0;        // submitted and not yet done
   bool draining = false;
 };
 

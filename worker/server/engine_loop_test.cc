@@ -262,7 +262,8 @@ TEST_F(EngineLoopTest, AStepsLoadIsPublishedBeforeItsOutputsGoOut) {
   EXPECT_EQ(prompt_tokens_at_a, 3);
   EXPECT_EQ(at_b.running, 0);  // b got its one token and finished in that step
   EXPECT_EQ(at_b.waiting, 0);
-  EXPECT_EQ(generated_at_b, 3);  // a's two and b's one
+  EXPECT_EQ(generated_at_b, 3);     // a's two and b's one
+  EXPECT_EQ(at_b.max_num_seqs, 1);  // what a router counts its placements against
 }
 
 }  // namespace

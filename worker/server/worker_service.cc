@@ -1,5 +1,7 @@
 #include "worker/server/worker_service.h"
 
+#include <algorithm>
+#include <climits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -91,6 +93,7 @@ grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* co
   response->set_running(l.running);
   response->set_waiting(l.waiting);
   response->set_swapped(l.swapped);
+  response->set_max_num_seqs(static_cast<int32_t>(std::min<int64_t>(l.max_num_seqs, INT32_MAX)));
   response->set_draining(l.draining);
   response->set_model_fingerprint(info_.model_fingerprint());
   response->set_max_model_len(info_.max_model_len());
