@@ -107,8 +107,11 @@ void EngineLoop::Run() {
     }
     AdmitPending(&pending);
     ApplyCancels(&cancels);
-    if (engine_->HasUnfinished()) StepOnce();
-    PublishLoad();  // again after a step: finished requests have left active_
+    if (engine_->HasUnfinished()) {
+      StepOnce();  // publishes the step's load before its outputs go out
+    } else {
+      PublishLoad();
+    }
   }
   // Shutting down: whatever is left ends as cancelled.
   {
@@ -225,6 +228,9 @@ void EngineLoop::StepOnce() {
       }
     }
   }
+  // The requests that finished in this step have left active_.
+  std::lock_guard<std::mutex> lock(mu_);
+  SetActiveLocked();
 }
 
 void EngineLoop::Finish(const std::string& id, const absl::Status& status, FinishReason reason) {
@@ -301,8 +307,12 @@ void EngineLoop::PublishLoad() {
   load_.waiting = engine_->num_waiting() + static_cast<int64_t>(inbox_.size());
   load_.swapped = engine_->num_swapped();
   load_.max_num_seqs = engine_->max_num_seqs();
-  load_.active = static_cast<int64_t>(active_.size() + inbox_.size());
   load_.draining = draining_;
+  SetActiveLocked();
+}
+
+void EngineLoop::SetActiveLocked() {
+  load_.active = static_cast<int64_t>(active_.size() + inbox_.size());
   if (load_.active == 0) idle_cv_.notify_all();
 }
 

@@ -128,6 +128,8 @@ class EngineLoop {
   void StepOnce();
   void Finish(const std::string& id, const absl::Status& status, FinishReason reason);
   void PublishLoad();
+  // load_.active from active_ and the inbox (wakes WaitUntilIdle at 0). REQUIRES: mu_ held.
+  void SetActiveLocked();
 
   std::unique_ptr<Engine> engine_;
   const int64_t block_size_;
