@@ -250,12 +250,7 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
         absl::StrCat("sampling_params.beam_width must be at most ", limit,
                      " (the model's max_parallel_samples), got ", out.params.beam_width));
   }
-  const int64_t total = prompt_len + out.params.max_tokens;
-  if (total > max_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt (", prompt_len, " tokens) + max_tokens (", out.params.max_tokens,
-                     ") = ", total, " exceeds the maximum model length of ", max_len));
-  }
+  RETURN_IF_ERROR(out.params.CheckContext(prompt_len, max_len));
   return out;
 }
 

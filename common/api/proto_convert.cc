@@ -35,6 +35,7 @@ SamplingParams SamplingParamsFromProto(const v1::SamplingParams& p) {
   if (p.has_early_stopping()) s.early_stopping = p.early_stopping();
   s.lora_adapter = p.lora_adapter();
   s.priority = p.priority();
+  s.embed = p.embed();
   s.logit_bias.assign(p.logit_bias().begin(), p.logit_bias().end());
   std::sort(s.logit_bias.begin(), s.logit_bias.end());
   s.allowed_token_ids.assign(p.allowed_token_ids().begin(), p.allowed_token_ids().end());
@@ -92,6 +93,7 @@ void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out) {
   out->set_early_stopping(s.early_stopping);
   out->set_lora_adapter(s.lora_adapter);
   out->set_priority(s.priority);
+  out->set_embed(s.embed);
   for (const auto& [id, bias] : s.logit_bias) (*out->mutable_logit_bias())[id] = bias;
   for (int32_t id : s.allowed_token_ids) out->add_allowed_token_ids(id);
   switch (s.structured_output.kind) {

@@ -52,6 +52,7 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   s.skip_special_tokens = false;
   s.lora_adapter = "sql-lora";
   s.priority = -3;
+  s.embed = true;
   v1::SamplingParams p;
   SamplingParamsToProto(s, &p);
   const SamplingParams back = SamplingParamsFromProto(p);
@@ -64,6 +65,7 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   EXPECT_FALSE(back.skip_special_tokens);
   EXPECT_EQ(back.lora_adapter, "sql-lora");
   EXPECT_EQ(back.priority, -3);
+  EXPECT_TRUE(back.embed);
   for (FinishReason r :
        {FinishReason::kNone, FinishReason::kStop, FinishReason::kLength, FinishReason::kAbort}) {
     EXPECT_EQ(FinishReasonFromProto(FinishReasonToProto(r)), r);

@@ -206,7 +206,31 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
       return Bad("beam_width", "must be at most half the vocabulary", beam_width);
     }
   }
+  if (embed) {
+    const char* generation_only = n != 1                        ? "n > 1"
+                                  : UseBeamSearch()             ? "beam search"
+                                  : logprobs.has_value()        ? "logprobs"
+                                  : prompt_logprobs.has_value() ? "prompt_logprobs"
+                                  : structured_output.enabled() ? "structured output"
+                                                                : nullptr;
+    if (generation_only != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("an embedding request generates nothing: ",
+                                                     generation_only, " is not supported with it"));
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Status SamplingParams::CheckContext(int64_t prompt_len, int64_t max_model_len) const {
+  const int64_t total = MaxContext(prompt_len);
+  if (total <= max_model_len) return absl::OkStatus();
+  if (embed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the input (", total, " tokens) exceeds the maximum model length of ", max_model_len));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("prompt (", prompt_len, " tokens) + max_tokens (", max_tokens, ") = ", total,
+                   " exceeds the maximum model length of ", max_model_len));
 }
 
 }  // namespace pagellm

@@ -150,10 +150,23 @@ struct SamplingParams {
   // preempted first; ties go by arrival (vLLM's priority). Any value; the engine refuses a
   // nonzero one under fcfs.
   int32_t priority = 0;
+  // Not a sampling parameter: an embedding request (vLLM's pooling of a generative model with
+  // pooling type LAST, normalized). Nothing is generated: the engine computes the prompt and
+  // returns its last position's final hidden state (the final norm's output), L2-normalized.
+  // The other sampling fields are ignored, except that n > 1, beam search, logprobs, prompt
+  // logprobs and structured output are refused with it (they describe generated tokens).
+  bool embed = false;
 
   // Returns OK, or InvalidArgument naming the first bad field and its value. vocab_size is the
   // model's logits width; token ids must lie in [0, vocab_size).
   [[nodiscard]] absl::Status Validate(int64_t vocab_size) const;
+
+  // The tokens the request's sequence can reach: the prompt, plus max_tokens unless it embeds.
+  [[nodiscard]] int64_t MaxContext(int64_t prompt_len) const {
+    return prompt_len + (embed ? 0 : max_tokens);
+  }
+  // OK when MaxContext(prompt_len) <= max_model_len; otherwise InvalidArgument giving the numbers.
+  [[nodiscard]] absl::Status CheckContext(int64_t prompt_len, int64_t max_model_len) const;
 
   [[nodiscard]] bool UseBeamSearch() const { return beam_width >= 2; }
   // Sequences the request runs at once after its first token: n, or the beam width.

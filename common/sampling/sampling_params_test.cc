@@ -171,5 +171,22 @@ TEST(SamplingParamsTest, AcceptsEdgeValues) {
   EXPECT_FALSE(params.Validate(0).ok());
 }
 
+TEST(SamplingParamsTest, TheContextHoldsMaxTokensUnlessTheRequestEmbeds) {
+  SamplingParams p;
+  p.max_tokens = 10;
+  EXPECT_EQ(p.MaxContext(20), 30);
+  EXPECT_TRUE(p.CheckContext(20, 30).ok());
+  const absl::Status over = p.CheckContext(21, 30);
+  EXPECT_EQ(over.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(over.message(),
+              HasSubstr("prompt (21 tokens) + max_tokens (10) = 31 exceeds the maximum model "
+                        "length of 30"));
+  p.embed = true;  // nothing is generated: the input alone counts
+  EXPECT_EQ(p.MaxContext(20), 20);
+  EXPECT_TRUE(p.CheckContext(30, 30).ok());
+  EXPECT_THAT(p.CheckContext(31, 30).message(),
+              HasSubstr("the input (31 tokens) exceeds the maximum model length of 30"));
+}
+
 }  // namespace
 }  // namespace pagellm

@@ -1,5 +1,6 @@
 // Design of one generation request (class Generation, shared by its calls and its exchange):
-//   - one Call (the client side of a RoutedStream) per prompt, all started at once;
+//   - one Call (the client side of a RoutedStream) per prompt (or embedding input), at most
+//     kMaxCallsInFlight of them open at once, the next opened as one ends;
 //   - streamed: each message is appended to `out_` as SSE events, and its stream's write stays
 //     outstanding (`waiting_`) until a Send holding that text is written; then the stream
 //     delivers its next message. At most one Send is outstanding; text that arrives meanwhile
@@ -24,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "common/api/proto_convert.h"
 #include "nlohmann/json.hpp"
+#include "router/http/embedding_response.h"
 #include "router/http/openai_request.h"
 #include "router/http/openai_response.h"
 #include "router/request_validator.h"
@@ -35,6 +37,12 @@ constexpr std::string_view kJson = "application/json";
 
 void ReplyError(HttpExchange& exchange, const absl::Status& status) {
   exchange.Reply(HttpStatusFor(status.code()), kJson, OpenAiErrorBody(status));
+}
+
+// 405 naming the one method `path` takes.
+void ReplyWrongMethod(HttpExchange& exchange, const std::string& path, const char* method) {
+  exchange.Reply(405, kJson, OpenAiErrorBody(405, absl::StrCat(path, " takes ", method), "", ""),
+                 absl::StrCat("Allow: ", method, "\r\n"));
 }
 
 std::string RandomId(std::string_view prefix) {
@@ -54,18 +62,20 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
  public:
   Generation(OpenAiFrontend* frontend, std::shared_ptr<const ModelContext> model,
              std::shared_ptr<HttpExchange> exchange, OpenAiRequest request,
-             OpenAiResponse::Config config)
+             std::unique_ptr<ResponseBuilder> response)
       : frontend_(frontend),
         model_(std::move(model)),
         exchange_(std::move(exchange)),
         request_(std::move(request)),
-        response_(std::move(config), &model_->tokenizer()) {}
+        response_(std::move(response)) {}
 
   ~Generation() override = default;
 
-  // Opens and starts every stream. REQUIRES: the shared_ptr owning this exists.
-  void Start(const OpenStream& open) {
+  // Makes a call per prompt and opens the first kMaxCallsInFlight. REQUIRES: the shared_ptr
+  // owning this exists.
+  void Start(OpenStream open) {
     const int n = static_cast<int>(request_.prompts.size());
+    open_ = std::move(open);
     // The client leaving (OnClosed) cancels the streams, streamed or not.
     exchange_->SetListener(shared_from_this());
     {
@@ -78,32 +88,9 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
       waiting_.reserve(n);
       in_flight_.reserve(n);
       calls_.reserve(n);
-      for (int i = 0; i < n; ++i) {
-        calls_.push_back(std::make_unique<Call>(this, i));
-        calls_.back()->self = shared_from_this();
-      }
+      for (int i = 0; i < n; ++i) calls_.push_back(std::make_unique<Call>(this, i));
     }
-    for (int i = 0; i < n; ++i) {
-      Call* c = CallAt(i);
-      absl::StatusOr<std::unique_ptr<RoutedStream>> stream =
-          open(request_.prompts[i], absl::InfiniteFuture(), c);
-      if (!stream.ok()) {
-        c->Finish(stream.status());
-        continue;
-      }
-      RoutedStream* s = stream->get();
-      {
-        absl::MutexLock lock(&mu_);
-        c->stream = *std::move(stream);
-      }
-      s->Start();
-      bool cancel = false;
-      {
-        absl::MutexLock lock(&mu_);
-        cancel = closed_ || !error_.ok();  // CloseLocked or a failure may have missed it
-      }
-      if (cancel) s->Cancel();
-    }
+    OpenMore();
   }
 
   // HttpExchange::Listener.
@@ -164,9 +151,50 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     bool done = false;                     // Finish seen (under mu_)
   };
 
-  Call* CallAt(int k) {
-    absl::MutexLock lock(&mu_);
-    return calls_[k].get();
+  // Opens calls while fewer than kMaxCallsInFlight are open and not done. After a failure, or
+  // once the client has left, the calls not opened are over without opening (the last one to
+  // end finishes the request).
+  void OpenMore() {
+    for (;;) {
+      Call* c = nullptr;
+      bool last = false;
+      {
+        absl::MutexLock lock(&mu_);
+        const int n = static_cast<int>(calls_.size());
+        if (next_ == n) return;
+        if (closed_ || !error_.ok()) {
+          remaining_ -= n - next_;
+          next_ = n;
+          last = remaining_ == 0;
+          if (last) FinishLocked();
+        } else if (next_ - calls_done_ >= kMaxCallsInFlight) {
+          return;
+        } else {
+          c = calls_[next_++].get();
+          c->self = shared_from_this();  // until its Finish
+        }
+      }
+      if (last) frontend_->RequestDone();
+      if (c == nullptr) return;
+      absl::StatusOr<std::unique_ptr<RoutedStream>> stream =
+          open_(request_.prompts[c->index], absl::InfiniteFuture(), c);
+      if (!stream.ok()) {
+        c->Finish(stream.status());
+        continue;
+      }
+      RoutedStream* s = stream->get();
+      {
+        absl::MutexLock lock(&mu_);
+        c->stream = *std::move(stream);
+      }
+      s->Start();
+      bool cancel = false;
+      {
+        absl::MutexLock lock(&mu_);
+        cancel = closed_ || !error_.ok();  // CloseLocked or a failure may have missed it
+      }
+      if (cancel) s->Cancel();
+    }
   }
 
   // The streams opened and not finished.
@@ -181,12 +209,12 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     absl::MutexLock lock(&mu_);
     if (closed_) return true;  // its Cancel is coming
     if (!request_.stream) {
-      response_.Append(k, m, nullptr);
+      response_->Append(k, m, nullptr);
       return true;
     }
     StartStreamLocked();
     const size_t before = out_.size();
-    response_.Append(k, m, &out_);
+    response_->Append(k, m, &out_);
     if (out_.size() == before) return true;  // nothing of its own (the usage-only message)
     waiting_.push_back(k);
     FlushLocked();
@@ -196,7 +224,7 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
   // Stream k starts over on another worker (not streamed): its choices so far are dropped.
   void OnRestart(int k) {
     absl::MutexLock lock(&mu_);
-    response_.Reset(k);
+    response_->Reset(k);
   }
 
   void OnCallDone(int k, const absl::Status& status) {
@@ -205,6 +233,7 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     {
       absl::MutexLock lock(&mu_);
       calls_[k]->done = true;
+      ++calls_done_;
       if (!status.ok() && error_.ok() && !closed_) {
         error_ = status;
         CollectLocked(&cancel);  // the first failure cancels the others
@@ -213,7 +242,11 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
       if (last) FinishLocked();
     }
     for (RoutedStream* s : cancel) s->Cancel();
-    if (last) frontend_->RequestDone();
+    if (last) {
+      frontend_->RequestDone();
+    } else {
+      OpenMore();  // the next call, or the end of those never opened
+    }
   }
 
   // Every call is over: the answer, or the end of the stream.
@@ -221,13 +254,13 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     if (closed_) return;
     if (!request_.stream) {
       if (!error_.ok()) return ReplyError(*exchange_, error_);
-      exchange_->Reply(200, kJson, response_.Body());
+      exchange_->Reply(200, kJson, response_->Body());
       return;
     }
     if (!started_ && !error_.ok()) return ReplyError(*exchange_, error_);
     StartStreamLocked();
     if (!error_.ok()) absl::StrAppend(&out_, "data: ", OpenAiErrorBody(error_), "\n\n");
-    response_.AppendEnd(&out_);
+    response_->AppendEnd(&out_);
     ending_ = true;
     FlushLocked();
   }
@@ -236,7 +269,7 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     if (started_) return;
     started_ = true;
     exchange_->StartStream(200, "text/event-stream");
-    response_.AppendStart(&out_);
+    response_->AppendStart(&out_);
   }
 
   // Sends what is buffered when no Send is outstanding; ends the stream once all is sent.
@@ -254,14 +287,21 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     exchange_->Send(&out_);
   }
 
+  // Calls open at once, at most: a request with thousands of embedding inputs takes its turn in
+  // the router's queue a slice at a time instead of filling it.
+  static constexpr int kMaxCallsInFlight = 256;
+
   OpenAiFrontend* const frontend_;
   const std::shared_ptr<const ModelContext> model_;  // keeps the tokenizer of response_
   const std::shared_ptr<HttpExchange> exchange_;
   OpenAiRequest request_;  // prompts are read by their streams: not changed after Start
+  OpenStream open_;        // set by Start, then only read
 
   absl::Mutex mu_;
-  OpenAiResponse response_ ABSL_GUARDED_BY(mu_);
+  const std::unique_ptr<ResponseBuilder> response_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Call>> calls_ ABSL_GUARDED_BY(mu_);
+  int next_ ABSL_GUARDED_BY(mu_) = 0;                // calls_[0, next_) were opened (or dropped)
+  int calls_done_ ABSL_GUARDED_BY(mu_) = 0;          // opened calls whose Finish came
   int remaining_ ABSL_GUARDED_BY(mu_) = 0;           // calls not done
   absl::Status error_ ABSL_GUARDED_BY(mu_);          // the first call that failed
   bool closed_ ABSL_GUARDED_BY(mu_) = false;         // the client left
@@ -306,29 +346,17 @@ void OpenAiFrontend::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
                         "invalid_api_key"),
         "WWW-Authenticate: Bearer\r\n");
   }
-  if (path == "/v1/completions" || path == "/v1/chat/completions") {
-    if (!post) {
-      return exchange->Reply(405, kJson,
-                             OpenAiErrorBody(405, absl::StrCat(path, " takes POST"), "", ""),
-                             "Allow: POST\r\n");
-    }
+  const bool generation_route =
+      path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/embeddings";
+  const bool get_route = path == "/health" || path == "/v1/models" || path == "/version";
+  if ((generation_route || tokenizer_route) && !post)
+    return ReplyWrongMethod(*exchange, path, "POST");
+  if (get_route && !get) return ReplyWrongMethod(*exchange, path, "GET");
+  if (path == "/v1/embeddings") return Embed(request, std::move(exchange));
+  if (generation_route) {
     return Generate(request, path == "/v1/chat/completions", std::move(exchange));
   }
-  if (tokenizer_route) {
-    if (!post) {
-      return exchange->Reply(405, kJson,
-                             OpenAiErrorBody(405, absl::StrCat(path, " takes POST"), "", ""),
-                             "Allow: POST\r\n");
-    }
-    return Tokenize(request, path == "/tokenize", *exchange);
-  }
-  if (path == "/health" || path == "/v1/models" || path == "/version") {
-    if (!get) {
-      return exchange->Reply(405, kJson,
-                             OpenAiErrorBody(405, absl::StrCat(path, " takes GET"), "", ""),
-                             "Allow: GET\r\n");
-    }
-  }
+  if (tokenizer_route) return Tokenize(request, path == "/tokenize", *exchange);
   if (path == "/health") {
     if (deps_.serving()) return exchange->Reply(200, kJson, "{}");
     return ReplyError(*exchange, absl::UnavailableError("no worker is ready"));
@@ -393,6 +421,17 @@ std::optional<std::string> AdapterOf(const std::string& asked, const std::string
   return std::nullopt;
 }
 
+// Request ids: `id` for a single prompt, `id`-i for prompt i of several; every prompt runs with
+// `adapter` ("" for the base model).
+void SetRequestIds(const std::string& id, const std::string& adapter, OpenAiRequest* request) {
+  const size_t n = request->prompts.size();
+  for (size_t i = 0; i < n; ++i) {
+    v1::GenerateRequest& p = request->prompts[i];
+    p.set_request_id(n == 1 ? id : absl::StrCat(id, "-", i));
+    p.mutable_sampling()->set_lora_adapter(adapter);
+  }
+}
+
 }  // namespace
 
 void OpenAiFrontend::Tokenize(const HttpRequest& http, bool tokenize, HttpExchange& exchange) {
@@ -435,18 +474,34 @@ void OpenAiFrontend::Tokenize(const HttpRequest& http, bool tokenize, HttpExchan
   exchange.Reply(200, kJson, out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
+OpenAiFrontend::Served OpenAiFrontend::Resolve(const std::string& asked, HttpExchange& exchange) {
+  Served out;
+  std::shared_ptr<const ModelContext> model = deps_.model();
+  if (model == nullptr) {
+    ReplyError(exchange, absl::UnavailableError("the router has not reached a worker yet"));
+    return out;
+  }
+  out.name = ServedName(options_.served_model_name, *model);
+  const std::optional<std::string> adapter = AdapterOf(asked, out.name, *model);
+  if (!adapter) {
+    ReplyUnknownModel(exchange, asked, out.name);
+    return out;
+  }
+  out.adapter = *adapter;
+  out.model = std::move(model);
+  return out;
+}
+
 void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
                               std::shared_ptr<HttpExchange> exchange) {
   absl::StatusOr<OpenAiRequest> request =
       chat ? ParseChatRequest(http.body) : ParseCompletionRequest(http.body);
   if (!request.ok()) return ReplyError(*exchange, request.status());
-  std::shared_ptr<const ModelContext> model = deps_.model();
-  if (model == nullptr) {
-    return ReplyError(*exchange, absl::UnavailableError("the router has not reached a worker yet"));
-  }
-  const std::string name = ServedName(options_.served_model_name, *model);
-  const std::optional<std::string> adapter = AdapterOf(request->model, name, *model);
-  if (!adapter) return ReplyUnknownModel(*exchange, request->model, name);
+  Served served = Resolve(request->model, *exchange);
+  if (served.model == nullptr) return;
+  std::shared_ptr<const ModelContext> model = std::move(served.model);
+  const std::string& name = served.name;
+  const std::string& adapter = served.adapter;
   if (chat && request->tool_choice.mode == ToolChoice::Mode::kAuto &&
       !options_.tool_call_format.has_value()) {
     return ReplyError(
@@ -474,7 +529,7 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   }
   config.id = RandomId(chat ? "chatcmpl-" : "cmpl-");
   config.created = absl::ToUnixSeconds(absl::Now());
-  config.model = adapter->empty() ? name : *adapter;  // echoed as asked, as vLLM does
+  config.model = adapter.empty() ? name : adapter;  // echoed as asked, as vLLM does
   config.prompts = static_cast<int>(request->prompts.size());
   config.n = request->n;
   config.logprobs = request->logprobs;
@@ -482,10 +537,9 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   config.echo_only = request->echo_only;
   config.prompt_logprobs = request->prompt_logprobs;
   config.include_usage = request->include_usage;
+  SetRequestIds(config.id, adapter, &*request);
   for (size_t i = 0; i < request->prompts.size(); ++i) {
     v1::GenerateRequest& p = request->prompts[i];
-    p.set_request_id(config.prompts == 1 ? config.id : absl::StrCat(config.id, "-", i));
-    p.mutable_sampling()->set_lora_adapter(*adapter);
     if (request->echo) {
       config.echo.push_back(
           p.has_text() ? p.text()
@@ -494,12 +548,35 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
                                                    /*skip_special=*/false));
     }
   }
+  auto response = std::make_unique<OpenAiResponse>(std::move(config), &model->tokenizer());
+  Run(std::move(model), std::move(exchange), *std::move(request), std::move(response));
+}
+
+void OpenAiFrontend::Embed(const HttpRequest& http, std::shared_ptr<HttpExchange> exchange) {
+  absl::StatusOr<OpenAiRequest> request = ParseEmbeddingRequest(http.body);
+  if (!request.ok()) return ReplyError(*exchange, request.status());
+  Served served = Resolve(request->model, *exchange);
+  if (served.model == nullptr) return;
+  EmbeddingResponse::Config config;
+  config.id = RandomId("embd-");
+  config.created = absl::ToUnixSeconds(absl::Now());
+  config.model = served.adapter.empty() ? served.name : served.adapter;
+  config.inputs = static_cast<int>(request->prompts.size());
+  config.base64 = request->base64;
+  SetRequestIds(config.id, served.adapter, &*request);
+  auto response = std::make_unique<EmbeddingResponse>(std::move(config));
+  Run(std::move(served.model), std::move(exchange), *std::move(request), std::move(response));
+}
+
+void OpenAiFrontend::Run(std::shared_ptr<const ModelContext> model,
+                         std::shared_ptr<HttpExchange> exchange, OpenAiRequest request,
+                         std::unique_ptr<ResponseBuilder> response) {
   {
     absl::MutexLock lock(&mu_);
     ++open_requests_;
   }
   auto generation = std::make_shared<Generation>(this, std::move(model), std::move(exchange),
-                                                 *std::move(request), std::move(config));
+                                                 std::move(request), std::move(response));
   generation->Start(deps_.open);
 }
 

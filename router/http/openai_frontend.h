@@ -1,6 +1,7 @@
 // OpenAiFrontend: the OpenAI-compatible HTTP API of the router, an HttpHandler.
 //
 //   POST /v1/completions        POST /v1/chat/completions   (JSON or server-sent events)
+//   POST /v1/embeddings         (the prompt's last hidden state, normalized: vLLM's pooling)
 //   GET  /v1/models             GET  /health                GET /version
 //
 // /v1/* needs an accepted API key when keys are configured (401 before the body is looked at);
@@ -29,7 +30,9 @@
 #include "absl/time/time.h"
 #include "pagellm/v1/generation.pb.h"
 #include "router/http/http_server.h"
+#include "router/http/openai_request.h"
 #include "router/http/reasoning.h"
+#include "router/http/response_builder.h"
 #include "router/http/tool_calls.h"
 #include "router/model_context.h"
 #include "router/routed_stream.h"
@@ -74,7 +77,19 @@ class OpenAiFrontend final : public HttpHandler {
 
  private:
   class Generation;
+  // What a request's "model" names. `model` null when there is none to serve it: no worker
+  // reached yet (503) or a model neither served nor an adapter (404), already replied.
+  struct Served {
+    std::shared_ptr<const ModelContext> model;
+    std::string name;     // the served model's name
+    std::string adapter;  // the LoRA adapter named; "" for the base model
+  };
+  Served Resolve(const std::string& asked, HttpExchange& exchange);
   void Generate(const HttpRequest& request, bool chat, std::shared_ptr<HttpExchange> exchange);
+  void Embed(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
+  // Starts the request's streams, which feed `response`.
+  void Run(std::shared_ptr<const ModelContext> model, std::shared_ptr<HttpExchange> exchange,
+           OpenAiRequest request, std::unique_ptr<ResponseBuilder> response);
   // POST /tokenize (tokenize) or /detokenize: answered here, from the router's tokenizer.
   void Tokenize(const HttpRequest& request, bool tokenize, HttpExchange& exchange);
   void RequestDone();

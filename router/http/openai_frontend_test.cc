@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP API end to end: a RouterServer with its HTTP port in front of
 // in-process fake workers, called over real sockets by a small Beast client. What a request
 // produces is compared with the gRPC API's answer to the same request.
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "pagellm/v1/generation.grpc.pb.h"
+#include "router/http/openai_request.h"
 #include "router/router_server.h"
 #include "router/testing/fake_worker.h"
 
@@ -301,7 +303,7 @@ TEST_F(OpenAiFrontendTest, ErrorsComeAsOpenAiErrorObjectsWithTheirStatus) {
        R"({"prompt": [1, 99999]})", 400, "outside the vocabulary"},
       {"unknown model", http::verb::post, "/v1/completions",
        R"({"model": "gpt-4", "prompt": "hi"})", 404, "does not exist"},
-      {"unknown endpoint", http::verb::post, "/v1/embeddings", "{}", 404, "no route"},
+      {"unknown endpoint", http::verb::post, "/v1/responses", "{}", 404, "no route"},
       {"wrong method", http::verb::get, "/v1/completions", "", 405, "takes POST"},
       {"chat without a template", http::verb::post, "/v1/chat/completions",
        R"({"messages": [{"role": "user", "content": "hi"}]})", 400, "template"},
@@ -334,6 +336,132 @@ TEST_F(OpenAiFrontendTest, ErrorsComeAsOpenAiErrorObjectsWithTheirStatus) {
   HttpResult r =
       Post(port(), "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 100}, {"stream", true}});
   EXPECT_EQ(r.status, 400) << r.body;
+}
+
+// Decodes standard base64 (the test's own, independent of the router's encoder).
+std::string FromBase64(const std::string& in) {
+  static const std::string kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t bits = 0;
+  int count = 0;
+  for (char c : in) {
+    if (c == '=') break;
+    bits = (bits << 6) | static_cast<uint32_t>(kAlphabet.find(c));
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      out.push_back(static_cast<char>((bits >> count) & 0xff));
+    }
+  }
+  return out;
+}
+
+TEST_F(OpenAiFrontendTest, EmbeddingsComeInInputOrderAsFloatsOrBase64) {
+  FakeWorker& w = AddWorker();
+  StartRouter();
+  // The fake worker's embedding of a prompt: {its length, the sum of its ids, 0.5}. A text
+  // input gets <s> (256) first.
+  const std::vector<std::vector<float>> want = {
+      {1, 97, 0.5f}, {2, 197, 0.5f}, {3, 256 + 240, 0.5f}};
+  for (const bool base64 : {false, true}) {
+    SCOPED_TRACE(base64 ? "base64" : "float");
+    Json body = {{"model", "fake-model"}, {"input", {{97}, {98, 99}}}};
+    if (base64) body["encoding_format"] = "base64";
+    HttpResult r = Post(port(), "/v1/embeddings", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.content_type, "application/json");
+    Json j = Json::parse(r.body);
+    EXPECT_EQ(j["object"], "list");
+    EXPECT_EQ(j["model"], "fake-model");
+    EXPECT_TRUE(absl::StartsWith(j["id"].get<std::string>(), "embd-"));
+    ASSERT_EQ(j["data"].size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      const Json& d = j["data"][i];
+      EXPECT_EQ(d["object"], "embedding");
+      EXPECT_EQ(d["index"], i);
+      std::vector<float> got;
+      if (base64) {
+        const std::string bytes = FromBase64(d["embedding"].get<std::string>());
+        ASSERT_EQ(bytes.size(), 3 * sizeof(float));
+        got.resize(3);
+        std::memcpy(got.data(), bytes.data(), bytes.size());
+      } else {
+        got = d["embedding"].get<std::vector<float>>();
+      }
+      EXPECT_EQ(got, want[i]);
+    }
+    EXPECT_EQ(j["usage"]["prompt_tokens"], 3);
+    EXPECT_EQ(j["usage"]["total_tokens"], 3);
+  }
+  HttpResult r = Post(port(), "/v1/embeddings", {{"input", "xx"}});  // one text input
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["data"][0]["embedding"].get<std::vector<float>>(), want[2]);
+  const std::vector<v1::WorkerGenerateRequest> seen = w.requests();
+  ASSERT_FALSE(seen.empty());
+  for (const auto& req : seen) EXPECT_TRUE(req.sampling().embed());
+}
+
+TEST_F(OpenAiFrontendTest, EmbeddingRequestsAreRefusedClearly) {
+  AddWorker();
+  StartRouter();
+  struct Case {
+    std::string name;
+    Json body;
+    int status;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"no input", Json::object(), 400, "input is required"},
+      {"empty input", {{"input", Json::array()}}, 400, "input is an empty array"},
+      {"input past the context",
+       {{"input", std::vector<int>(65, 97)}},
+       400,
+       "the input (65 tokens) exceeds the maximum model length of 64"},
+      {"too many inputs",
+       {{"input", std::vector<std::string>(kMaxEmbeddingInputs + 1, "a")}},
+       400,
+       "the limit is 2048"},
+      {"dimensions", {{"input", "a"}, {"dimensions", 2}}, 400, "matryoshka"},
+      {"encoding", {{"input", "a"}, {"encoding_format", "int8"}}, 400, "encoding_format"},
+      {"a generation field", {{"input", "a"}, {"temperature", 0.5}}, 400, "temperature"},
+      {"unknown model",
+       {{"input", "a"}, {"model", "text-embedding-3-small"}},
+       404,
+       "does not exist"},
+      {"priority under fcfs", {{"input", "a"}, {"priority", 1}}, 400, "priority"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    HttpResult r = Post(port(), "/v1/embeddings", c.body);
+    EXPECT_EQ(r.status, c.status) << r.body;
+    Json j = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << r.body;
+    EXPECT_THAT(j["error"]["message"].get<std::string>(), HasSubstr(c.message));
+  }
+  EXPECT_EQ(Call(port(), http::verb::get, "/v1/embeddings").status, 405);
+}
+
+TEST_F(OpenAiFrontendTest, ManyEmbeddingInputsAreOpenAFewHundredAtATime) {
+  FakeWorker::Options o;
+  o.first_token_delay = absl::Milliseconds(20);  // calls overlap
+  FakeWorker& w = AddWorker(o);
+  StartRouter();
+  const int n = 700;
+  std::vector<std::vector<int>> inputs;
+  for (int i = 0; i < n; ++i) inputs.push_back({97 + i % 20});
+  HttpResult r = Post(port(), "/v1/embeddings", {{"input", inputs}});
+  ASSERT_EQ(r.status, 200) << r.body.substr(0, 500);
+  Json j = Json::parse(r.body);
+  ASSERT_EQ(j["data"].size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(j["data"][i]["index"], i);
+    EXPECT_EQ(j["data"][i]["embedding"][1], 97 + i % 20) << i;
+  }
+  EXPECT_EQ(w.completed(), n);
+  EXPECT_LE(w.max_concurrent_streams(), 256);
+  EXPECT_GT(w.max_concurrent_streams(), 16);
+  EXPECT_EQ(router_->queue_length(), 0);
 }
 
 TEST_F(OpenAiFrontendTest, FullQueueIs429AndNoReadyWorkerIs503) {

@@ -330,9 +330,11 @@ absl::StatusOr<Json> ParseBody(absl::string_view body) {
 }
 
 // prompt: a string, an array of strings, an array of token ids, or an array of such arrays.
-absl::Status ParsePrompts(const Json& j, const v1::GenerateRequest& base, OpenAiRequest* out) {
-  const Json* prompt = Field(j, "prompt");
-  if (prompt == nullptr) return Error("prompt", "prompt is required");
+// `field` ("prompt", or "input" for embeddings) holds at most `max_prompts` prompts.
+absl::Status ParsePrompts(const Json& j, const v1::GenerateRequest& base, OpenAiRequest* out,
+                          const char* field = "prompt", int max_prompts = kMaxPromptsPerRequest) {
+  const Json* prompt = Field(j, field);
+  if (prompt == nullptr) return Error(field, absl::StrCat(field, " is required"));
   auto add_text = [&](const Json& v) {
     out->prompts.push_back(base);
     out->prompts.back().set_text(v.get<std::string>());
@@ -356,20 +358,20 @@ absl::Status ParsePrompts(const Json& j, const v1::GenerateRequest& base, OpenAi
     return absl::OkStatus();
   }
   if (!prompt->is_array()) {
-    return WrongType("prompt", *prompt,
+    return WrongType(field, *prompt,
                      "a string, an array of strings, an array of token ids or an array of arrays "
                      "of token ids");
   }
-  if (prompt->empty()) return Error("prompt", "prompt is an empty array");
+  if (prompt->empty()) return Error(field, absl::StrCat(field, " is an empty array"));
   const Json& first = (*prompt)[0];
-  if (first.is_number()) return add_ids(*prompt, "prompt");
-  if (prompt->size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
-    return Error("prompt", absl::StrCat("prompt has ", prompt->size(), " prompts; the limit is ",
-                                        kMaxPromptsPerRequest));
+  if (first.is_number()) return add_ids(*prompt, field);
+  if (prompt->size() > static_cast<size_t>(max_prompts)) {
+    return Error(field, absl::StrCat(field, " has ", prompt->size(), " prompts; the limit is ",
+                                     max_prompts));
   }
   for (size_t i = 0; i < prompt->size(); ++i) {
     const Json& e = (*prompt)[i];
-    const std::string at = absl::StrCat("prompt[", i, "]");
+    const std::string at = absl::StrCat(field, "[", i, "]");
     if (first.is_string() && e.is_string()) {
       add_text(e);
     } else if (first.is_array() && e.is_array()) {
@@ -515,6 +517,44 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body_view)
   if (add_special) base.set_add_special_tokens(*add_special);
 
   RETURN_IF_ERROR(ParsePrompts(j, base, &out));
+  return out;
+}
+
+absl::StatusOr<OpenAiRequest> ParseEmbeddingRequest(std::string_view body_view) {
+  const absl::string_view body(body_view.data(), body_view.size());
+  absl::StatusOr<Json> parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  static const FieldSet* const kKnown =
+      new FieldSet({"input model encoding_format dimensions user add_special_tokens priority"});
+  RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
+  OpenAiRequest out;
+  out.kind = OpenAiRequest::Kind::kEmbedding;
+  v1::GenerateRequest base;
+  v1::SamplingParams* s = base.mutable_sampling();
+  s->set_embed(true);
+  s->set_max_tokens(1);  // generates nothing; only the input counts against the context
+  ASSIGN_OR_RETURN(auto model, GetString(j, "model", kMaxIdentifierBytes));
+  out.model = model.value_or("");
+  ASSIGN_OR_RETURN(auto user, GetString(j, "user", kMaxIdentifierBytes));
+  (void)user;  // as for completions: accepted, neither kept nor logged
+  ASSIGN_OR_RETURN(auto format, GetString(j, "encoding_format", kMaxIdentifierBytes));
+  if (format && *format != "float" && *format != "base64") {
+    return Error(
+        "encoding_format",
+        absl::StrCat("encoding_format must be \"float\" or \"base64\", got \"", *format, "\""));
+  }
+  out.base64 = format == "base64";
+  if (const Json* dimensions = Field(j, "dimensions");
+      dimensions != nullptr && !dimensions->is_null()) {
+    return Error("dimensions",
+                 "dimensions is not supported: the model has no matryoshka representation");
+  }
+  ASSIGN_OR_RETURN(auto priority, GetInt32(j, "priority"));  // the router checks it
+  if (priority) s->set_priority(*priority);
+  ASSIGN_OR_RETURN(auto add_special, GetBool(j, "add_special_tokens"));
+  if (add_special) base.set_add_special_tokens(*add_special);
+  RETURN_IF_ERROR(ParsePrompts(j, base, &out, "input", kMaxEmbeddingInputs));
   return out;
 }
 

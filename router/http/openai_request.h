@@ -1,4 +1,5 @@
-// OpenAI-compatible request bodies (POST /v1/completions, POST /v1/chat/completions) turned into
+// OpenAI-compatible request bodies (POST /v1/completions, /v1/chat/completions, /v1/embeddings)
+// turned into
 // the router's own GenerateRequests, which then take the same path as gRPC requests
 // (validation, admission, a worker). This file checks only the JSON shape: names, types and the
 // fields pagellm does not support; the values are validated where gRPC requests are.
@@ -30,6 +31,8 @@ namespace pagellm {
 inline constexpr absl::string_view kOpenAiParamPayload = openai::kParamPayload;
 // Prompts one /v1/completions request may batch (each becomes its own generation).
 inline constexpr int kMaxPromptsPerRequest = 64;
+// Inputs one /v1/embeddings request may hold (OpenAI's limit; LangChain sends 1,000 at a time).
+inline constexpr int kMaxEmbeddingInputs = 2048;
 // Nesting of the JSON body (objects and arrays open at once): a structured-output JSON Schema
 // (structured::kMaxSchemaDepth schemas deep, two JSON levels each) inside the request's own.
 inline constexpr int kMaxJsonDepth = 72;
@@ -37,7 +40,7 @@ inline constexpr int kMaxJsonDepth = 72;
 inline constexpr size_t kMaxIdentifierBytes = 256;
 
 struct OpenAiRequest {
-  enum class Kind { kCompletion, kChat };
+  enum class Kind { kCompletion, kChat, kEmbedding };
   Kind kind = Kind::kCompletion;
   std::string model;  // as the client named it; empty when absent
   // One per prompt; chat requests have exactly one. Sampling and prompt fields set.
@@ -60,12 +63,20 @@ struct OpenAiRequest {
   std::optional<int> prompt_logprobs;
   // Chat: how the reply becomes tool calls (openai_tools.h).
   ToolChoice tool_choice;
+  // Embeddings: encoding_format "base64" (little-endian fp32 bytes) rather than "float".
+  bool base64 = false;
 };
 
 // InvalidArgument (with the param payload) for a body that is not a JSON object of the
 // endpoint's fields with the right types.
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body);
 absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body);
+// POST /v1/embeddings: {"model", "input": a string, strings, token ids or arrays of token ids (at
+// most kMaxEmbeddingInputs), "encoding_format": "float" (default) or "base64" (what the openai
+// SDKs ask for), "dimensions" (null only: the model has no matryoshka representation, as vLLM
+// says), "user", and vLLM's "add_special_tokens" (true) and "priority"}. Each input becomes an
+// embedding request (SamplingParams.embed).
+absl::StatusOr<OpenAiRequest> ParseEmbeddingRequest(std::string_view body);
 
 // POST /tokenize (vLLM's): {"model", "prompt", "add_special_tokens" (true)} or {"model",
 // "messages", "add_generation_prompt", "chat_template_kwargs"} (add_special_tokens false: the

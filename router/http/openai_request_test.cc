@@ -1,6 +1,7 @@
 #include "router/http/openai_request.h"
 
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -235,6 +236,65 @@ TEST(OpenAiRequestTest, TokenizeTakesAPromptOrMessages) {
                           R"({"tokens": [4294967296]})", R"({"tokens": [], "prompt": "x"})"}) {
     EXPECT_EQ(ParseDetokenizeRequest(bad).status().code(), absl::StatusCode::kInvalidArgument)
         << bad;
+  }
+}
+
+TEST(OpenAiRequestTest, EmbeddingInputTakesEveryShapeAndBecomesEmbeddingRequests) {
+  absl::StatusOr<OpenAiRequest> r = ParseEmbeddingRequest(
+      R"({"model": "m", "input": ["a", "b c"], "encoding_format": "base64", "user": "u",
+          "dimensions": null, "add_special_tokens": false, "priority": 3})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->kind, OpenAiRequest::Kind::kEmbedding);
+  EXPECT_EQ(r->model, "m");
+  EXPECT_TRUE(r->base64);
+  EXPECT_FALSE(r->stream);
+  ASSERT_EQ(r->prompts.size(), 2u);
+  EXPECT_EQ(r->prompts[1].text(), "b c");
+  for (const v1::GenerateRequest& p : r->prompts) {
+    EXPECT_TRUE(p.sampling().embed());
+    EXPECT_EQ(p.sampling().max_tokens(), 1);
+    EXPECT_EQ(p.sampling().priority(), 3);
+    EXPECT_FALSE(p.add_special_tokens());
+  }
+  r = ParseEmbeddingRequest(R"({"input": [[1, 2], [3]], "encoding_format": "float"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->base64);
+  ASSERT_EQ(r->prompts.size(), 2u);
+  EXPECT_THAT(r->prompts[0].token_ids().ids(), ElementsAre(1, 2));
+  r = ParseEmbeddingRequest(R"({"input": [5, 6, 7]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_THAT(r->prompts[0].token_ids().ids(), ElementsAre(5, 6, 7));
+  EXPECT_FALSE(r->prompts[0].has_add_special_tokens());  // the API's default (true) applies
+}
+
+TEST(OpenAiRequestTest, EmbeddingRequestsRefuseWhatTheyCannotDo) {
+  struct Case {
+    const char* body;
+    const char* param;
+    const char* message;
+  };
+  std::string inputs = "\"a\"";
+  for (int i = 0; i < kMaxEmbeddingInputs; ++i) inputs += ",\"a\"";
+  const std::string over = "{\"input\": [" + inputs + "]}";
+  for (const Case& c : std::vector<Case>{
+           {R"({"model": "m"})", "input", "input is required"},
+           {R"({"input": []})", "input", "input is an empty array"},
+           {R"({"input": 5})", "input", "must be a string, an array of strings"},
+           {R"({"input": ["a", [1]]})", "input[1]", "must be a string"},
+           {R"({"input": "a", "encoding_format": "int8"})", "encoding_format",
+            "\"float\" or \"base64\""},
+           {R"({"input": "a", "dimensions": 64})", "dimensions", "matryoshka"},
+           {R"({"input": "a", "max_tokens": 1})", "max_tokens", "unknown or unsupported field"},
+           {R"({"input": "a", "stream": true})", "stream", "unknown or unsupported field"},
+           {over.c_str(), "input", "the limit is 2048"},
+       }) {
+    SCOPED_TRACE(c.body);
+    absl::StatusOr<OpenAiRequest> r = ParseEmbeddingRequest(c.body);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr(c.message));
+    EXPECT_EQ(OpenAiParam(r.status()), c.param);
   }
 }
 

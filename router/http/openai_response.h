@@ -24,11 +24,12 @@
 #include "pagellm/v1/generation.pb.h"
 #include "router/http/openai_request.h"
 #include "router/http/reasoning.h"
+#include "router/http/response_builder.h"
 #include "router/http/tool_calls.h"
 
 namespace pagellm {
 
-class OpenAiResponse {
+class OpenAiResponse final : public ResponseBuilder {
  public:
   struct Config {
     OpenAiRequest::Kind kind = OpenAiRequest::Kind::kCompletion;
@@ -60,13 +61,13 @@ class OpenAiResponse {
   // `tokenizer` is borrowed and must outlive the response.
   OpenAiResponse(Config config, const Tokenizer* tokenizer);
 
-  void AppendStart(std::string* out);
-  void Append(int prompt, const v1::GenerateResponse& response, std::string* out);
+  void AppendStart(std::string* out) override;
+  void Append(int prompt, const v1::GenerateResponse& response, std::string* out) override;
   // Forgets what was appended for `prompt` (not streamed: it starts over).
-  void Reset(int prompt);
-  void AppendEnd(std::string* out);
+  void Reset(int prompt) override;
+  void AppendEnd(std::string* out) override;
   // The non-streamed answer.
-  [[nodiscard]] std::string Body() const;
+  [[nodiscard]] std::string Body() const override;
 
  private:
   // What the worker reported about one prompt (SamplingParams.prompt_logprobs).

@@ -90,6 +90,12 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
     total_ = w->options_.tokens_per_request > 0 ? w->options_.tokens_per_request
              : req.sampling().has_max_tokens()  ? req.sampling().max_tokens()
                                                 : 16;
+    if (req.sampling().embed()) {  // one message: the embedding, no deltas
+      total_ = 1;
+      int64_t sum = 0;
+      for (int32_t id : req.prompt_token_ids()) sum += id;
+      embedding_ = {static_cast<float>(prompt_len_), static_cast<float>(sum), 0.5f};
+    }
   }
 
   // Starts the stream (a stalled one waits for its cancellation).
@@ -176,7 +182,8 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
     const bool last = sent_ + count == total_;
     msg_.Clear();
     msg_.set_request_id(request_id_);
-    for (int s = 0; s < n_; ++s) {
+    msg_.mutable_embedding()->Add(embedding_.begin(), embedding_.end());
+    for (int s = 0; s < n_ && embedding_.empty(); ++s) {
       v1::SampleDelta* d = msg_.add_deltas();
       d->set_sample_index(s);
       std::string text;
@@ -195,7 +202,7 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
     if (last) {
       msg_.set_finished(true);
       msg_.mutable_usage()->set_prompt_tokens(prompt_len_);
-      msg_.mutable_usage()->set_completion_tokens(total_ * n_);
+      msg_.mutable_usage()->set_completion_tokens(embedding_.empty() ? total_ * n_ : 0);
     }
     in_flight_ = count;
     writing_ = true;
@@ -208,6 +215,7 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   const int n_;
   const bool stall_;
   int total_ = 16;
+  std::vector<float> embedding_;  // an embedding request's: {prompt length, sum of ids, 0.5}
 
   absl::Mutex mu_;
   v1::GenerateResponse msg_ ABSL_GUARDED_BY(mu_);

@@ -16,6 +16,8 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - reasoning: a router with --reasoning-parser returns `reasoning` apart from `content`;
   - structured output: response_format json_schema (the SDK's parse() with pydantic models),
     json_object, vLLM's structured_outputs and guided_choice; replies validated by jsonschema;
+  - embeddings with the SDK (base64, its default, and floats; text and token ids; a LoRA
+    adapter) against transformers' fp32 embeddings of the same inputs;
   - prompt scoring: echo with logprobs (and max_tokens 0) scores each token as generation
     scored it; lm-evaluation-harness' loglikelihood request and its reading of the answer;
     vLLM's prompt_logprobs on chat;
@@ -30,6 +32,7 @@ Run from the repository root: .venv/bin/python tests/e2e/openai_e2e_test.py [-v]
 (CTest runs it; it skips when the binaries or the model are missing, and fails instead when
 PAGELLM_REQUIRE_MODELS=1.)
 """
+import array
 import json
 import os
 import re
@@ -681,6 +684,37 @@ class OpenAiApiTest(unittest.TestCase):
         self.assertEqual(events[-1], "data: [DONE]")
         self.assertGreaterEqual(len(events), 3)
 
+    def test_embeddings_with_the_sdk(self):
+        # The SDK asks for base64 unless told otherwise; the reference is transformers' fp32
+        # embedding of the F32 model (tests/data/embeddings), here served from Q4_1 weights.
+        with open(os.path.join(e2e.ROOT, "tests", "data", "embeddings", "hf_smollm2.json")) as f:
+            cases = json.load(f)["cases"]
+        inputs = [c["input"] for c in cases]
+        r = self.client.embeddings.create(model=self.model, input=inputs)
+        self.assertEqual(r.model, self.model)
+        self.assertEqual([d.index for d in r.data], list(range(len(cases))))
+        self.assertEqual(r.usage.prompt_tokens, sum(len(c["ids"]) for c in cases))
+        self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens)
+        dot = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731
+        for c, d in zip(cases, r.data):
+            with self.subTest(c["name"]):
+                self.assertEqual(len(d.embedding), len(c["embedding"]))
+                self.assertAlmostEqual(dot(d.embedding, d.embedding), 1.0, places=4)
+                self.assertGreater(dot(d.embedding, c["embedding"]), 0.995)
+        # The same numbers as JSON floats, and for token ids as for their text.
+        floats = self.client.embeddings.create(model=self.model, input=inputs[:2],
+                                               encoding_format="float")
+        # (JSON floats are written in their shortest fp32 form: equal once read back as fp32.)
+        f32 = lambda v: array.array("f", v)  # noqa: E731
+        self.assertEqual([f32(d.embedding) for d in floats.data],
+                         [f32(d.embedding) for d in r.data[:2]])
+        ids = self.client.embeddings.create(model=self.model, input=[cases[0]["ids"]])
+        self.assertEqual(ids.data[0].embedding, r.data[0].embedding)
+        # A LoRA adapter embeds with its weights.
+        lora = self.client.embeddings.create(model=LORA, input=inputs[:1])
+        self.assertEqual(lora.model, LORA)
+        self.assertLess(dot(lora.data[0].embedding, r.data[0].embedding), 0.99999)
+
     def test_bad_requests_get_openai_errors(self):
         chat = [{"role": "user", "content": "hi"}]
         ctx = self.client.models.list().data[0].model_extra["max_model_len"]
@@ -748,7 +782,11 @@ class OpenAiApiTest(unittest.TestCase):
              "rule 'x' is not defined"),
             ("unknown model", "/v1/completions", {"model": "gpt-4o", "prompt": "hi"}, 404,
              "does not exist"),
-            ("unknown endpoint", "/v1/embeddings", {"input": "hi"}, 404, "no route"),
+            ("unknown endpoint", "/v1/responses", {"input": "hi"}, 404, "no route"),
+            ("embedding input past the context", "/v1/embeddings", {"input": [100] * (ctx + 1)},
+             400, f"exceeds the maximum model length of {ctx}"),
+            ("embedding dimensions", "/v1/embeddings", {"input": "hi", "dimensions": 8}, 400,
+             "matryoshka"),
             ("10 MB body", "/v1/completions",
              {"prompt": "a" * (10 << 20)}, 413, "larger than the limit"),
         ]

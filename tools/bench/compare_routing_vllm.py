@@ -21,6 +21,7 @@ a table with pagellm's ratios to vLLM. vLLM is a peer, never a dependency.
 """
 import argparse
 import concurrent.futures
+import contextlib
 import http.client
 import json
 import os
@@ -145,6 +146,23 @@ def StartVllm(python, port, core, log, extra=()):
          "smollm2", "--dtype", "bfloat16", "--host", "127.0.0.1", "--port", str(port),
          "--gpu-memory-utilization", "0.3", *extra],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+@contextlib.contextmanager
+def VllmServer(python, log_name, extra=()):
+    """One StartVllm server on core 0, once healthy; killed on exit. Yields its port; its log
+    goes to e2e.LOG_DIR/log_name."""
+    log = open(os.path.join(e2e.LOG_DIR, log_name), "ab")
+    port = e2e.FreePort()
+    proc = StartVllm(python, port, 0, log, extra)
+    try:
+        WaitHttp(f"http://127.0.0.1:{port}/health", proc)
+        yield port
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
 
 
 def RunVllm(args, requests):

@@ -121,19 +121,11 @@ def RunPagellm(args, policy):
 
 
 def RunVllm(args, policy):
-    log = open(os.path.join(e2e.LOG_DIR, f"vllm-{policy}.log"), "ab")
-    port = e2e.FreePort()
-    proc = peer.StartVllm(args.vllm_python, port, 0, log,
-                          ["--max-num-seqs", str(args.max_num_seqs), "--scheduling-policy", policy])
-    try:
-        peer.WaitHttp(f"http://127.0.0.1:{port}/health", proc)
+    with peer.VllmServer(args.vllm_python, f"vllm-{policy}.log",
+                         ["--max-num-seqs", str(args.max_num_seqs), "--scheduling-policy",
+                          policy]) as port:
         peer.Stream(port, "smollm2", "Warm-up.", 2)
         return Drive(port, "smollm2", args, policy)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def main():

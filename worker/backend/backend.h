@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "worker/backend/forward_batch.h"
 #include "worker/backend/sampling_batch.h"
 #include "worker/kv/kv_copy.h"
@@ -83,6 +84,18 @@ class Backend {
   virtual absl::Status ForwardDiscardLogits(const ForwardBatch& batch) {
     std::vector<float> logits(static_cast<size_t>(batch.num_logits * config().vocab_size));
     return ForwardLogits(batch, logits.data());
+  }
+
+  // Writes the final hidden state -- the final norm's output, the LM head's input -- of logits
+  // rows `rows` of the last step to `out` (host memory): config().hidden_size floats per row, in
+  // the order given. What embedding requests return (SamplingParams::embed). The default is
+  // Unimplemented. InvalidArgument for a row outside the last step's logits rows (none after a
+  // failed step). REQUIRES: the last step ran through Forward() or ForwardLogits().
+  virtual absl::Status FinalHidden(std::span<const int32_t> rows, float* out) {
+    (void)rows;
+    (void)out;
+    return absl::UnimplementedError(
+        absl::StrCat("the ", name(), " backend does not return hidden states (embeddings)"));
   }
 
   // Executes whole-block KV copies in order: copy-on-write inside the device pool, swap-out to

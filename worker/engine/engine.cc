@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -174,12 +175,12 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   if (params.UseBeamSearch() && params.beam_width > options_.max_num_batched_tokens) {
     return absl::InvalidArgumentError("beam_width exceeds max_num_batched_tokens");
   }
-  const int64_t total = static_cast<int64_t>(prompt_ids.size()) + params.max_tokens;
-  if (total > max_model_len_) {
+  if (params.embed && backend_->config().hidden_size <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("prompt (", prompt_ids.size(), " tokens) + max_tokens (", params.max_tokens,
-                     ") = ", total, " exceeds the maximum model length of ", max_model_len_));
+        absl::StrCat("the ", backend_->name(), " backend has no hidden states to embed with"));
   }
+  const int64_t total = params.MaxContext(static_cast<int64_t>(prompt_ids.size()));
+  RETURN_IF_ERROR(params.CheckContext(static_cast<int64_t>(prompt_ids.size()), max_model_len_));
   // The request must fit alone even when all its sequences are recomputed separately, or it
   // could be preempted and re-admitted forever.
   const int64_t bs = backend_->block_size();
@@ -290,6 +291,8 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
   sampling_rows_.clear();
   sampled_.clear();
   group_spans_.clear();
+  embed_rows_.clear();
+  embed_logits_rows_.clear();
   masked_rows_.clear();
   structured_->BeginStep();
   block_tables_.resize(sched.seqs.size() * stride);
@@ -329,6 +332,12 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
     if (s.group->ScoresPrompt()) AddScoringRows(s, row_start, &span_of(s.group));
     if (!s.sample) continue;
     const int32_t logits_row = static_cast<int32_t>(logit_indices_.size());
+    if (s.group->params.embed) {  // no sampling: the last prompt token's hidden state
+      logit_indices_.push_back(static_cast<int32_t>(token_ids_.size() - 1));
+      embed_rows_.push_back({s.group, s.seq});
+      embed_logits_rows_.push_back(logits_row);
+      continue;
+    }
     for (int64_t t = s.num_draft; t >= 0; --t) {
       logit_indices_.push_back(static_cast<int32_t>(token_ids_.size() - 1 - t));
     }
@@ -557,6 +566,7 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
   // The scheduler lists a group's sequences together; decide one group at a time, then let the
   // scheduler apply every decision at once.
   result_.Clear();
+  if (!embed_rows_.empty()) EmitEmbeddings(outputs);
   for (const GroupSpan& span : group_spans_) {
     if (span.num_scored > 0 && !EmitPromptLogprobs(span, outputs)) continue;
     if (span.count == 0) continue;
@@ -574,6 +584,32 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
     groups_.erase(g->request_id);
   }
   return absl::OkStatus();
+}
+
+void Engine::EmitEmbeddings(std::vector<SequenceOutput>* outputs) {
+  const int64_t hs = backend_->config().hidden_size;
+  hidden_.resize(embed_rows_.size() * hs);
+  const absl::Status st = backend_->FinalHidden(embed_logits_rows_, hidden_.data());
+  for (size_t i = 0; i < embed_rows_.size(); ++i) {
+    const EmbedRow& e = embed_rows_[i];
+    SequenceOutput out;
+    out.request_id = e.group->request_id;
+    if (st.ok()) {
+      const float* h = hidden_.data() + i * hs;
+      double sum = 0;
+      for (int64_t j = 0; j < hs; ++j) sum += static_cast<double>(h[j]) * h[j];
+      // As vLLM's pooler (torch's normalize, eps 1e-12): a zero vector stays zero.
+      const double scale = 1.0 / std::max(std::sqrt(sum), 1e-12);
+      out.embedding.resize(hs);
+      for (int64_t j = 0; j < hs; ++j) out.embedding[j] = static_cast<float>(h[j] * scale);
+      out.finish_reason = FinishReason::kStop;
+    } else {
+      out.finish_reason = FinishReason::kAbort;
+      out.error = st;
+    }
+    outputs->push_back(std::move(out));
+    result_.finishes.push_back({e.group, e.seq, /*keep=*/false});
+  }
 }
 
 void Engine::FailGroups(const std::vector<SequenceGroup*>& groups,

@@ -69,6 +69,10 @@ struct SequenceOutput {
   // reported is 1). They come in outputs of their own (sample_index 0, no tokens, not
   // finished), before the request's first token.
   std::vector<SampleResult> prompt_logprobs;
+  // An embedding request's result (SamplingParams::embed): the prompt's last hidden state,
+  // L2-normalized (all zeros if it was zero), in the one output that finishes the request
+  // (reason stop, no tokens).
+  std::vector<float> embedding;
   FinishReason finish_reason = FinishReason::kNone;
   double cumulative_logprob = 0.0;  // beams only: the beam's sum of token logprobs
   // Set (with kAbort) when the backend could not serve this sequence, e.g. the sampler found no
@@ -167,6 +171,10 @@ class Engine {
     int32_t num_rows;
     int64_t handle;
   };
+  struct EmbedRow {  // an embedding request's last prompt token: its final hidden state is due
+    SequenceGroup* group;
+    Sequence* seq;
+  };
   struct GroupSpan {  // a group's entries in sampled_, and its scoring rows
     SequenceGroup* group;
     size_t first;
@@ -194,6 +202,9 @@ class Engine {
   // Adds a scoring row for each prompt position of the chunk whose logprob is due; the chunk's
   // tokens start at token index row_start.
   void AddScoringRows(const ScheduledSeq& s, int32_t row_start, GroupSpan* span);
+  // Fetches the hidden states of embed_rows_ and ends each of their requests with its embedding
+  // (or, when the backend cannot give it, with the error).
+  void EmitEmbeddings(std::vector<SequenceOutput>* outputs);
   // Emits the span's prompt logprobs and advances the group past them. On a failed row, ends
   // the request with its error instead and returns false.
   bool EmitPromptLogprobs(const GroupSpan& span, std::vector<SequenceOutput>* outputs);
@@ -242,6 +253,9 @@ class Engine {
   std::vector<Sampled> sampled_;
   std::vector<MaskedRows> masked_rows_;
   std::vector<GroupSpan> group_spans_;
+  std::vector<EmbedRow> embed_rows_;
+  std::vector<int32_t> embed_logits_rows_;  // embed_rows_'s logits rows, in order
+  std::vector<float> hidden_;               // their hidden states
   std::vector<BeamCandidate> candidates_;
   StepResult result_;
   std::vector<SequenceGroup*> finished_groups_;

@@ -361,6 +361,99 @@ TEST_F(EngineTest, PriorityIsRefusedUnderFcfsAndOrdersRequestsUnderPriority) {
   EXPECT_EQ(e->block_manager().GetStats().device_used, 0);
 }
 
+// The backend's rule for the final hidden state, normalized as the engine must (L2).
+std::vector<float> Normalized(std::vector<float> v) {
+  double sum = 0;
+  for (float x : v) sum += static_cast<double>(x) * x;
+  for (float& x : v) x = static_cast<float>(x / std::sqrt(sum));
+  return v;
+}
+
+TEST_F(EngineTest, AnEmbeddingRequestReturnsItsPromptsNormalizedLastHiddenState) {
+  MakeBackend({.block_size = 4, .num_kv_blocks = 64});
+  EngineOptions o;
+  o.max_num_batched_tokens = 16;  // the 40-token prompt prefills in chunks
+  o.max_model_len = 48;
+  std::unique_ptr<Engine> e = NewEngine(o);
+  SamplingParams embed;
+  embed.embed = true;
+  embed.max_tokens = 40;  // ignored: an embedding generates nothing
+  const std::vector<std::vector<int32_t>> prompts = {Prompt(3, 1), Prompt(7, 9), Prompt(11, 40)};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(e->AddRequest("e" + std::to_string(i), prompts[i], embed).ok());
+  }
+  ASSERT_TRUE(e->AddRequest("g", Prompt(5, 6), Greedy(8)).ok());  // generation beside them
+  std::map<std::string, std::vector<float>> embeddings;
+  std::vector<int32_t> generated;
+  for (int step = 0; step < 100 && e->HasUnfinished(); ++step) {
+    std::vector<SequenceOutput> outs;
+    ASSERT_TRUE(e->Step(&outs).ok());
+    for (const SequenceOutput& out : outs) {
+      if (out.request_id == "g") {
+        EXPECT_TRUE(out.embedding.empty());
+        generated.insert(generated.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+        continue;
+      }
+      EXPECT_FALSE(embeddings.contains(out.request_id)) << "one output per embedding request";
+      EXPECT_TRUE(out.new_token_ids.empty());
+      EXPECT_EQ(out.finish_reason, FinishReason::kStop);
+      EXPECT_TRUE(out.error.ok()) << out.error;
+      embeddings[out.request_id] = out.embedding;
+    }
+  }
+  EXPECT_FALSE(e->HasUnfinished());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<float> want = Normalized(ScriptedBackend::HiddenOf(prompts[i]));
+    ASSERT_EQ(embeddings["e" + std::to_string(i)].size(), want.size());
+    for (size_t j = 0; j < want.size(); ++j) {
+      EXPECT_FLOAT_EQ(embeddings["e" + std::to_string(i)][j], want[j]) << i << " " << j;
+    }
+  }
+  EXPECT_EQ(generated, backend_->Continue(Prompt(5, 6), 8));
+  EXPECT_EQ(e->num_used_blocks(), 0);
+  EXPECT_EQ(e->stats().generated_tokens, 8);
+
+  // The same input again: its blocks come from the prefix cache, its embedding is the same.
+  const int64_t hits = e->stats().prefix_cache_hit_tokens;
+  ASSERT_TRUE(e->AddRequest("again", prompts[2], embed).ok());
+  std::vector<SequenceOutput> outs;
+  while (e->HasUnfinished()) ASSERT_TRUE(e->Step(&outs).ok());
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].embedding, embeddings["e2"]);
+  EXPECT_GE(e->stats().prefix_cache_hit_tokens - hits, 36);
+  EXPECT_EQ(e->num_used_blocks(), 0);
+}
+
+TEST_F(EngineTest, AnEmbeddingRequestRefusesWhatOnlyGenerationHas) {
+  MakeBackend();
+  EngineOptions o;
+  o.max_model_len = 32;
+  std::unique_ptr<Engine> e = NewEngine(o);
+  SamplingParams embed;
+  embed.embed = true;
+  embed.max_tokens = 32;
+  // Only the input counts against the context: 32 tokens fit, 33 do not.
+  EXPECT_TRUE(e->AddRequest("fits", Prompt(1, 32), embed).ok());
+  const absl::Status too_long = e->AddRequest("long", Prompt(1, 33), embed);
+  EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_long.message(), HasSubstr("maximum model length of 32"));
+  SamplingParams p = embed;
+  p.n = 2;
+  EXPECT_THAT(e->AddRequest("n", Prompt(1, 4), p).message(), HasSubstr("n > 1"));
+  p = embed;
+  p.logprobs = 1;
+  EXPECT_THAT(e->AddRequest("lp", Prompt(1, 4), p).message(), HasSubstr("logprobs"));
+  p = embed;
+  p.beam_width = 2;
+  p.temperature = 0;
+  EXPECT_THAT(e->AddRequest("beam", Prompt(1, 4), p).message(), HasSubstr("beam search"));
+  p = embed;
+  p.structured_output.kind = StructuredOutput::Kind::kJsonObject;
+  EXPECT_THAT(e->AddRequest("json", Prompt(1, 4), p).message(), HasSubstr("structured output"));
+  const RunResult run = Drain(e.get());  // "fits" runs; nothing leaks
+  EXPECT_EQ(run.finish.at({"fits", 0}), FinishReason::kStop);
+}
+
 TEST_F(EngineTest, MaxModelLenIsAtMostTheModelsContextAndWhatThePoolHolds) {
   // 8 blocks of 4 (a 1% watermark keeps none of 8 back) hold 32 tokens, not the model's 64.
   MakeBackend({.block_size = 4, .num_kv_blocks = 8, .max_model_len = 64});

@@ -40,6 +40,10 @@ class GenerateStream::Sink : public RequestSink {
     for (const SequenceOutput& o : outputs) {
       for (const SampleResult& lp : o.prompt_logprobs) ToProto(lp, r.add_prompt_logprobs());
       if (o.only_prompt_logprobs()) continue;
+      if (!o.embedding.empty()) {  // an embedding request's result: no delta
+        r.mutable_embedding()->Add(o.embedding.begin(), o.embedding.end());
+        continue;
+      }
       v1::SampleDelta* d = r.add_deltas();
       d->set_sample_index(o.sample_index);
       d->set_text(o.text);

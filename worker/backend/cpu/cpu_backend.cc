@@ -2,6 +2,7 @@
 // the CPU the logits are already where the sampler is.
 #include "worker/backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -46,10 +47,26 @@ class CpuBackend : public Backend {
   }
 
   absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) override {
+    last_logits_rows_ = 0;
     if (options_.validate_batches) {
       RETURN_IF_ERROR(ValidateForwardBatch(batch, limits()));
     }
-    return model_->Forward(batch, cache_.get(), logits);
+    RETURN_IF_ERROR(model_->Forward(batch, cache_.get(), logits));
+    last_logits_rows_ = batch.num_logits;
+    return absl::OkStatus();
+  }
+
+  absl::Status FinalHidden(std::span<const int32_t> rows, float* out) override {
+    const int64_t hs = config().hidden_size;
+    for (int32_t r : rows) {
+      if (r < 0 || r >= last_logits_rows_) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("hidden state of row ", r, ": the last step had ", last_logits_rows_));
+      }
+      std::copy_n(model_->final_hidden() + r * hs, hs, out);
+      out += hs;
+    }
+    return absl::OkStatus();
   }
 
   absl::Status ForwardDiscardLogits(const ForwardBatch& batch) override {
@@ -78,6 +95,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<KvCache> swap_;  // null without swap space
   const CpuBackendOptions options_;
   std::vector<std::string> adapter_names_;
+  int64_t last_logits_rows_ = 0;  // of the last successful step: rows FinalHidden may read
   HostSampler sampler_{model_->config().vocab_size};
 };
 

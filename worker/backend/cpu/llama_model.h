@@ -59,6 +59,9 @@ class LlamaModel {
   // (the cache then holds nothing usable for this batch's slots). REQUIRES: slots and block tables
   // refer to blocks of `cache`, which was created with this model's layer/head shape.
   absl::Status Forward(const ForwardBatch& batch, KvCache* cache, float* logits);
+  // After a successful Forward: its num_logits rows of hidden_size floats, the final norm's
+  // output (the LM head's input), on every rank. Valid until the next Forward.
+  [[nodiscard]] const float* final_hidden() const { return h_; }
 
  private:
   LlamaModel() = default;

@@ -1,8 +1,8 @@
 // The CUDA backend end to end on a GPU (skipped without one): its logits against the CPU
 // backend's (fp32 arithmetic over the same bf16 weights) through chunked prefill, a mixed step
 // and decode steps, for a Llama and a Qwen2 (QKV bias) shape; copy-on-write and a swap round trip
-// leave the next step's logits bit-identical; sampling and prompt-scoring rows answer as the
-// reference sampler does over the same logits.
+// leave the next step's logits bit-identical; final hidden states (embeddings) as the CPU's;
+// sampling and prompt-scoring rows answer as the reference sampler does over the same logits.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -116,6 +116,14 @@ TEST_P(CudaBackendGpuTest, LogitsMatchTheCpuBackendThroughPrefillChunksAndDecode
     const absl::Status s = (*gpu)->ForwardLogits(gb, got.data());
     ASSERT_TRUE(s.ok()) << s;
     EXPECT_LT(RelativeError(got, want), 2e-2) << "step " << step;
+    // The final norm's output (embeddings), rows in reverse order.
+    std::vector<int32_t> rows(cb.num_logits);
+    for (int32_t r = 0; r < cb.num_logits; ++r)
+      rows[r] = static_cast<int32_t>(cb.num_logits) - 1 - r;
+    std::vector<float> want_h(rows.size() * cfg.hidden_size), got_h(want_h.size(), NAN);
+    ASSERT_TRUE((*cpu)->FinalHidden(rows, want_h.data()).ok());
+    ASSERT_TRUE((*gpu)->FinalHidden(rows, got_h.data()).ok());
+    EXPECT_LT(RelativeError(got_h, want_h), 2e-2) << "hidden states, step " << step;
   }
 }
 

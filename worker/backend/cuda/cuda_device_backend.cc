@@ -49,9 +49,11 @@ class CudaBackend : public Backend {
 
   absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,
                        SamplerOutput* out) override {
+    last_logits_rows_ = 0;
     if (options_.validate_batches) RETURN_IF_ERROR(ValidateForwardBatch(batch, limits()));
     RETURN_IF_ERROR(OnDevice());
     RETURN_IF_ERROR(model_->Forward(batch, *pool_));
+    last_logits_rows_ = batch.num_logits;
     // A step with collectives is waited for with the group's timeout before anything else
     // waits on the stream without one.
     if (options_.communicator != nullptr) RETURN_IF_ERROR(model_->Sync("forward step"));
@@ -64,11 +66,13 @@ class CudaBackend : public Backend {
 
   // `logits` null (ForwardDiscardLogits): the step runs and nothing is copied back.
   absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) override {
+    last_logits_rows_ = 0;
     if (options_.validate_batches) {
       RETURN_IF_ERROR(ValidateForwardBatch(batch, limits()));
     }
     RETURN_IF_ERROR(OnDevice());
     RETURN_IF_ERROR(model_->Forward(batch, *pool_));
+    last_logits_rows_ = batch.num_logits;
     if (options_.communicator != nullptr) RETURN_IF_ERROR(model_->Sync("forward step"));
     const int64_t bytes = batch.num_logits * config().vocab_size * sizeof(float);
     if (bytes > 0 && logits != nullptr) {
@@ -77,6 +81,17 @@ class CudaBackend : public Backend {
           "copying logits"));
     }
     return CudaStatus(cudaStreamSynchronize(stream_), "forward step");
+  }
+
+  absl::Status FinalHidden(std::span<const int32_t> rows, float* out) override {
+    for (int32_t r : rows) {
+      if (r < 0 || r >= last_logits_rows_) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("hidden state of row ", r, ": the last step had ", last_logits_rows_));
+      }
+    }
+    RETURN_IF_ERROR(OnDevice());
+    return model_->CopyFinalHidden(rows, out);
   }
 
   absl::Status CopyKv(std::span<const KvCopy> copies) override {
@@ -97,6 +112,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<CudaModel> model_;
   std::unique_ptr<DeviceKvPool> pool_;
   const int64_t engine_blocks_;
+  int64_t last_logits_rows_ = 0;  // of the last step: rows FinalHidden may read
   const CudaBackendOptions options_;
   std::vector<std::string> adapter_names_;
   DeviceSampler sampler_{model_->config().vocab_size, stream_};

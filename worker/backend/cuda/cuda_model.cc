@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/half.h"
 #include "common/status_macros.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/lora.h"
@@ -525,6 +526,25 @@ absl::Status CudaModel::Enqueue(int64_t n, const StepShape& shape, const DeviceK
   return CudaStatus(k::LaunchInterleaveShards(logits_gathered_.as<float>(), ranks, rows,
                                               w.vocab_rows, logits_.as<float>(), stream_),
                     "interleaving the logits");
+}
+
+absl::Status CudaModel::CopyFinalHidden(std::span<const int32_t> rows, float* out) {
+  const int64_t hs = config_.hidden_size;
+  int32_t needed = 0;
+  for (int32_t r : rows) needed = std::max(needed, r + 1);
+  if (needed == 0) return absl::OkStatus();
+  if (static_cast<int64_t>(hidden_host_.size()) < needed * hs) hidden_host_.resize(needed * hs);
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(hidden_host_.data(), hidden_.get(), needed * hs * sizeof(uint16_t),
+                                 cudaMemcpyDeviceToHost, stream_),
+                 "copying hidden states"));
+  RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "copying hidden states"));
+  const bool f16 = weights_->dtype == kernels::KvDtype::kF16;
+  for (int32_t r : rows) {
+    const uint16_t* row = hidden_host_.data() + static_cast<int64_t>(r) * hs;
+    for (int64_t j = 0; j < hs; ++j) *out++ = f16 ? HalfToFloat(row[j]) : Bf16ToFloat(row[j]);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pagellm::cuda

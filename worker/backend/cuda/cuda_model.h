@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -87,6 +88,10 @@ class CudaModel {
   // padded.
   absl::Status Forward(const ForwardBatch& batch, const DeviceKvPool& pool);
   [[nodiscard]] const float* logits() const { return logits_.as<float>(); }
+  // Copies the final norm's output (the LM head's input, in the compute type on the device) of
+  // logits rows `rows` of the last Forward to `out` as fp32, hidden_size floats per row, and
+  // waits for the stream. REQUIRES: rows below that Forward's num_logits.
+  absl::Status CopyFinalHidden(std::span<const int32_t> rows, float* out);
 
   // Waits for everything enqueued on the stream: through the communicator (bounded by its
   // timeout; a peer's failure is Unavailable) under tensor parallelism, else
@@ -156,6 +161,7 @@ class CudaModel {
   DeviceBuffer rope_;  // [max_position][head_dim] fp32
   // A vocabulary-parallel LM head's rows, then every rank's (all-gathered); empty otherwise.
   DeviceBuffer logits_shard_, logits_gathered_;
+  std::vector<uint16_t> hidden_host_;  // CopyFinalHidden's staging, grown to the rows asked
   DeviceBuffer residual_, hidden_, qkv_, attn_, sub_out_, gate_up_, act_, logits_, attn_ws_;
   DeviceBuffer cublas_ws_;
   // Batch arrays: one pinned staging block mirrored by one device block, at fixed offsets.

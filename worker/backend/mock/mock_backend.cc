@@ -4,6 +4,8 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -14,6 +16,7 @@ namespace pagellm {
 namespace {
 
 constexpr int64_t kVocab = 257;
+constexpr int64_t kHidden = 8;
 
 class MockBackend : public Backend {
  public:
@@ -21,6 +24,7 @@ class MockBackend : public Backend {
     config_.architecture = "mock";
     config_.vocab_size = kVocab;
     config_.max_position_embeddings = o.max_model_len;
+    config_.hidden_size = kHidden;
   }
   const ModelConfig& config() const override { return config_; }
   std::string name() const override { return "mock"; }
@@ -41,8 +45,10 @@ class MockBackend : public Backend {
     if (batch.num_tokens > options_.max_batch_tokens) {
       return absl::InvalidArgumentError("batch larger than max_batch_tokens");
     }
+    last_.clear();
     for (int64_t r = 0; r < batch.num_logits; ++r) {
       const int32_t i = batch.logit_indices[r];
+      last_.emplace_back(batch.token_ids[i], batch.positions[i]);
       // Printable ASCII, a function of the last token and its position.
       const int32_t next = 32 + (batch.token_ids[i] * 7 + batch.positions[i]) % 95;
       float* row = logits + r * kVocab;
@@ -55,8 +61,22 @@ class MockBackend : public Backend {
     return absl::OkStatus();
   }
 
+  // Hidden states, like the logits, are a function of the row's last token and position.
+  absl::Status FinalHidden(std::span<const int32_t> rows, float* out) override {
+    for (int32_t r : rows) {
+      if (r < 0 || r >= static_cast<int32_t>(last_.size())) {
+        return absl::InvalidArgumentError(absl::StrCat("hidden state of row ", r));
+      }
+      for (int64_t j = 0; j < kHidden; ++j) {
+        *out++ = static_cast<float>((last_[r].first * (j + 1) + last_[r].second) % 17) - 8.0f;
+      }
+    }
+    return absl::OkStatus();
+  }
+
  private:
   MockBackendOptions options_;
+  std::vector<std::pair<int32_t, int32_t>> last_;  // (token, position) of each logits row
   ModelConfig config_;
   HostSampler sampler_{kVocab};
 };

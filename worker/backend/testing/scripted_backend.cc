@@ -18,6 +18,7 @@ ScriptedBackend::ScriptedBackend(const ScriptedBackendOptions& o)
   config_.architecture = "scripted";
   config_.vocab_size = o.vocab_size;
   config_.max_position_embeddings = o.max_model_len;
+  config_.hidden_size = kHiddenSize;
   rule_ = [this](std::span<const int32_t> context, std::span<float> row) {
     std::fill(row.begin(), row.end(), 0.0f);
     row[NextToken(context)] = 20.0f;
@@ -29,6 +30,13 @@ int32_t ScriptedBackend::NextToken(std::span<const int32_t> context) const {
   for (int32_t t : context) sum += t;
   return static_cast<int32_t>((31 * sum + 7 * static_cast<int64_t>(context.size())) %
                               (options_.vocab_size - 1));
+}
+
+std::vector<float> ScriptedBackend::HiddenOf(std::span<const int32_t> context) {
+  int64_t sum = 0;
+  for (int32_t t : context) sum += t;
+  return {static_cast<float>(context.size()), static_cast<float>(sum),
+          context.empty() ? 0.0f : static_cast<float>(context.back()), 1.0f};
 }
 
 std::vector<int32_t> ScriptedBackend::Continue(std::vector<int32_t> prompt, int n) const {
@@ -55,6 +63,7 @@ absl::Status ScriptedBackend::ForwardLogits(const ForwardBatch& batch, float* lo
   max_tokens_in_a_step_ = std::max(max_tokens_in_a_step_, batch.num_tokens);
   for (int64_t t = 0; t < batch.num_tokens; ++t) device_[batch.slots[t]] = batch.token_ids[t];
   const int64_t bs = options_.block_size;
+  hidden_.clear();
   for (int64_t r = 0; r < batch.num_logits; ++r) {
     const int32_t t = batch.logit_indices[r];
     const int32_t* table = batch.block_tables + batch.token_seq[t] * batch.block_table_stride;
@@ -66,6 +75,19 @@ absl::Status ScriptedBackend::ForwardLogits(const ForwardBatch& batch, float* lo
       return absl::InternalError(absl::StrCat("logits row ", r, " reads a KV slot never written"));
     }
     rule_(context_, std::span<float>(logits + r * options_.vocab_size, options_.vocab_size));
+    const std::vector<float> hidden = HiddenOf(context_);
+    hidden_.insert(hidden_.end(), hidden.begin(), hidden.end());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ScriptedBackend::FinalHidden(std::span<const int32_t> rows, float* out) {
+  const int64_t have = static_cast<int64_t>(hidden_.size()) / kHiddenSize;
+  for (int32_t r : rows) {
+    if (r < 0 || r >= have) {
+      return absl::InvalidArgumentError(absl::StrCat("hidden state of row ", r, " of ", have));
+    }
+    out = std::copy_n(hidden_.begin() + r * kHiddenSize, kHiddenSize, out);
   }
   return absl::OkStatus();
 }

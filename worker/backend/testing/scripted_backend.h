@@ -10,6 +10,7 @@
 // demand (the next Forward or CopyKv fails, a row gets NaN logits) and a step hook runs at every
 // Forward (tests advance an injected clock there). Every batch is checked against
 // forward_batch.h's contract (ValidateForwardBatch), so a malformed batch fails the step.
+// Hidden states (FinalHidden) are a rule of the context too (HiddenOf).
 //
 // Not thread-safe, like every Backend (the engine thread calls it); the knobs may be set only
 // while no step runs (before starting an EngineLoop, or from the step hook).
@@ -51,6 +52,11 @@ class ScriptedBackend : public Backend {
   // Greedy continuation of `prompt` by `n` tokens under the default rule.
   [[nodiscard]] std::vector<int32_t> Continue(std::vector<int32_t> prompt, int n) const;
 
+  // The final hidden state (FinalHidden) of the token ending `context`: kHiddenSize floats,
+  // {length, sum of the tokens, last token, 1}.
+  static constexpr int64_t kHiddenSize = 4;
+  [[nodiscard]] static std::vector<float> HiddenOf(std::span<const int32_t> context);
+
   void SetRule(LogitsRule rule) { rule_ = std::move(rule); }
   // The next Forward / ForwardLogits / CopyKv call fails with `status` (once).
   void FailNextForward(absl::Status status) { forward_failure_ = std::move(status); }
@@ -73,6 +79,7 @@ class ScriptedBackend : public Backend {
                        SamplerOutput* out) override;
   absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) override;
   absl::Status CopyKv(std::span<const KvCopy> copies) override;
+  absl::Status FinalHidden(std::span<const int32_t> rows, float* out) override;
 
  private:
   const ScriptedBackendOptions options_;
@@ -84,6 +91,7 @@ class ScriptedBackend : public Backend {
   std::vector<int32_t> device_;  // [num_kv_blocks * block_size] token id per slot, -1 unwritten
   std::vector<int32_t> swap_;    // likewise for the swap pool
   std::vector<int32_t> context_;
+  std::vector<float> hidden_;  // [num_logits][kHiddenSize] of the last step
   HostSampler sampler_;
   int64_t forward_calls_ = 0;
   int64_t all_decode_steps_ = 0;

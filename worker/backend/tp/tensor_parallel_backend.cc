@@ -91,6 +91,12 @@ class TensorParallelLeader final : public Backend {
     return Check(rank0_->Forward(batch, sampling, out));
   }
 
+  // Every rank holds the whole hidden state (the residual stream is replicated): rank 0's.
+  absl::Status FinalHidden(std::span<const int32_t> rows, float* out) override {
+    absl::MutexLock lock(&mu_);
+    return rank0_->FinalHidden(rows, out);
+  }
+
   absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) override {
     absl::MutexLock lock(&mu_);
     EncodeForwardStep(StepKind::kLogits, batch, rank0_->block_size(), &message_);
