@@ -245,6 +245,7 @@ void RoutedStream::OnWorkerDone(const grpc::Status& status) {
     call_active_ = false;
     reading_ = false;
     ReleaseLocked(&after);
+    after.ended = placement_.worker;
     const grpc::StatusCode code = status.error_code();
     if (client_gone_) {
       // Finishes with the cancellation below.
@@ -355,6 +356,7 @@ absl::Status RoutedStream::CancelStatus() const {
 void RoutedStream::Run(const Deps& deps, RoutedStream* self, After after) {
   if (after.report_down != nullptr) deps.pool->ReportUnavailable(after.report_down.get());
   if (after.release.has_value()) deps.pool->Release(*after.release);
+  if (after.ended != nullptr) deps.pool->Ended(after.ended.get());
   if (after.pump) deps.queue->Pump(*deps.pool);
   if (after.queue_changed) deps.metrics->SetQueueLength(static_cast<double>(deps.queue->size()));
   if (after.write != nullptr) {

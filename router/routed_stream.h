@@ -106,6 +106,7 @@ class RoutedStream final : public QueuedRequest {
   struct After {
     std::optional<Placement> release;
     std::shared_ptr<WorkerEndpoint> report_down;
+    std::shared_ptr<WorkerEndpoint> ended;  // the worker call ended: WorkerPool::Ended
     bool pump = false;
     bool queue_changed = false;
     const v1::GenerateResponse* write = nullptr;

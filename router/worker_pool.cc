@@ -172,6 +172,7 @@ void WorkerPool::OnPollDone(PollCall* call, const grpc::Status& status) {
       }
       w.releasing_.erase(std::remove_if(w.releasing_.begin(), w.releasing_.end(), visible),
                          w.releasing_.end());
+      std::erase_if(w.ended_, [&](uint64_t poll) { return poll < call->number; });
       const bool other_model = !fingerprint_.empty() && !w.load_.model_fingerprint().empty() &&
                                w.load_.model_fingerprint() != fingerprint_;
       state = other_model          ? State::kModelMismatch
@@ -286,7 +287,8 @@ Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* pla
     const int64_t waiting =
         std::max<int64_t>(0, load.waiting() - static_cast<int64_t>(w->releasing_.size()));
     if (free < need) continue;
-    const int64_t requests = load.running() + waiting + w->placed_;
+    const int64_t requests = std::max<int64_t>(
+        0, load.running() + waiting + w->placed_ - static_cast<int64_t>(w->ended_.size()));
     const bool queued = waiting > 0 || (load.max_num_seqs() > 0 && requests >= load.max_num_seqs());
     if (queued && (options_.policy != Policy::kPrefixAware || ticket.prompt_ids.empty() ||
                    !ticket.reuses_cached_prefix)) {
@@ -376,6 +378,15 @@ void WorkerPool::Release(const Placement& placement) {
   WorkerEndpoint& w = *placement.worker;
   w.releasing_.push_back({w.polls_sent_, placement.reserved_blocks, placement.prefix_hashes});
   // Nothing can go now; the next poll result calls on_change_.
+}
+
+void WorkerPool::Ended(WorkerEndpoint* worker) {
+  if (worker == nullptr) return;
+  {
+    absl::MutexLock lock(&mu_);
+    worker->ended_.push_back(worker->polls_sent_);
+  }
+  on_change_();
 }
 
 std::vector<std::shared_ptr<WorkerEndpoint>> WorkerPool::Endpoints() const {

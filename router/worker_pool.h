@@ -11,13 +11,14 @@
 // As the admission queue's Placer it picks among ready workers with room. Room: the worker's own
 // queue was empty at the last poll, not counting requests that produced their first response
 // since that poll was sent (requests wait in the router's queue, not in a worker's); its
-// requests (running, waiting, and placed there and not yet visible in a poll) are fewer than
-// its max_num_seqs, so that a burst arriving between two polls is not all sent to a worker
-// that cannot start it; and free blocks >= the blocks the request needs now, ceil(prompt /
-// block_size) + 1, where free blocks = the last polled kv_blocks_free minus the blocks reserved by
-// requests placed there. A reservation lasts until a poll sent after the request's first response
-// (or its end) comes back: only then does the polled figure include what the worker allocated for
-// it. While no worker has room the request waits.
+// requests (running, waiting, and placed there and not yet visible in a poll, less those that
+// ended since the last poll was sent) are fewer than its max_num_seqs, so that a burst arriving
+// between two polls is not all sent to a worker that cannot start it, while a finished
+// request's place is taken at once rather than at the next poll; and free blocks >= the blocks the
+// request needs now, ceil(prompt / block_size) + 1, where free blocks = the last polled
+// kv_blocks_free minus the blocks reserved by requests placed there. A reservation lasts until a
+// poll sent after the request's first response (or its end) comes back: only then does the polled
+// figure include what the worker allocated for it. While no worker has room the request waits.
 //
 // Which one (Options::policy):
 //   - kMostFreeBlocks: the one with the most free KV blocks.
@@ -46,7 +47,7 @@
 // A worker's state changes are logged once each, not on every poll.
 //
 // Thread-safe. on_change (given to Create) runs without the pool's lock after anything that may
-// let a queued request go: a poll result, a DNS change, a released reservation.
+// let a queued request go: a poll result, a DNS change, an ended request.
 #ifndef PAGELLM_ROUTER_WORKER_POOL_H_
 #define PAGELLM_ROUTER_WORKER_POOL_H_
 
@@ -119,6 +120,9 @@ class WorkerEndpoint {
     std::vector<uint64_t> hashes;
   };
   std::vector<Releasing> releasing_;
+  // For each request whose call here ended (its sequences have left the worker), the number of
+  // the last poll sent then: that poll may still count it. Dropped when a later poll succeeds.
+  std::vector<uint64_t> ended_;
   // The worker's prefix cache as of its last poll, and the version it was at.
   PrefixFilterView filter_;
   uint64_t filter_version_ = 0;
@@ -184,6 +188,10 @@ class WorkerPool final : public Placer {
   // The request placed with `placement` produced its first response or ended: its blocks now
   // show in the worker's own load. Call once per placement.
   void Release(const Placement& placement);
+  // The call of a request placed on `worker` ended (done, failed or cancelled): until a poll
+  // sent after now comes back, the worker has room for one more request than its last poll
+  // says. Wakes the queue (on_change). Call once per ended call.
+  void Ended(WorkerEndpoint* worker);
   // A call to `worker` failed with UNAVAILABLE: not used until a poll succeeds.
   void ReportUnavailable(WorkerEndpoint* worker);
 

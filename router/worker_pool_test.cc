@@ -276,6 +276,39 @@ TEST_F(WorkerPoolTest, AWorkerAtItsSequenceCapHasNoRoom) {
   EXPECT_EQ(p3.worker->address(), a_->address());
 }
 
+// A request that ends frees its place at once: the next queued one need not wait for a poll.
+// The credit lasts until a poll sent after the end comes back, which counts it no more.
+TEST_F(WorkerPoolTest, AnEndedRequestsPlaceIsFreeBeforeTheNextPoll) {
+  v1::WorkerLoad full = Load(900);
+  full.set_max_num_seqs(2);
+  full.set_running(2);
+  a_->SetLoad(full);
+  b_->SetLoad(full);
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  Placement p;
+  ASSERT_EQ(Place(*pool, 4, &p), Placer::Decision::kWait);
+  const std::vector<std::shared_ptr<WorkerEndpoint>> workers = pool->Endpoints();
+  WorkerEndpoint* a = nullptr;
+  for (const auto& w : workers) {
+    if (w->address() == a_->address()) a = w.get();
+  }
+  ASSERT_NE(a, nullptr);
+  const int before = changes_.load();
+  pool->Ended(a);  // one of a's two running requests ended
+  EXPECT_GT(changes_.load(), before) << "the queue is told";
+  ASSERT_EQ(Place(*pool, 4, &p), Placer::Decision::kPlace);
+  EXPECT_EQ(p.worker->address(), a_->address());
+  Placement q;
+  EXPECT_EQ(Place(*pool, 4, &q), Placer::Decision::kWait) << "one place, taken";
+  // A poll sent after the end shows 1 running; with p placed and not yet visible, a is full.
+  v1::WorkerLoad one = full;
+  one.set_running(1);
+  a_->SetLoad(one);
+  ASSERT_TRUE(PollsAfterNow(*pool, *a_));
+  EXPECT_EQ(Place(*pool, 4, &q), Placer::Decision::kWait) << "the credit went with that poll";
+}
+
 // A worker publishes its load between steps, so a poll answered during a prompt's first step
 // still counts that request as waiting. Once it produced its first response (released) the
 // router knows better, until a poll sent after that can tell.
