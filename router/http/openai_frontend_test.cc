@@ -464,6 +464,47 @@ TEST_F(OpenAiFrontendTest, ManyEmbeddingInputsAreOpenAFewHundredAtATime) {
   EXPECT_EQ(router_->queue_length(), 0);
 }
 
+// Of a large embedding request, the inputs not yet opened are never opened once it cannot
+// succeed: a client that leaves cancels the open ones and nothing more reaches a worker; a
+// failed input ends the request with its error (no hang) and the router serves on.
+TEST_F(OpenAiFrontendTest, ALargeEmbeddingRequestLeftOrFailedOpensNoMoreInputs) {
+  FakeWorker::Options o;
+  o.fail_every = 300;  // the 300th call fails
+  o.fail_code = grpc::StatusCode::INVALID_ARGUMENT;
+  FakeWorker& w = AddWorker(o);
+  StartRouter();
+  std::vector<std::vector<int>> inputs(700, std::vector<int>{97});
+  const std::string body = Json({{"input", inputs}}).dump();
+
+  w.SetStall(true);  // streams send nothing until cancelled
+  {
+    net::io_context ioc;
+    tcp::socket socket(ioc);
+    socket.connect(tcp::endpoint(net::ip::address_v4::loopback(), static_cast<uint16_t>(port())));
+    http::request<http::string_body> req{http::verb::post, "/v1/embeddings", 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.body() = body;
+    req.prepare_payload();
+    http::write(socket, req);
+    ASSERT_TRUE(w.WaitForActiveStreams(256, absl::Seconds(10)));
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_EQ(w.active_streams(), 256) << "at most 256 inputs open at once";
+    socket.close();
+  }
+  ASSERT_TRUE(w.WaitForCancellations(256, absl::Seconds(5)));
+  ASSERT_TRUE(WaitFor([&] { return w.active_streams() == 0; }));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(w.generate_calls(), 256) << "the 444 inputs never opened stay so";
+
+  w.SetStall(false);
+  HttpResult r = Call(port(), http::verb::post, "/v1/embeddings", body);
+  EXPECT_EQ(r.status, 400) << r.body.substr(0, 300);  // call 300 overall failed
+  EXPECT_THAT(r.body, HasSubstr("fake failure"));
+  EXPECT_LT(w.generate_calls(), 256 + 300 + 256);
+  r = Post(port(), "/v1/embeddings", {{"input", {{97}, {98}}}});
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
 TEST_F(OpenAiFrontendTest, FullQueueIs429AndNoReadyWorkerIs503) {
   FakeWorker& w = AddWorker();
   StartRouter(/*max_queue=*/1);
