@@ -17,7 +17,8 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - structured output: response_format json_schema (the SDK's parse() with pydantic models),
     json_object, vLLM's structured_outputs and guided_choice; replies validated by jsonschema;
   - embeddings with the SDK (base64, its default, and floats; text and token ids; a LoRA
-    adapter) against transformers' fp32 embeddings of the same inputs;
+    adapter) against transformers' fp32 embeddings of the same inputs, and `pagellm generate
+    --embed` (through the router and in-process) against the API's;
   - prompt scoring: echo with logprobs (and max_tokens 0) scores each token as generation
     scored it; lm-evaluation-harness' loglikelihood request and its reading of the answer;
     vLLM's prompt_logprobs on chat;
@@ -710,6 +711,13 @@ class OpenAiApiTest(unittest.TestCase):
                          [f32(d.embedding) for d in r.data[:2]])
         ids = self.client.embeddings.create(model=self.model, input=[cases[0]["ids"]])
         self.assertEqual(ids.data[0].embedding, r.data[0].embedding)
+        # `pagellm generate --embed`, through the router's gRPC API and in-process.
+        for where in (["--server", self.router.target], ["--model", e2e.MODEL]):
+            out = subprocess.run([os.path.join(e2e.BIN, "pagellm"), "generate", "--embed",
+                                  "--prompt", inputs[0], *where], cwd=e2e.ROOT,
+                                 capture_output=True, text=True, check=True, timeout=120)
+            cli = json.loads(out.stdout.splitlines()[0])["embedding"]
+            self.assertGreater(dot(cli, r.data[0].embedding), 0.99999, where[0])
         # A LoRA adapter embeds with its weights.
         lora = self.client.embeddings.create(model=LORA, input=inputs[:1])
         self.assertEqual(lora.model, LORA)

@@ -22,6 +22,7 @@ struct Completion {
   std::vector<SampleResult> prompt_logprobs;
   FinishReason finish = FinishReason::kNone;
   double cumulative_logprob = 0.0;
+  std::vector<float> embedding;  // --embed: the prompt's embedding
 };
 
 }  // namespace pagellm::cli

@@ -1,6 +1,7 @@
 // `pagellm generate`: loads a model, runs every prompt through one Engine (all prompts are
 // batched together) and prints completions: streamed text for a single prompt, or one JSON
-// object per completion with --json.
+// object per completion with --json; with --embed, one JSON object per prompt with its
+// embedding.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,9 @@ ABSL_FLAG(std::optional<int32_t>, logprobs, std::nullopt,
 ABSL_FLAG(std::optional<int32_t>, prompt_logprobs, std::nullopt,
           "score the prompt: each prompt token's logprob and the N best (--json)");
 ABSL_FLAG(bool, json, false, "print one JSON object per completion");
+ABSL_FLAG(bool, embed, false,
+          "embed each prompt instead of generating: one JSON object per prompt with its "
+          "embedding (the last token's final hidden state, L2-normalized, as /v1/embeddings)");
 ABSL_FLAG(std::string, json_schema, "",
           "constrain the output to JSON valid under this JSON Schema: a file, or the schema "
           "itself when it starts with '{'");
@@ -176,6 +180,7 @@ absl::Status RunLocal(const std::vector<std::string>& prompts, const SamplingPar
       if (o.only_prompt_logprobs()) continue;
       c.finish = o.finish_reason;
       c.cumulative_logprob = o.cumulative_logprob;
+      if (!o.embedding.empty()) c.embedding = o.embedding;
       if (stream) {
         std::fwrite(o.text.data(), 1, o.text.size(), stdout);
         std::fflush(stdout);
@@ -231,6 +236,7 @@ int GenerateMain(int argc, char** argv) {
   params.length_penalty = static_cast<float>(absl::GetFlag(FLAGS_length_penalty));
   params.early_stopping = absl::GetFlag(FLAGS_early_stopping);
   params.lora_adapter = absl::GetFlag(FLAGS_lora_adapter);
+  params.embed = absl::GetFlag(FLAGS_embed);
   params.stop = repeated[0];
   for (const std::string& id : repeated[1]) {
     try {
@@ -280,7 +286,7 @@ int GenerateMain(int argc, char** argv) {
     params.structured_output.regex = *regex;
   }
 
-  const bool json = absl::GetFlag(FLAGS_json);
+  const bool json = absl::GetFlag(FLAGS_json) || params.embed;
   const int32_t per_prompt = params.NumSequences();
   const bool stream = !json && prompts.size() == 1 && per_prompt == 1;
   // One completion per (prompt, sample), in that order.
@@ -307,6 +313,12 @@ int GenerateMain(int argc, char** argv) {
     }
     nlohmann::json j;
     j["prompt_index"] = c.prompt_index;
+    if (params.embed) {
+      if (!prompt_ids[c.prompt_index].empty()) j["prompt_token_ids"] = prompt_ids[c.prompt_index];
+      j["embedding"] = c.embedding;
+      std::printf("%s\n", j.dump().c_str());
+      continue;
+    }
     j["sample_index"] = c.sample_index;
     j["text"] = c.text;
     j["token_ids"] = c.token_ids;

@@ -43,6 +43,9 @@ absl::Status RemoteGenerate(const std::string& server, const std::vector<std::st
     auto reader = stub->Generate(&ctx, req);
     v1::GenerateResponse r;
     while (reader->Read(&r)) {
+      if (r.embedding_size() > 0) {
+        (*done)[i * per_prompt].embedding.assign(r.embedding().begin(), r.embedding().end());
+      }
       for (const v1::TokenLogprob& t : r.prompt_logprobs()) {
         (*done)[i * per_prompt].prompt_logprobs.push_back(FromProto(t));
       }
