@@ -49,11 +49,15 @@ void EmbeddingResponse::Reset(int input) {
   prompt_tokens_[input] = 0;
 }
 
+int64_t EmbeddingResponse::prompt_tokens() const {
+  return std::accumulate(prompt_tokens_.begin(), prompt_tokens_.end(), int64_t{0});
+}
+
 std::string EmbeddingResponse::Body() const {
   const auto text = [](const std::string& s) {
     return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   };
-  const int64_t tokens = std::accumulate(prompt_tokens_.begin(), prompt_tokens_.end(), int64_t{0});
+  const int64_t tokens = prompt_tokens();
   std::string out = absl::StrCat("{\"id\":", text(config_.id),
                                  ",\"object\":\"list\",\"created\":", config_.created,
                                  ",\"model\":", text(config_.model), ",\"data\":[");

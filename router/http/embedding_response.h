@@ -22,9 +22,9 @@ namespace pagellm {
 class EmbeddingResponse final : public ResponseBuilder {
  public:
   struct Config {
-    std::string id;       // "embd-..."
-    int64_t created = 0;  // Unix seconds
-    std::string model;    // as the client named it
+    std::string id = {};     // "embd-..."
+    int64_t created = 0;     // Unix seconds
+    std::string model = {};  // as the client named it
     int inputs = 1;
     bool base64 = false;
   };
@@ -37,6 +37,10 @@ class EmbeddingResponse final : public ResponseBuilder {
   // REQUIRES: every input's messages were appended. An input without an embedding (which a
   // worker never leaves) is written as an empty list.
   [[nodiscard]] std::string Body() const override;
+
+  // What was appended: input i's embedding (empty until it came), and the inputs' prompt tokens.
+  [[nodiscard]] const std::vector<float>& embedding(int input) const { return embeddings_[input]; }
+  [[nodiscard]] int64_t prompt_tokens() const;
 
  private:
   const Config config_;

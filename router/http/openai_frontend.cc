@@ -28,6 +28,7 @@
 #include "router/http/embedding_response.h"
 #include "router/http/openai_request.h"
 #include "router/http/openai_response.h"
+#include "router/http/score_response.h"
 #include "router/request_validator.h"
 
 namespace pagellm {
@@ -338,21 +339,26 @@ void OpenAiFrontend::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
   const bool get = request.method == "GET";
   const bool post = request.method == "POST";
   const bool tokenizer_route = path == "/tokenize" || path == "/detokenize";
-  if ((path.rfind("/v1/", 0) == 0 || tokenizer_route) && deps_.authorized &&
-      !deps_.authorized(request.authorization)) {
+  const bool score_route = path == "/v1/score" || path == "/score";
+  const bool rerank_route = path == "/v1/rerank" || path == "/rerank";
+  // Everything but the probes needs a key, the unversioned aliases too.
+  if ((path.rfind("/v1/", 0) == 0 || tokenizer_route || path == "/score" || path == "/rerank") &&
+      deps_.authorized && !deps_.authorized(request.authorization)) {
     return exchange->Reply(
         401, kJson,
         OpenAiErrorBody(401, "a valid API key is required (Authorization: Bearer KEY)", "",
                         "invalid_api_key"),
         "WWW-Authenticate: Bearer\r\n");
   }
-  const bool generation_route =
-      path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/embeddings";
+  const bool generation_route = path == "/v1/completions" || path == "/v1/chat/completions" ||
+                                path == "/v1/embeddings" || score_route || rerank_route;
   const bool get_route = path == "/health" || path == "/v1/models" || path == "/version";
   if ((generation_route || tokenizer_route) && !post)
     return ReplyWrongMethod(*exchange, path, "POST");
   if (get_route && !get) return ReplyWrongMethod(*exchange, path, "GET");
-  if (path == "/v1/embeddings") return Embed(request, std::move(exchange));
+  if (path == "/v1/embeddings") return Embed(request, EmbedRoute::kEmbeddings, std::move(exchange));
+  if (score_route) return Embed(request, EmbedRoute::kScore, std::move(exchange));
+  if (rerank_route) return Embed(request, EmbedRoute::kRerank, std::move(exchange));
   if (generation_route) {
     return Generate(request, path == "/v1/chat/completions", std::move(exchange));
   }
@@ -552,20 +558,46 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   Run(std::move(model), std::move(exchange), *std::move(request), std::move(response));
 }
 
-void OpenAiFrontend::Embed(const HttpRequest& http, std::shared_ptr<HttpExchange> exchange) {
-  absl::StatusOr<OpenAiRequest> request = ParseEmbeddingRequest(http.body);
-  if (!request.ok()) return ReplyError(*exchange, request.status());
-  Served served = Resolve(request->model, *exchange);
+void OpenAiFrontend::Embed(const HttpRequest& http, EmbedRoute route,
+                           std::shared_ptr<HttpExchange> exchange) {
+  OpenAiRequest request;
+  ScoreHttpRequest score;
+  if (route == EmbedRoute::kEmbeddings) {
+    absl::StatusOr<OpenAiRequest> parsed = ParseEmbeddingRequest(http.body);
+    if (!parsed.ok()) return ReplyError(*exchange, parsed.status());
+    request = *std::move(parsed);
+  } else {
+    absl::StatusOr<ScoreHttpRequest> parsed =
+        ParseScoreRequest(http.body, route == EmbedRoute::kRerank);
+    if (!parsed.ok()) return ReplyError(*exchange, parsed.status());
+    score = *std::move(parsed);
+    request = std::move(score.embed);
+  }
+  Served served = Resolve(request.model, *exchange);
   if (served.model == nullptr) return;
-  EmbeddingResponse::Config config;
-  config.id = RandomId("embd-");
-  config.created = absl::ToUnixSeconds(absl::Now());
-  config.model = served.adapter.empty() ? served.name : served.adapter;
-  config.inputs = static_cast<int>(request->prompts.size());
-  config.base64 = request->base64;
-  SetRequestIds(config.id, served.adapter, &*request);
-  auto response = std::make_unique<EmbeddingResponse>(std::move(config));
-  Run(std::move(served.model), std::move(exchange), *std::move(request), std::move(response));
+  const std::string id = RandomId(route == EmbedRoute::kEmbeddings ? "embd-"
+                                  : route == EmbedRoute::kScore    ? "score-"
+                                                                   : "rerank-");
+  const int64_t created = absl::ToUnixSeconds(absl::Now());
+  const std::string model = served.adapter.empty() ? served.name : served.adapter;
+  const int inputs = static_cast<int>(request.prompts.size());
+  SetRequestIds(id, served.adapter, &request);
+  std::unique_ptr<ResponseBuilder> response;
+  if (route == EmbedRoute::kEmbeddings) {
+    response = std::make_unique<EmbeddingResponse>(EmbeddingResponse::Config{
+        .id = id, .created = created, .model = model, .inputs = inputs, .base64 = request.base64});
+  } else {
+    response = std::make_unique<ScoreResponse>(
+        ScoreResponse::Config{.id = id,
+                              .created = created,
+                              .model = model,
+                              .inputs = inputs,
+                              .pairs = std::move(score.pairs),
+                              .rerank = route == EmbedRoute::kRerank,
+                              .documents = std::move(score.documents),
+                              .top_n = score.top_n});
+  }
+  Run(std::move(served.model), std::move(exchange), std::move(request), std::move(response));
 }
 
 void OpenAiFrontend::Run(std::shared_ptr<const ModelContext> model,

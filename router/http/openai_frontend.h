@@ -2,9 +2,11 @@
 //
 //   POST /v1/completions        POST /v1/chat/completions   (JSON or server-sent events)
 //   POST /v1/embeddings         (the prompt's last hidden state, normalized: vLLM's pooling)
+//   POST /v1/score, /v1/rerank  (vLLM's; also /score, /rerank: cosines of the embeddings)
 //   GET  /v1/models             GET  /health                GET /version
 //
-// /v1/* needs an accepted API key when keys are configured (401 before the body is looked at);
+// /v1/*, /tokenize, /detokenize, /score and /rerank need an accepted API key when keys are
+// configured (401 before the body is looked at);
 // /health and /version stay open for probes. The header is passed on to the gRPC calls.
 //
 // A generation request becomes one RoutedStream per prompt, opened in-process on the router's
@@ -86,7 +88,9 @@ class OpenAiFrontend final : public HttpHandler {
   };
   Served Resolve(const std::string& asked, HttpExchange& exchange);
   void Generate(const HttpRequest& request, bool chat, std::shared_ptr<HttpExchange> exchange);
-  void Embed(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
+  // POST /v1/embeddings, or vLLM's /v1/score and /v1/rerank over the texts' embeddings.
+  enum class EmbedRoute { kEmbeddings, kScore, kRerank };
+  void Embed(const HttpRequest& request, EmbedRoute route, std::shared_ptr<HttpExchange> exchange);
   // Starts the request's streams, which feed `response`.
   void Run(std::shared_ptr<const ModelContext> model, std::shared_ptr<HttpExchange> exchange,
            OpenAiRequest request, std::unique_ptr<ResponseBuilder> response);

@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP API end to end: a RouterServer with its HTTP port in front of
 // in-process fake workers, called over real sockets by a small Beast client. What a request
 // produces is compared with the gRPC API's answer to the same request.
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -505,6 +506,51 @@ TEST_F(OpenAiFrontendTest, ALargeEmbeddingRequestLeftOrFailedOpensNoMoreInputs) 
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
+// vLLM's scoring APIs over an embedding model: each pair's score is the cosine of the two texts'
+// embeddings (the fake worker's: {length, sum of ids, 0.5}; a text gets <s> = 256 first).
+TEST_F(OpenAiFrontendTest, ScoreAndRerankAreCosinesOfTheEmbeddings) {
+  FakeWorker& w = AddWorker();
+  StartRouter();
+  auto cosine = [](std::vector<double> a, std::vector<double> b) {
+    double d = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      d += a[i] * b[i];
+      aa += a[i] * a[i];
+      bb += b[i] * b[i];
+    }
+    return d / std::sqrt(aa * bb);
+  };
+  const std::vector<double> q = {2, 256 + 97, 0.5}, d1 = {3, 256 + 2 * 98, 0.5},
+                            d2 = {2, 256 + 99, 0.5};
+  HttpResult r = Post(port(), "/v1/score",
+                      {{"model", "fake-model"}, {"text_1", "a"}, {"text_2", {"bb", "c"}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = Json::parse(r.body);
+  EXPECT_TRUE(absl::StartsWith(j["id"].get<std::string>(), "score-"));
+  EXPECT_EQ(j["object"], "list");
+  EXPECT_EQ(j["model"], "fake-model");
+  ASSERT_EQ(j["data"].size(), 2u);
+  EXPECT_NEAR(j["data"][0]["score"].get<double>(), cosine(q, d1), 1e-6);
+  EXPECT_NEAR(j["data"][1]["score"].get<double>(), cosine(q, d2), 1e-6);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 7) << "the query embedded once";
+  EXPECT_EQ(w.generate_calls(), 3);
+
+  ASSERT_LT(cosine(q, d1), cosine(q, d2));
+  r = Post(port(), "/rerank", {{"query", "a"}, {"documents", {"bb", "c"}}, {"top_n", 1}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = Json::parse(r.body);
+  EXPECT_TRUE(absl::StartsWith(j["id"].get<std::string>(), "rerank-"));
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_EQ(j["results"][0]["index"], 1);
+  EXPECT_EQ(j["results"][0]["document"]["text"], "c");
+  EXPECT_NEAR(j["results"][0]["relevance_score"].get<double>(), cosine(q, d2), 1e-6);
+
+  r = Post(port(), "/v1/rerank", {{"query", "a"}, {"documents", "bb"}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("documents must be an array of strings"));
+  EXPECT_EQ(Call(port(), http::verb::get, "/v1/score").status, 405);
+}
+
 TEST_F(OpenAiFrontendTest, FullQueueIs429AndNoReadyWorkerIs503) {
   FakeWorker& w = AddWorker();
   StartRouter(/*max_queue=*/1);
@@ -695,6 +741,9 @@ TEST_F(OpenAiFrontendTest, ApiKeysGuardBothApisAndCanBeReplacedWhileServing) {
   EXPECT_EQ(Call(port(), http::verb::get, "/v1/models", "", "Bearer key-2").status, 200);
   EXPECT_EQ(Call(port(), http::verb::get, "/v1/models").status, 401);
   EXPECT_EQ(Call(port(), http::verb::get, "/health").status, 200) << "probes need no key";
+  for (const char* path : {"/v1/embeddings", "/v1/score", "/score", "/v1/rerank", "/rerank"}) {
+    EXPECT_EQ(Call(port(), http::verb::post, path, "{}").status, 401) << path;
+  }
   EXPECT_EQ(grpc_code(""), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(grpc_code("key-3"), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(grpc_code("key-2"), grpc::StatusCode::OK);

@@ -520,6 +520,24 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body_view)
   return out;
 }
 
+// The fields every embedding endpoint takes ("model", "user", and vLLM's "priority" and
+// "add_special_tokens"), into `out` and the embedding request `base` its texts copy.
+absl::Status ParseEmbeddingCommon(const Json& j, OpenAiRequest* out, v1::GenerateRequest* base) {
+  out->kind = OpenAiRequest::Kind::kEmbedding;
+  v1::SamplingParams* s = base->mutable_sampling();
+  s->set_embed(true);
+  s->set_max_tokens(1);  // generates nothing; only the input counts against the context
+  ASSIGN_OR_RETURN(auto model, GetString(j, "model", kMaxIdentifierBytes));
+  out->model = model.value_or("");
+  ASSIGN_OR_RETURN(auto user, GetString(j, "user", kMaxIdentifierBytes));
+  (void)user;  // as for completions: accepted, neither kept nor logged
+  ASSIGN_OR_RETURN(auto priority, GetInt32(j, "priority"));  // the router checks it
+  if (priority) s->set_priority(*priority);
+  ASSIGN_OR_RETURN(auto add_special, GetBool(j, "add_special_tokens"));
+  if (add_special) base->set_add_special_tokens(*add_special);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<OpenAiRequest> ParseEmbeddingRequest(std::string_view body_view) {
   const absl::string_view body(body_view.data(), body_view.size());
   absl::StatusOr<Json> parsed = ParseBody(body);
@@ -529,15 +547,8 @@ absl::StatusOr<OpenAiRequest> ParseEmbeddingRequest(std::string_view body_view) 
       new FieldSet({"input model encoding_format dimensions user add_special_tokens priority"});
   RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
   OpenAiRequest out;
-  out.kind = OpenAiRequest::Kind::kEmbedding;
   v1::GenerateRequest base;
-  v1::SamplingParams* s = base.mutable_sampling();
-  s->set_embed(true);
-  s->set_max_tokens(1);  // generates nothing; only the input counts against the context
-  ASSIGN_OR_RETURN(auto model, GetString(j, "model", kMaxIdentifierBytes));
-  out.model = model.value_or("");
-  ASSIGN_OR_RETURN(auto user, GetString(j, "user", kMaxIdentifierBytes));
-  (void)user;  // as for completions: accepted, neither kept nor logged
+  RETURN_IF_ERROR(ParseEmbeddingCommon(j, &out, &base));
   ASSIGN_OR_RETURN(auto format, GetString(j, "encoding_format", kMaxIdentifierBytes));
   if (format && *format != "float" && *format != "base64") {
     return Error(
@@ -550,11 +561,84 @@ absl::StatusOr<OpenAiRequest> ParseEmbeddingRequest(std::string_view body_view) 
     return Error("dimensions",
                  "dimensions is not supported: the model has no matryoshka representation");
   }
-  ASSIGN_OR_RETURN(auto priority, GetInt32(j, "priority"));  // the router checks it
-  if (priority) s->set_priority(*priority);
-  ASSIGN_OR_RETURN(auto add_special, GetBool(j, "add_special_tokens"));
-  if (add_special) base.set_add_special_tokens(*add_special);
   RETURN_IF_ERROR(ParsePrompts(j, base, &out, "input", kMaxEmbeddingInputs));
+  return out;
+}
+
+absl::StatusOr<ScoreHttpRequest> ParseScoreRequest(std::string_view body_view, bool rerank) {
+  const absl::string_view body(body_view.data(), body_view.size());
+  absl::StatusOr<Json> parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  static const FieldSet* const kScore =
+      new FieldSet({"model text_1 text_2 user add_special_tokens priority"});
+  static const FieldSet* const kRerank =
+      new FieldSet({"model query documents top_n user add_special_tokens priority"});
+  RETURN_IF_ERROR(CheckKnownFields(j, rerank ? *kRerank : *kScore, ""));
+  ScoreHttpRequest out;
+  out.rerank = rerank;
+  OpenAiRequest& e = out.embed;
+  v1::GenerateRequest base;
+  RETURN_IF_ERROR(ParseEmbeddingCommon(j, &e, &base));
+  // A field's texts: a string (when `one`), and/or a non-empty array of strings (when `many`;
+  // at most kMaxEmbeddingInputs).
+  auto texts = [&](const char* field, bool one,
+                   bool many) -> absl::StatusOr<std::vector<std::string>> {
+    const Json* v = Field(j, field);
+    if (v == nullptr) return Error(field, absl::StrCat(field, " is required"));
+    if (one && v->is_string()) return std::vector<std::string>{v->get<std::string>()};
+    if (!many || !v->is_array()) {
+      return WrongType(field, *v,
+                       !many ? "a string"
+                       : one ? "a string or an array of strings"
+                             : "an array of strings");
+    }
+    if (v->empty()) return Error(field, absl::StrCat(field, " is an empty array"));
+    if (v->size() > static_cast<size_t>(kMaxEmbeddingInputs)) {
+      return Error(field, absl::StrCat(field, " has ", v->size(), " texts; the limit is ",
+                                       kMaxEmbeddingInputs));
+    }
+    std::vector<std::string> t;
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) {
+        return WrongType(absl::StrCat(field, "[", i, "]"), (*v)[i], "a string");
+      }
+      t.push_back((*v)[i].get<std::string>());
+    }
+    return t;
+  };
+  std::vector<std::string> left, right;
+  if (rerank) {
+    ASSIGN_OR_RETURN(left, texts("query", true, false));
+    ASSIGN_OR_RETURN(right, texts("documents", false, true));
+    ASSIGN_OR_RETURN(auto top_n, GetInt32(j, "top_n"));
+    if (top_n && *top_n < 0) {
+      return Error("top_n", absl::StrCat("top_n must be >= 0, got ", *top_n));
+    }
+    out.top_n = top_n.value_or(0);
+    out.documents = right;
+  } else {
+    ASSIGN_OR_RETURN(left, texts("text_1", true, true));
+    ASSIGN_OR_RETURN(right, texts("text_2", true, true));
+    if (left.size() > 1 && left.size() != right.size()) {
+      return Error("text_2", absl::StrCat("text_1 has ", left.size(), " texts and text_2 ",
+                                          right.size(), ": give one text_1, or as many as text_2"));
+    }
+  }
+  if (left.size() + right.size() > static_cast<size_t>(kMaxEmbeddingInputs)) {
+    return Error("", absl::StrCat("the request has ", left.size() + right.size(),
+                                  " texts; the limit is ", kMaxEmbeddingInputs));
+  }
+  for (const auto* side : {&left, &right}) {
+    for (const std::string& t : *side) {
+      e.prompts.push_back(base);
+      e.prompts.back().set_text(t);
+    }
+  }
+  const int n_left = static_cast<int>(left.size());
+  for (int k = 0; k < static_cast<int>(right.size()); ++k) {
+    out.pairs.emplace_back(n_left == 1 ? 0 : k, n_left + k);
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -77,6 +78,22 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body);
 // says), "user", and vLLM's "add_special_tokens" (true) and "priority"}. Each input becomes an
 // embedding request (SamplingParams.embed).
 absl::StatusOr<OpenAiRequest> ParseEmbeddingRequest(std::string_view body);
+
+// POST /v1/score and POST /v1/rerank (vLLM's, for an embedding model: a pair's score is the
+// cosine similarity of the two texts' embeddings).
+//   score:  {"model", "text_1": a string or strings, "text_2": a string or strings}: one text_1
+//           against each text_2, or text_1[i] against text_2[i] (lists of one length);
+//   rerank: {"model", "query": a string, "documents": strings, "top_n" (0: all)}.
+// Both take vLLM's "user", "add_special_tokens" and "priority"; at most kMaxEmbeddingInputs
+// texts in all. Each distinct position embeds once (a query shared by every pair: once).
+struct ScoreHttpRequest {
+  OpenAiRequest embed;                     // the texts to embed (Kind::kEmbedding)
+  std::vector<std::pair<int, int>> pairs;  // indices into embed.prompts, one score each
+  bool rerank = false;
+  std::vector<std::string> documents;  // rerank: echoed in the results
+  int top_n = 0;                       // rerank: the best top_n results (0: all)
+};
+absl::StatusOr<ScoreHttpRequest> ParseScoreRequest(std::string_view body, bool rerank);
 
 // POST /tokenize (vLLM's): {"model", "prompt", "add_special_tokens" (true)} or {"model",
 // "messages", "add_generation_prompt", "chat_template_kwargs"} (add_special_tokens false: the

@@ -298,6 +298,69 @@ TEST(OpenAiRequestTest, EmbeddingRequestsRefuseWhatTheyCannotDo) {
   }
 }
 
+TEST(OpenAiRequestTest, ScoreAndRerankEmbedEachTextOnceAndPairThem) {
+  absl::StatusOr<ScoreHttpRequest> r =
+      ParseScoreRequest(R"({"model": "m", "text_1": "q", "text_2": ["a", "b"]})", false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->embed.kind, OpenAiRequest::Kind::kEmbedding);
+  EXPECT_EQ(r->embed.model, "m");
+  ASSERT_EQ(r->embed.prompts.size(), 3u);  // q once
+  EXPECT_EQ(r->embed.prompts[0].text(), "q");
+  EXPECT_EQ(r->embed.prompts[2].text(), "b");
+  for (const auto& p : r->embed.prompts) EXPECT_TRUE(p.sampling().embed());
+  EXPECT_EQ(r->pairs, (std::vector<std::pair<int, int>>{{0, 1}, {0, 2}}));
+  EXPECT_FALSE(r->rerank);
+
+  r = ParseScoreRequest(R"({"text_1": ["q1", "q2"], "text_2": ["a", "b"], "priority": 2})", false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pairs, (std::vector<std::pair<int, int>>{{0, 2}, {1, 3}}));
+  EXPECT_EQ(r->embed.prompts[0].sampling().priority(), 2);
+  r = ParseScoreRequest(R"({"text_1": "q", "text_2": "a"})", false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pairs, (std::vector<std::pair<int, int>>{{0, 1}}));
+
+  r = ParseScoreRequest(R"({"query": "q", "documents": ["a", "b", "c"], "top_n": 2})", true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->rerank);
+  EXPECT_EQ(r->top_n, 2);
+  EXPECT_THAT(r->documents, ElementsAre("a", "b", "c"));
+  EXPECT_EQ(r->pairs, (std::vector<std::pair<int, int>>{{0, 1}, {0, 2}, {0, 3}}));
+}
+
+TEST(OpenAiRequestTest, ScoreAndRerankRefuseWhatTheyCannotPair) {
+  struct Case {
+    const char* body;
+    bool rerank;
+    const char* param;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"text_2": "a"})", false, "text_1", "text_1 is required"},
+           {R"({"text_1": ["a", "b"], "text_2": ["c", "d", "e"]})", false, "text_2",
+            "give one text_1, or as many as text_2"},
+           {R"({"text_1": "a", "text_2": []})", false, "text_2", "empty array"},
+           {R"({"text_1": "a", "text_2": [1]})", false, "text_2[0]", "must be a string"},
+           {R"({"query": ["q"], "documents": ["a"]})", true, "query", "must be a string"},
+           {R"({"query": "q", "documents": "a"})", true, "documents", "an array of strings"},
+           {R"({"query": "q", "documents": ["a"], "top_n": -1})", true, "top_n", ">= 0"},
+           {R"({"query": "q", "documents": ["a"], "text_1": "x"})", true, "text_1",
+            "unknown or unsupported field"},
+       }) {
+    SCOPED_TRACE(c.body);
+    absl::StatusOr<ScoreHttpRequest> r = ParseScoreRequest(c.body, c.rerank);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr(c.message));
+    EXPECT_EQ(OpenAiParam(r.status()), c.param);
+  }
+  std::string docs = "\"a\"";
+  for (int i = 0; i < kMaxEmbeddingInputs; ++i) docs += ",\"a\"";
+  const absl::StatusOr<ScoreHttpRequest> r =
+      ParseScoreRequest("{\"query\": \"q\", \"documents\": [" + docs + "]}", true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("the limit is 2048"));
+}
+
 TEST(OpenAiRequestTest, LogitBiasAndAllowedTokenIds) {
   absl::StatusOr<OpenAiRequest> r = ParseCompletionRequest(
       R"({"prompt": "a", "logit_bias": {"50256": -100, "7": 2.5}, "allowed_token_ids": [7, 9]})");

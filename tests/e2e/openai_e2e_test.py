@@ -17,8 +17,9 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - structured output: response_format json_schema (the SDK's parse() with pydantic models),
     json_object, vLLM's structured_outputs and guided_choice; replies validated by jsonschema;
   - embeddings with the SDK (base64, its default, and floats; text and token ids; a LoRA
-    adapter) against transformers' fp32 embeddings of the same inputs, and `pagellm generate
-    --embed` (through the router and in-process) against the API's;
+    adapter) against transformers' fp32 embeddings of the same inputs, vLLM's /v1/score and
+    /v1/rerank as cosines of them, and `pagellm generate --embed` (through the router and
+    in-process) against the API's;
   - prompt scoring: echo with logprobs (and max_tokens 0) scores each token as generation
     scored it; lm-evaluation-harness' loglikelihood request and its reading of the answer;
     vLLM's prompt_logprobs on chat;
@@ -711,6 +712,23 @@ class OpenAiApiTest(unittest.TestCase):
                          [f32(d.embedding) for d in r.data[:2]])
         ids = self.client.embeddings.create(model=self.model, input=[cases[0]["ids"]])
         self.assertEqual(ids.data[0].embedding, r.data[0].embedding)
+        # vLLM's /v1/score and /v1/rerank: cosines of these embeddings, near transformers' own.
+        named = {c["name"]: (c, d.embedding) for c, d in zip(cases, r.data)}
+        query, passage, unrelated = (named[k] for k in ("query", "passage", "unrelated"))
+        status, score = self.Raw("POST", "/v1/score", {
+            "model": self.model, "text_1": query[0]["input"],
+            "text_2": [passage[0]["input"], unrelated[0]["input"]]})
+        self.assertEqual(status, 200, score)
+        for d, other in zip(score["data"], (passage, unrelated)):
+            self.assertAlmostEqual(d["score"], dot(query[1], other[1]), places=5)
+            self.assertAlmostEqual(d["score"], dot(query[0]["embedding"], other[0]["embedding"]),
+                                   delta=0.01)
+        status, rerank = self.Raw("POST", "/v1/rerank", {
+            "model": self.model, "query": query[0]["input"],
+            "documents": [unrelated[0]["input"], passage[0]["input"]]})
+        self.assertEqual(status, 200, rerank)
+        self.assertEqual([x["index"] for x in rerank["results"]], [1, 0])
+        self.assertEqual(rerank["results"][0]["document"]["text"], passage[0]["input"])
         # `pagellm generate --embed`, through the router's gRPC API and in-process.
         for where in (["--server", self.router.target], ["--model", e2e.MODEL]):
             out = subprocess.run([os.path.join(e2e.BIN, "pagellm"), "generate", "--embed",
