@@ -594,18 +594,18 @@ void Engine::EmitEmbeddings(std::vector<SequenceOutput>* outputs) {
     const EmbedRow& e = embed_rows_[i];
     SequenceOutput out;
     out.request_id = e.group->request_id;
-    if (st.ok()) {
-      const float* h = hidden_.data() + i * hs;
-      double sum = 0;
-      for (int64_t j = 0; j < hs; ++j) sum += static_cast<double>(h[j]) * h[j];
+    const float* h = hidden_.data() + i * hs;
+    double sum = 0;
+    for (int64_t j = 0; st.ok() && j < hs; ++j) sum += static_cast<double>(h[j]) * h[j];
+    if (st.ok() && std::isfinite(sum)) {
       // As vLLM's pooler (torch's normalize, eps 1e-12): a zero vector stays zero.
       const double scale = 1.0 / std::max(std::sqrt(sum), 1e-12);
       out.embedding.resize(hs);
       for (int64_t j = 0; j < hs; ++j) out.embedding[j] = static_cast<float>(h[j] * scale);
       out.finish_reason = FinishReason::kStop;
-    } else {
+    } else {  // as a row the sampler cannot sample: the request fails alone
       out.finish_reason = FinishReason::kAbort;
-      out.error = st;
+      out.error = st.ok() ? absl::FailedPreconditionError("the hidden state is not finite") : st;
     }
     outputs->push_back(std::move(out));
     result_.finishes.push_back({e.group, e.seq, /*keep=*/false});

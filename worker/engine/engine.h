@@ -203,7 +203,7 @@ class Engine {
   // tokens start at token index row_start.
   void AddScoringRows(const ScheduledSeq& s, int32_t row_start, GroupSpan* span);
   // Fetches the hidden states of embed_rows_ and ends each of their requests with its embedding
-  // (or, when the backend cannot give it, with the error).
+  // (or with the error: the backend's, or FailedPrecondition for a state that is not finite).
   void EmitEmbeddings(std::vector<SequenceOutput>* outputs);
   // Emits the span's prompt logprobs and advances the group past them. On a failed row, ends
   // the request with its error instead and returns false.

@@ -424,6 +424,34 @@ TEST_F(EngineTest, AnEmbeddingRequestReturnsItsPromptsNormalizedLastHiddenState)
   EXPECT_EQ(e->num_used_blocks(), 0);
 }
 
+TEST_F(EngineTest, AnEmbeddingWhoseHiddenStateIsNotFiniteFailsAlone) {
+  MakeBackend();
+  const std::vector<int32_t> bad = Prompt(1, 5), good = Prompt(2, 5);
+  backend_->SetHiddenRule([&](std::span<const int32_t> context) {
+    std::vector<float> h = ScriptedBackend::HiddenOf(context);
+    if (std::equal(context.begin(), context.end(), bad.begin(), bad.end())) h[1] = NAN;
+    return h;
+  });
+  std::unique_ptr<Engine> e = NewEngine();
+  SamplingParams embed;
+  embed.embed = true;
+  ASSERT_TRUE(e->AddRequest("bad", bad, embed).ok());
+  ASSERT_TRUE(e->AddRequest("good", good, embed).ok());
+  std::map<std::string, SequenceOutput> got;
+  std::vector<SequenceOutput> outs;
+  while (e->HasUnfinished()) {
+    outs.clear();
+    ASSERT_TRUE(e->Step(&outs).ok());
+    for (SequenceOutput& o : outs) got[o.request_id] = std::move(o);
+  }
+  EXPECT_EQ(got["bad"].finish_reason, FinishReason::kAbort);
+  EXPECT_EQ(got["bad"].error.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(got["bad"].embedding.empty());
+  EXPECT_EQ(got["good"].finish_reason, FinishReason::kStop);
+  EXPECT_EQ(got["good"].embedding.size(), 4u);
+  EXPECT_EQ(e->num_used_blocks(), 0);
+}
+
 TEST_F(EngineTest, AnEmbeddingRequestRefusesWhatOnlyGenerationHas) {
   MakeBackend();
   EngineOptions o;

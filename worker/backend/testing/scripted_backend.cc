@@ -75,7 +75,7 @@ absl::Status ScriptedBackend::ForwardLogits(const ForwardBatch& batch, float* lo
       return absl::InternalError(absl::StrCat("logits row ", r, " reads a KV slot never written"));
     }
     rule_(context_, std::span<float>(logits + r * options_.vocab_size, options_.vocab_size));
-    const std::vector<float> hidden = HiddenOf(context_);
+    const std::vector<float> hidden = hidden_rule_(context_);
     hidden_.insert(hidden_.end(), hidden.begin(), hidden.end());
   }
   return absl::OkStatus();

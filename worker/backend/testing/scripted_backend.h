@@ -58,6 +58,9 @@ class ScriptedBackend : public Backend {
   [[nodiscard]] static std::vector<float> HiddenOf(std::span<const int32_t> context);
 
   void SetRule(LogitsRule rule) { rule_ = std::move(rule); }
+  // Replaces HiddenOf as the hidden-state rule (kHiddenSize floats per context).
+  using HiddenRule = std::function<std::vector<float>(std::span<const int32_t> context)>;
+  void SetHiddenRule(HiddenRule rule) { hidden_rule_ = std::move(rule); }
   // The next Forward / ForwardLogits / CopyKv call fails with `status` (once).
   void FailNextForward(absl::Status status) { forward_failure_ = std::move(status); }
   void FailNextCopy(absl::Status status) { copy_failure_ = std::move(status); }
@@ -85,6 +88,7 @@ class ScriptedBackend : public Backend {
   const ScriptedBackendOptions options_;
   ModelConfig config_;
   LogitsRule rule_;
+  HiddenRule hidden_rule_ = HiddenOf;
   std::optional<absl::Status> forward_failure_;
   std::optional<absl::Status> copy_failure_;
   std::function<void()> step_hook_;
