@@ -14,8 +14,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <limits>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -30,19 +28,6 @@ namespace {
 // Blocks a request may occupy: the pool less the admission watermark.
 int64_t UsableBlocks(int64_t num_kv_blocks, double watermark) {
   return num_kv_blocks - static_cast<int64_t>(watermark * num_kv_blocks);
-}
-
-// A beam hypothesis' score; a final EOS does not count towards its length (HF).
-double HypothesisScore(const SamplingParams& p, const Sequence& s) {
-  const bool eos_end = s.finish_reason == FinishReason::kStop;
-  return BeamScore(s.cumulative_logprob, s.num_output() - (eos_end ? 1 : 0), p.length_penalty);
-}
-
-// Best first; equal scores keep their order.
-void SortHypotheses(const SamplingParams& p, std::vector<std::unique_ptr<Sequence>>* hyps) {
-  std::stable_sort(hyps->begin(), hyps->end(), [&p](const auto& a, const auto& b) {
-    return HypothesisScore(p, *a) > HypothesisScore(p, *b);
-  });
 }
 
 }  // namespace
@@ -366,50 +351,6 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
   b.seq_adapter = any_adapter ? seq_adapter_.data() : nullptr;
 }
 
-void Engine::AddScoringRows(const ScheduledSeq& s, int32_t row_start, GroupSpan* span) {
-  const Sequence& seq = *s.seq;
-  // Position p's logits give the logprob of prompt token p + 1. The scheduler never skips a
-  // position still to score (no cached prefix is reused while the prompt is scored).
-  const int64_t first = seq.num_computed;
-  const int64_t from = std::max(first, s.group->next_prompt_logprob - 1);
-  const int64_t to = std::min(first + s.num_tokens, seq.prompt_len - 1);
-  PAGELLM_CHECK(first <= s.group->next_prompt_logprob - 1 || from >= to,
-                "request {} computes from position {} but scores from {}", s.group->request_id,
-                first, s.group->next_prompt_logprob);
-  if (from >= to) return;
-  span->first_scored = static_cast<int32_t>(sampling_rows_.size());
-  span->num_scored = static_cast<int32_t>(to - from);
-  SamplingRow row;
-  row.seq.params = &s.group->params;
-  for (int64_t p = from; p < to; ++p) {
-    row.logits_row = static_cast<int32_t>(logit_indices_.size());
-    logit_indices_.push_back(row_start + static_cast<int32_t>(p - first));
-    row.score_token = seq.tokens[p + 1];
-    sampling_rows_.push_back(row);
-  }
-}
-
-bool Engine::EmitPromptLogprobs(const GroupSpan& span, std::vector<SequenceOutput>* outputs) {
-  SequenceGroup* group = span.group;
-  SequenceOutput out;
-  out.request_id = group->request_id;
-  for (int32_t i = 0; i < span.num_scored; ++i) {
-    const SampledRow& row = sampled_rows_.rows[span.first_scored + i];
-    if (!row.status.ok()) {  // e.g. NaN logits: the request ends with the error
-      out.prompt_logprobs.clear();
-      out.finish_reason = FinishReason::kAbort;
-      out.error = row.status;
-      outputs->push_back(std::move(out));
-      result_.finishes.push_back({group, group->seqs.front().get(), /*keep=*/false});
-      return false;
-    }
-    out.prompt_logprobs.push_back(row.result);
-  }
-  group->next_prompt_logprob += span.num_scored;
-  outputs->push_back(std::move(out));
-  return true;
-}
-
 void Engine::AddSamplingRows(SequenceGroup* group, Sequence* seq, int32_t logits_row,
                              int32_t num_draft) {
   const SamplingParams& p = group->params;
@@ -586,32 +527,6 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
   return absl::OkStatus();
 }
 
-void Engine::EmitEmbeddings(std::vector<SequenceOutput>* outputs) {
-  const int64_t hs = backend_->config().hidden_size;
-  hidden_.resize(embed_rows_.size() * hs);
-  const absl::Status st = backend_->FinalHidden(embed_logits_rows_, hidden_.data());
-  for (size_t i = 0; i < embed_rows_.size(); ++i) {
-    const EmbedRow& e = embed_rows_[i];
-    SequenceOutput out;
-    out.request_id = e.group->request_id;
-    const float* h = hidden_.data() + i * hs;
-    double sum = 0;
-    for (int64_t j = 0; st.ok() && j < hs; ++j) sum += static_cast<double>(h[j]) * h[j];
-    if (st.ok() && std::isfinite(sum)) {
-      // As vLLM's pooler (torch's normalize, eps 1e-12): a zero vector stays zero.
-      const double scale = 1.0 / std::max(std::sqrt(sum), 1e-12);
-      out.embedding.resize(hs);
-      for (int64_t j = 0; j < hs; ++j) out.embedding[j] = static_cast<float>(h[j] * scale);
-      out.finish_reason = FinishReason::kStop;
-    } else {  // as a row the sampler cannot sample: the request fails alone
-      out.finish_reason = FinishReason::kAbort;
-      out.error = st.ok() ? absl::FailedPreconditionError("the hidden state is not finite") : st;
-    }
-    outputs->push_back(std::move(out));
-    result_.finishes.push_back({e.group, e.seq, /*keep=*/false});
-  }
-}
-
 void Engine::FailGroups(const std::vector<SequenceGroup*>& groups,
                         std::vector<SequenceOutput>* outputs) {
   for (SequenceGroup* g : groups) {
@@ -699,116 +614,6 @@ bool Engine::AcceptToken(SequenceGroup* group, Sequence* seq, const SampledRow& 
   }
   out->finish_reason = d.finish_reason;
   return !d.finished();
-}
-
-void Engine::BeamStepGroup(SequenceGroup* group, std::span<const Sampled> sampled,
-                           std::vector<SequenceOutput>* outputs) {
-  const SamplingParams& p = group->params;
-  const int32_t k = p.beam_width;
-  PAGELLM_CHECK(sampled.size() == group->seqs.size(), "beam step of request {} with {} of {} beams",
-                group->request_id, sampled.size(), group->seqs.size());
-  for (const Sampled& s : sampled) {
-    if (const absl::Status& failed = sampled_rows_.rows[s.first_row].status; !failed.ok()) {
-      // The backend could not score this beam: the search ends with nothing to return.
-      group->done.clear();
-      for (const Sampled& b : sampled) {
-        SequenceOutput out;
-        out.request_id = group->request_id;
-        out.sample_index = b.seq->sample_index;
-        out.finish_reason = FinishReason::kAbort;
-        out.error = failed;
-        outputs->push_back(std::move(out));
-        result_.finishes.push_back({group, b.seq, /*keep=*/false});
-      }
-      return;
-    }
-  }
-  std::vector<int32_t> eos;
-  if (!p.ignore_eos) eos = eos_ids_;
-  eos.insert(eos.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
-
-  candidates_.clear();
-  for (size_t b = 0; b < sampled.size(); ++b) {
-    const double cum = sampled[b].seq->cumulative_logprob;
-    const SampledRow& row = sampled_rows_.rows[sampled[b].first_row];
-    for (const TopCandidate& c : sampled_rows_.CandidatesOf(row)) {
-      candidates_.push_back({static_cast<int32_t>(b), c.token_id, cum + c.logprob});
-    }
-  }
-  const BeamStep step = SelectBeams(&candidates_, k, eos);
-
-  // Hypotheses closed by EOS keep their tokens (EOS included) but no blocks.
-  for (const BeamCandidate& c : step.finished) {
-    const Sequence* parent = sampled[c.beam].seq;
-    auto hyp = std::make_unique<Sequence>();
-    hyp->prompt_len = parent->prompt_len;
-    hyp->tokens = parent->tokens;
-    hyp->tokens.push_back(c.token);
-    hyp->cumulative_logprob = c.cum_logprob;
-    hyp->finished = true;
-    hyp->finish_reason = FinishReason::kStop;
-    group->done.push_back(std::move(hyp));
-  }
-  SortHypotheses(p, &group->done);
-  if (static_cast<int32_t>(group->done.size()) > k) group->done.resize(k);
-
-  // New beams: the first child of a parent continues it; further children fork it (sharing its
-  // blocks) before any token is appended; parents without children are dropped.
-  std::vector<bool> continued(sampled.size(), false);
-  std::vector<std::pair<Sequence*, const BeamCandidate*>> next;
-  for (const BeamCandidate& c : step.running) {
-    Sequence* parent = sampled[c.beam].seq;
-    if (!continued[c.beam]) {
-      continued[c.beam] = true;
-      next.push_back({parent, &c});
-      continue;
-    }
-    std::unique_ptr<Sequence> child = NewSequence(*group, 0, parent->tokens, parent->rng);
-    child->cumulative_logprob = parent->cumulative_logprob;
-    Sequence* raw = child.get();
-    result_.forks.push_back({group, parent, std::move(child)});
-    next.push_back({raw, &c});
-  }
-  for (size_t b = 0; b < sampled.size(); ++b) {
-    if (!continued[b]) result_.finishes.push_back({group, sampled[b].seq, /*keep=*/false});
-  }
-  double best_cum = -std::numeric_limits<double>::infinity();
-  for (auto& [seq, c] : next) {
-    result_.appends.push_back({seq, c->token});
-    seq->cumulative_logprob = c->cum_logprob;
-    best_cum = std::max(best_cum, c->cum_logprob);
-    ++generated_tokens_;
-  }
-
-  // Output length once this step's tokens are appended.
-  const int64_t len = next.empty() ? 0 : next.front().first->num_output() + 1;
-  std::vector<double> hyp_scores;
-  for (const auto& h : group->done) hyp_scores.push_back(HypothesisScore(p, *h));
-  if (next.empty() || len >= p.max_tokens ||
-      BeamSearchDone(hyp_scores, k, p.early_stopping, best_cum, len, p.length_penalty)) {
-    // Running beams become hypotheses too; EmitBeams returns the best once they are in.
-    for (auto& [seq, c] : next) {
-      seq->finish_reason = FinishReason::kLength;
-      result_.finishes.push_back({group, seq, /*keep=*/true});
-    }
-  }
-}
-
-void Engine::EmitBeams(SequenceGroup* group, std::vector<SequenceOutput>* outputs) {
-  const SamplingParams& p = group->params;
-  SortHypotheses(p, &group->done);
-  const size_t count = std::min<size_t>(group->done.size(), p.beam_width);
-  for (size_t rank = 0; rank < count; ++rank) {
-    const Sequence& s = *group->done[rank];
-    SequenceOutput out;
-    out.request_id = group->request_id;
-    out.sample_index = static_cast<int32_t>(rank);
-    out.new_token_ids.assign(s.tokens.begin() + s.prompt_len, s.tokens.end());
-    out.text = tokenizer_->Decode(out.new_token_ids, p.skip_special_tokens);
-    out.finish_reason = s.finish_reason;
-    out.cumulative_logprob = s.cumulative_logprob;
-    outputs->push_back(std::move(out));
-  }
 }
 
 }  // namespace pagellm
