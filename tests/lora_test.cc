@@ -9,7 +9,10 @@
 //   - agree with peft's teacher-forced top-1 wherever peft is not at a near-tie;
 //   - never hand the base model's cached KV to an adapter's request, or the reverse, while
 //     requests of the same adapter share theirs;
-//   - refuse an adapter it does not serve.
+//   - refuse an adapter it does not serve;
+//   - load and unload adapters while serving (runtime LoRA updating): an unloaded adapter is
+//     refused at once while its running requests finish as peft's, its slot is freed after the
+//     last, and an adapter loaded into it continues as peft's.
 // With PAGELLM_TEST_TP=3 (ctest lora_test_tp3) the same runs over a tensor-parallel group, each
 // rank applying its slice of the adapter.
 #include <cstdio>
@@ -188,6 +191,70 @@ TEST_P(LoraTest, AnAdapterTheBackendDoesNotServeIsRefused) {
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
   EXPECT_NE(std::string(st.message()).find("test-lora"), std::string::npos) << st;
   EXPECT_FALSE((*engine)->HasUnfinished());
+}
+
+TEST_P(LoraTest, AdaptersLoadAndUnloadWhileServing) {
+  auto engine = Engine::Create(model_.backend.get(), model_.tokenizer.get(), EngineOptions());
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  if (!model_.backend->adapters_can_change()) {
+    // The tensor-parallel group cannot yet: it says so rather than half-doing it.
+    EXPECT_EQ(e.UnloadAdapter("test-lora").code(), absl::StatusCode::kUnimplemented);
+    GTEST_SKIP() << "runtime LoRA updating is not implemented for " << model_.backend->name();
+  }
+  const size_t n = fixture_["cases"].size();
+  auto add = [&](const std::string& adapter, const std::string& prefix) {
+    for (size_t i = 0; i < n; ++i) {
+      SamplingParams p = testing::GreedyParams(fixture_["n_gen"].get<int>());
+      p.lora_adapter = adapter;
+      const auto ids = fixture_["cases"][i]["prompt_ids"].get<std::vector<int32_t>>();
+      ASSERT_TRUE(e.AddRequest(absl::StrCat(prefix, i), ids, p).ok());
+    }
+  };
+  auto drain = [&](std::vector<std::vector<int32_t>>* got) {
+    auto run = testing::RunEngine(&e);
+    ASSERT_TRUE(run.ok()) << run.status();
+    got->resize(n);
+    for (const auto& [key, tokens] : run->tokens) (*got)[std::stoul(key.first.substr(1))] = tokens;
+  };
+
+  // Unloaded while its requests run: new ones are refused, the running ones finish with it.
+  add("test-lora", "l");
+  std::vector<SequenceOutput> outputs;
+  ASSERT_TRUE(e.Step(&outputs).ok());
+  ASSERT_TRUE(e.UnloadAdapter("test-lora").ok());
+  EXPECT_TRUE(e.served_adapters().empty());
+  SamplingParams p = testing::GreedyParams(4);
+  p.lora_adapter = "test-lora";
+  EXPECT_EQ(e.AddRequest("late", {1, 2, 3}, p).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(model_.backend->adapter_names()[0], "test-lora") << "freed while in use";
+  std::vector<std::vector<int32_t>> got;
+  drain(&got);
+  for (size_t i = 0; i < n; ++i) {  // the first step's tokens, then the rest
+    std::vector<int32_t> all;
+    for (const SequenceOutput& o : outputs) {
+      if (o.request_id == absl::StrCat("l", i)) all = o.new_token_ids;
+    }
+    all.insert(all.end(), got[i].begin(), got[i].end());
+    got[i] = all;
+  }
+  ExpectMatches(got, "lora_greedy", "unloaded while running");
+  EXPECT_EQ(model_.backend->adapter_names()[0], "") << "the slot outlived its last request";
+
+  // Loaded again from disk under another name, into the freed slot.
+  auto adapter = model_.load_lora({"runtime-lora", kAdapter});
+  ASSERT_TRUE(adapter.ok()) << adapter.status();
+  ASSERT_TRUE(e.LoadAdapter(*adapter).ok());
+  EXPECT_EQ(e.served_adapters(), std::vector<std::string>{"runtime-lora"});
+  add("runtime-lora", "r");
+  drain(&got);
+  ExpectMatches(got, "lora_greedy", "loaded while serving");
+  EXPECT_EQ(e.LoadAdapter(*adapter).code(), absl::StatusCode::kAlreadyExists);
+  auto other = model_.load_lora({"second", kAdapter});
+  ASSERT_TRUE(other.ok());
+  const absl::Status full = e.LoadAdapter(*other);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_EQ(e.num_used_blocks(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(BaseLayouts, LoraTest,

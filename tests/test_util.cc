@@ -113,6 +113,13 @@ absl::StatusOr<TestModel> OpenModelGroup(const std::string& path,
   }
   TestModel t;
   t.tokenizer = std::move(m.tokenizer);
+  t.load_lora =
+      [config = m.checkpoint->config, neox = m.checkpoint->rope_neox](
+          const LoraModuleSpec& spec) -> absl::StatusOr<std::shared_ptr<const LoraAdapter>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> adapter,
+                     LoadLoraAdapter(spec.name, TestModelPath(spec.path), config, neox));
+    return std::shared_ptr<const LoraAdapter>(std::move(adapter));
+  };
   if (world_size > 1) {
     auto group = std::make_shared<FollowerThreads>();
     t.group = group;

@@ -3,6 +3,7 @@
 #ifndef PAGELLM_TESTS_TEST_UTIL_H_
 #define PAGELLM_TESTS_TEST_UTIL_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,6 +43,10 @@ struct TestModel {
   std::unique_ptr<Tokenizer> tokenizer;
   std::shared_ptr<void> group;  // a tensor-parallel group's follower threads (joined last)
   std::unique_ptr<Backend> backend;
+  // Reads an adapter (its path TestModelPath'd) for this model, as a worker does for runtime
+  // LoRA updating.
+  std::function<absl::StatusOr<std::shared_ptr<const LoraAdapter>>(const LoraModuleSpec&)>
+      load_lora;
 };
 
 // Opens TestModelPath(path) on the CPU backend with `options`, or, with PAGELLM_TEST_DEVICE=cuda,

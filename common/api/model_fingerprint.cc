@@ -31,7 +31,6 @@ std::string ModelFingerprint(const v1::ModelInfo& info, const v1::TokenizerSpec&
   *identity.mutable_eos_token_ids() = info.eos_token_ids();
   identity.set_chat_template(info.chat_template());
   *identity.mutable_special_tokens() = info.special_tokens();
-  *identity.mutable_lora_adapters() = info.lora_adapters();
   const std::string a = Deterministic(identity);
   const std::string b = Deterministic(tokenizer);
 

@@ -71,6 +71,10 @@ struct StructuredOutput {
 // The longest LoRA adapter name a request may give (what --lora-modules accepts).
 inline constexpr size_t kMaxLoraAdapterNameBytes = 128;
 
+// A name an adapter may be served under: 1..kMaxLoraAdapterNameBytes bytes of [A-Za-z0-9._:/-]
+// (names appear in /v1/models, URLs and metric labels). InvalidArgument naming `what` otherwise.
+absl::Status CheckLoraAdapterName(std::string_view name, std::string_view what);
+
 // A plain value type: copy freely. Call Validate() on every request before using it; the sampler
 // and stop checker assume a valid object.
 struct SamplingParams {

@@ -13,6 +13,7 @@
 #define PAGELLM_WORKER_BACKEND_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@
 #include "worker/model/model_config.h"
 
 namespace pagellm {
+
+struct LoraAdapter;  // worker/model/lora_adapter.h
 
 // Prompt positions one step scores for prompt logprobs, at most: each keeps a logits row of the
 // vocabulary's width until it is scored. Backends with a fixed logits buffer size it for
@@ -59,11 +62,27 @@ class Backend {
             static_cast<int64_t>(adapter_names().size())};
   }
 
-  // The LoRA adapters served beside the base model (worker/model/lora_adapter.h), in the order
-  // ForwardBatch::seq_adapter indexes them. Empty for a backend without any.
+  // The backend's LoRA adapter slots (worker/model/lora_adapter.h), in the order
+  // ForwardBatch::seq_adapter indexes them: each entry the name of the adapter in that slot, ""
+  // for an empty slot (a batch never names one). Empty for a backend without any.
   [[nodiscard]] virtual const std::vector<std::string>& adapter_names() const {
     static const std::vector<std::string> kNone;
     return kNone;
+  }
+
+  // Puts `adapter` (whole: a tensor-parallel rank takes its slice) in the empty slot `slot`, or,
+  // with null, empties the slot. REQUIRES: no batch from now until the next change names a slot
+  // being emptied (the engine retires an adapter only once no request uses it).
+  // InvalidArgument when the adapter does not fit the model or the slot is not an empty one (or,
+  // for null, a full one); Unimplemented where adapters cannot change while serving.
+  virtual absl::Status SetAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) {
+    return AdaptersFixed();
+  }
+  // Whether SetAdapter works here (false: Unimplemented).
+  [[nodiscard]] virtual bool adapters_can_change() const { return false; }
+  [[nodiscard]] absl::Status AdaptersFixed() const {
+    return absl::UnimplementedError(
+        absl::StrCat("the ", name(), " backend cannot load or unload LoRA adapters while serving"));
   }
 
   // Runs one step and samples it: out->rows gets one entry per sampling.rows entry, in order

@@ -17,7 +17,6 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/prefix_cache/block_hash.h"
 #include "common/status_macros.h"
@@ -43,6 +42,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
   RETURN_IF_ERROR(options.speculative.Validate());
   std::unique_ptr<Engine> e(new Engine());
   e->backend_ = backend;
+  e->adapters_ = AdapterTable(backend->adapter_names());
   e->tokenizer_ = tokenizer;
   e->options_ = options;
   const int64_t ctx = backend->config().max_position_embeddings;
@@ -178,14 +178,7 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   }
   int32_t adapter = -1;
   if (!params.lora_adapter.empty()) {
-    const std::vector<std::string>& names = backend_->adapter_names();
-    const auto it = std::find(names.begin(), names.end(), params.lora_adapter);
-    if (it == names.end()) {
-      return absl::NotFoundError(absl::StrCat(
-          "LoRA adapter `", params.lora_adapter, "` is not served here (",
-          names.empty() ? "none is: see --lora-modules" : absl::StrJoin(names, ", "), ")"));
-    }
-    adapter = static_cast<int32_t>(it - names.begin());
+    ASSIGN_OR_RETURN(adapter, adapters_.Find(params.lora_adapter));
   }
   if (groups_.contains(request_id))
     return absl::AlreadyExistsError(absl::StrCat("request id '", request_id, "' is in use"));
@@ -198,7 +191,10 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   group->arrival = next_arrival_++;
   group->params = params;
   group->adapter = adapter;
-  group->cache_namespace = PrefixCacheNamespace(params.lora_adapter);
+  if (adapter >= 0) {
+    adapters_.Acquire(adapter);
+    group->cache_namespace = adapters_.cache_namespace(adapter);
+  }
   if (!params.allowed_token_ids.empty()) group->allowed_mask = structured_->AllowedMask(params);
   if (!params.UseBeamSearch()) {
     group->stop_conditions = StopConditions::Create(params, tokenizer_->end_of_generation_ids());
@@ -216,14 +212,44 @@ absl::Status Engine::Abort(const std::string& request_id) {
   auto it = groups_.find(request_id);
   if (it == groups_.end())
     return absl::NotFoundError(absl::StrCat("no request '", request_id, "'"));
-  scheduler_->Remove(it->second.get());
-  groups_.erase(it);
+  RemoveGroup(it->second.get());
   return absl::OkStatus();
 }
 
 void Engine::RemoveGroup(SequenceGroup* group) {
   scheduler_->Remove(group);
+  EraseGroup(group);
+}
+
+void Engine::EraseGroup(SequenceGroup* group) {
+  if (group->adapter >= 0 && adapters_.Release(group->adapter)) EmptySlot(group->adapter);
   groups_.erase(group->request_id);
+}
+
+absl::Status Engine::LoadAdapter(std::shared_ptr<const LoraAdapter> adapter) {
+  if (adapter == nullptr || adapter->name.empty()) {
+    return absl::InvalidArgumentError("a LoRA adapter needs a name");
+  }
+  if (!backend_->adapters_can_change()) return backend_->AdaptersFixed();
+  ASSIGN_OR_RETURN(const int32_t slot, adapters_.EmptySlotFor(adapter->name));
+  const std::string name = adapter->name;
+  RETURN_IF_ERROR(backend_->SetAdapter(slot, std::move(adapter)));
+  adapters_.Install(slot, name);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::UnloadAdapter(const std::string& name) {
+  if (!backend_->adapters_can_change()) return backend_->AdaptersFixed();
+  ASSIGN_OR_RETURN(const int32_t slot, adapters_.Find(name));
+  if (adapters_.Retire(slot)) EmptySlot(slot);
+  return absl::OkStatus();
+}
+
+void Engine::EmptySlot(int32_t slot) {
+  // The slot holds a loaded adapter that no batch names any more: only a backend bug fails.
+  const absl::Status st = backend_->SetAdapter(slot, nullptr);
+  PAGELLM_CHECK(st.ok(), "emptying LoRA slot {}: {}", slot, st.ToString());
+  adapters_.Free(slot);
 }
 
 std::optional<GroupState> Engine::RequestState(const std::string& request_id) const {
@@ -522,7 +548,7 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
   scheduler_->Update(sched, &result_, &finished_groups_);
   for (SequenceGroup* g : finished_groups_) {
     if (g->params.UseBeamSearch()) EmitBeams(g, outputs);
-    groups_.erase(g->request_id);
+    EraseGroup(g);
   }
   return absl::OkStatus();
 }

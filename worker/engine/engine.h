@@ -23,6 +23,7 @@
 #include "common/tokenizer/tokenizer.h"
 #include "worker/backend/backend.h"
 #include "worker/backend/sampling_batch.h"
+#include "worker/engine/adapter_table.h"
 #include "worker/engine/beam_search.h"
 #include "worker/engine/ngram_proposer.h"
 #include "worker/engine/scheduler.h"
@@ -30,6 +31,7 @@
 #include "worker/engine/step_cost_model.h"
 #include "worker/engine/structured_outputs.h"
 #include "worker/kv/block_manager.h"
+#include "worker/model/lora_adapter.h"
 
 namespace pagellm {
 
@@ -139,6 +141,16 @@ class Engine {
   // Removes the request wherever it is and frees its blocks. NotFound if unknown or finished.
   absl::Status Abort(const std::string& request_id);
 
+  // Serves `adapter` from now on (in an empty slot of the backend's). AlreadyExists when an
+  // adapter of that name is served, ResourceExhausted when no slot is empty, the backend's error
+  // when it cannot take it (InvalidArgument: it does not fit; Unimplemented).
+  absl::Status LoadAdapter(std::shared_ptr<const LoraAdapter> adapter);
+  // Stops serving the adapter `name`: new requests for it get NotFound at once; those admitted
+  // finish with it, and its slot is emptied after the last. NotFound when not served.
+  absl::Status UnloadAdapter(const std::string& name);
+  // The LoRA adapters served now (unloading ones excluded), in slot order.
+  [[nodiscard]] std::vector<std::string> served_adapters() const { return adapters_.Served(); }
+
   // Runs one iteration; appends outputs to `outputs` (not cleared). An error from the backend
   // is returned and fails the step's requests; the engine stays usable.
   absl::Status Step(std::vector<SequenceOutput>* outputs);
@@ -224,7 +236,12 @@ class Engine {
   void EmitBeams(SequenceGroup* group, std::vector<SequenceOutput>* outputs);
   // Ends every listed group with an abort output per live sequence and removes it.
   void FailGroups(const std::vector<SequenceGroup*>& groups, std::vector<SequenceOutput>* outputs);
+  // Takes the group out of the scheduler (RemoveGroup) and destroys it, releasing its adapter
+  // (EraseGroup: for groups the scheduler has already let go).
   void RemoveGroup(SequenceGroup* group);
+  void EraseGroup(SequenceGroup* group);
+  // Empties a retired adapter's slot in the backend once no request holds it.
+  void EmptySlot(int32_t slot);
 
   Backend* backend_ = nullptr;
   const Tokenizer* tokenizer_ = nullptr;
@@ -237,6 +254,7 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<StructuredOutputs> structured_;
   absl::flat_hash_map<std::string, std::unique_ptr<SequenceGroup>> groups_;
+  AdapterTable adapters_{{}};
   int64_t next_arrival_ = 0;
   int64_t next_seq_id_ = 0;
   int64_t generated_tokens_ = 0;

@@ -1,12 +1,11 @@
 // The engine's beam-search step: SelectBeams over each beam's top candidates -> hypotheses closed
 // by EOS, beams continued or forked (sharing their parent's blocks) -> the search ends by length,
 // by BeamSearchDone, or when no beam is left; EmitBeams returns the best hypotheses.
-#include "worker/engine/engine.h"
-
 #include <algorithm>
 #include <limits>
 
 #include "common/logging.h"
+#include "worker/engine/engine.h"
 
 namespace pagellm {
 namespace {

@@ -1,12 +1,11 @@
 // What the engine returns from a request's prompt rather than from sampling: prompt logprobs
 // (one scoring row per prompt position, filled while the prompt is computed, chunk by chunk) and
 // embeddings (the last prompt token's final hidden state, L2-normalized, which ends the request).
-#include "worker/engine/engine.h"
-
 #include <algorithm>
 #include <cmath>
 
 #include "common/logging.h"
+#include "worker/engine/engine.h"
 
 namespace pagellm {
 

@@ -56,6 +56,9 @@ ABSL_FLAG(std::vector<std::string>, lora_modules, {},
           "LoRA adapters (PEFT directories) served beside the model, NAME=PATH,...: a request "
           "naming NAME as its model runs the adapter");
 ABSL_FLAG(int64_t, max_lora_rank, 16, "largest LoRA rank --lora-modules may load (1..256)");
+ABSL_FLAG(int64_t, max_loras, 8,
+          "LoRA adapters a worker can hold at once (1..64): the --lora-modules ones and those "
+          "loaded while serving (pagellm-worker --allow-runtime-lora-updating)");
 ABSL_FLAG(int64_t, mock_step_delay_us, 0,
           "--load-format mock: sleep this long per engine step to imitate compute");
 
@@ -108,6 +111,11 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
 
   ASSIGN_OR_RETURN(o.lora_modules, ParseLoraModules(absl::GetFlag(FLAGS_lora_modules)));
   o.max_lora_rank = absl::GetFlag(FLAGS_max_lora_rank);
+  o.max_loras = absl::GetFlag(FLAGS_max_loras);
+  if (o.max_loras < 1 || o.max_loras > kMaxLoraModules) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-loras ", o.max_loras, " is not in 1..", kMaxLoraModules));
+  }
   if (o.max_lora_rank < 1 || o.max_lora_rank > kLargestLoraRank) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-lora-rank ", o.max_lora_rank, " is not in 1..", kLargestLoraRank));

@@ -3,7 +3,7 @@
 // --swap-space, --max-num-seqs, --max-num-batched-tokens, --long-prefill-token-threshold,
 // --max-model-len, --preemption-mode, --scheduling-policy,
 // --[no-]enable-prefix-caching, --speculative-config, --enable-lora, --lora-modules,
-// --max-lora-rank, --mock-step-delay-us.
+// --max-lora-rank, --max-loras, --mock-step-delay-us.
 #ifndef PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
 #define PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
 

@@ -1,19 +1,11 @@
 #include "worker/flags/lora_modules.h"
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/sampling/sampling_params.h"
+#include "common/status_macros.h"
 
 namespace pagellm::cli {
-namespace {
-
-bool NameChar(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' ||
-         c == '/' || c == '-';
-}
-
-}  // namespace
 
 absl::StatusOr<std::vector<LoraModuleSpec>> ParseLoraModules(
     const std::vector<std::string>& entries) {
@@ -27,16 +19,7 @@ absl::StatusOr<std::vector<LoraModuleSpec>> ParseLoraModules(
           absl::StrCat("--lora-modules entry '", entry.substr(0, 200), "' is not NAME=PATH"));
     }
     LoraModuleSpec spec{entry.substr(0, eq), entry.substr(eq + 1)};
-    if (spec.name.size() > kMaxLoraAdapterNameBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--lora-modules name '", spec.name.substr(0, 40), "...' is over 128 bytes"));
-    }
-    for (char c : spec.name) {
-      if (!NameChar(c)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--lora-modules name '", spec.name, "' may hold only letters, digits and . _ : / -"));
-      }
-    }
+    RETURN_IF_ERROR(CheckLoraAdapterName(spec.name, "--lora-modules name"));
     if (!names.insert(spec.name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("--lora-modules names '", spec.name, "' twice"));

@@ -40,6 +40,7 @@ absl::StatusOr<OpenedModel> OpenModelFromFlags() {
     checkpoint = std::move(loaded.checkpoint);
     m.model_name = lo.path.empty() ? lo.format : std::filesystem::path(lo.path).filename().string();
   }
+  m.lora_loader = MakeLoraLoader(bo, checkpoint.get());
   ASSIGN_OR_RETURN(m.backend, CreateBackendInGroup(bo, std::move(checkpoint), std::move(group)));
   return m;
 }

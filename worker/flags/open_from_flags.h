@@ -11,6 +11,7 @@
 #include "common/tokenizer/special_tokens.h"
 #include "common/tokenizer/tokenizer.h"
 #include "worker/backend/backend.h"
+#include "worker/backend/factory/backend_factory.h"
 
 namespace pagellm::cli {
 
@@ -20,6 +21,7 @@ struct OpenedModel {
   std::string chat_template;      // "" when the model has none
   SpecialTokenTexts chat_tokens;  // the special tokens the template sees
   std::string model_name;         // the model file or directory's name ("mock", "dummy")
+  LoraLoader lora_loader;         // reads adapters for this model (runtime LoRA updating)
 };
 
 // InvalidArgument without --model (unless dummy or mock); the loader's and the backend's errors

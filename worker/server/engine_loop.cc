@@ -32,7 +32,8 @@ EngineLoop::EngineLoop(std::unique_ptr<Engine> engine, Options options)
     : engine_(std::move(engine)),
       block_size_(options.block_size),
       metrics_(options.metrics),
-      clock_(options.clock ? std::move(options.clock) : std::function<double()>(SteadySeconds)) {}
+      clock_(options.clock ? std::move(options.clock) : std::function<double()>(SteadySeconds)),
+      served_adapters_(engine_->served_adapters()) {}
 
 EngineLoop::~EngineLoop() { Stop(); }
 
@@ -87,6 +88,38 @@ void EngineLoop::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void EngineLoop::ChangeAdapters(AdapterChange change, AdapterDone done) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stop_) {
+    const std::vector<std::string> served = served_adapters_;
+    lock.unlock();
+    done(absl::UnavailableError("the worker is shutting down"), served);
+    return;
+  }
+  adapter_changes_.push_back({std::move(change), std::move(done)});
+  cv_.notify_one();
+}
+
+std::vector<std::string> EngineLoop::served_adapters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return served_adapters_;
+}
+
+void EngineLoop::ApplyAdapterChanges(std::vector<PendingChange>* changes) {
+  for (PendingChange& c : *changes) {
+    const absl::Status st = c.change.load != nullptr
+                                ? engine_->LoadAdapter(std::move(c.change.load))
+                                : engine_->UnloadAdapter(c.change.unload);
+    std::vector<std::string> served = engine_->served_adapters();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      served_adapters_ = served;
+    }
+    c.done(st, served);
+  }
+  changes->clear();
+}
+
 EngineLoad EngineLoop::load() const {
   std::lock_guard<std::mutex> lock(mu_);
   return load_;
@@ -95,16 +128,20 @@ EngineLoad EngineLoop::load() const {
 void EngineLoop::Run() {
   std::vector<Pending> pending;
   std::vector<std::string> cancels;
+  std::vector<PendingChange> changes;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] {
-        return stop_ || !inbox_.empty() || !cancels_.empty() || engine_->HasUnfinished();
+        return stop_ || !inbox_.empty() || !cancels_.empty() || !adapter_changes_.empty() ||
+               engine_->HasUnfinished();
       });
       if (stop_) break;
       pending.swap(inbox_);
       cancels.swap(cancels_);
+      changes.swap(adapter_changes_);
     }
+    ApplyAdapterChanges(&changes);  // before the requests submitted after them
     AdmitPending(&pending);
     ApplyCancels(&cancels);
     if (engine_->HasUnfinished()) {
@@ -117,6 +154,10 @@ void EngineLoop::Run() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending.swap(inbox_);
+    changes.swap(adapter_changes_);
+  }
+  for (PendingChange& c : changes) {
+    c.done(absl::UnavailableError("the worker is shutting down"), engine_->served_adapters());
   }
   for (Pending& p : pending) p.sink->OnDone(absl::CancelledError("the worker stopped"), 0, 0);
   std::vector<std::string> ids;
@@ -137,7 +178,8 @@ void EngineLoop::AdmitPending(std::vector<Pending>* pending) {
       const int64_t prompt_tokens = static_cast<int64_t>(p.prompt_ids.size());
       st = engine_->AddRequest(p.id, std::move(p.prompt_ids), p.params, std::move(p.grammar));
       if (st.ok()) {
-        // The engine admitted the name: it is one of the served adapters (a bounded label set).
+        // The engine admitted the name: it is a served adapter (a label set bounded by the
+        // operator's loads, not by clients).
         if (metrics_ != nullptr && !p.params.lora_adapter.empty()) {
           metrics_->lora_requests->Add({{"adapter", p.params.lora_adapter}}).Increment();
         }

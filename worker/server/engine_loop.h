@@ -11,7 +11,8 @@
 // outputs reach the sinks: whoever has seen a response and then polls the load or scrapes the
 // metrics sees that step's effect (a router never counts a started request as still waiting).
 //
-// Threading: Submit, Cancel, SetDraining, WaitUntilIdle, load() and Stop() are thread-safe. Sinks
+// Threading: Submit, Cancel, ChangeAdapters, SetDraining, WaitUntilIdle, load(),
+// served_adapters() and Stop() are thread-safe. Sinks
 // are called on the engine thread only and must not block (queue and return). Each submitted
 // request gets exactly one OnDone(): OK after its last output, CANCELLED after Cancel(), or the
 // error that rejected or failed it. Nothing is logged about a request's content.
@@ -95,6 +96,19 @@ class EngineLoop {
   // Aborts everything still active (CANCELLED) and joins the engine thread. Idempotent.
   void Stop();
 
+  // A LoRA adapter change (Engine::LoadAdapter or UnloadAdapter), applied on the engine thread
+  // between steps, before the requests submitted after it. `done` gets the outcome and the
+  // adapters served after it; it runs on the engine thread (Unavailable from Stop() when the loop
+  // stops first) and must not block.
+  struct AdapterChange {
+    std::shared_ptr<const LoraAdapter> load;  // non-null: load it
+    std::string unload;                       // otherwise: unload the adapter of this name
+  };
+  using AdapterDone = std::function<void(const absl::Status&, const std::vector<std::string>&)>;
+  void ChangeAdapters(AdapterChange change, AdapterDone done);
+  // The adapters served as of the last change applied (Engine::served_adapters).
+  [[nodiscard]] std::vector<std::string> served_adapters() const;
+
   [[nodiscard]] EngineLoad load() const;
   // The engine's prefix-cache filter (BlockManager::prefix_filter()); null when prefix caching is
   // off. Lives as long as the loop; its version() and Snapshot() are thread-safe.
@@ -125,6 +139,11 @@ class EngineLoop {
   void Run();
   void AdmitPending(std::vector<Pending>* pending);
   void ApplyCancels(std::vector<std::string>* cancels);
+  struct PendingChange {
+    AdapterChange change;
+    AdapterDone done;
+  };
+  void ApplyAdapterChanges(std::vector<PendingChange>* changes);
   void StepOnce();
   void Finish(const std::string& id, const absl::Status& status, FinishReason reason);
   void PublishLoad();
@@ -138,13 +157,15 @@ class EngineLoop {
 
   GrammarBuildCache grammars_;  // Submit's, thread-safe
   mutable std::mutex mu_;
-  std::condition_variable cv_;        // the engine thread waits for work
-  std::condition_variable idle_cv_;   // WaitUntilIdle waits for load_.active == 0
-  std::vector<Pending> inbox_;        // guarded by mu_
-  std::vector<std::string> cancels_;  // guarded by mu_
-  bool stop_ = false;                 // guarded by mu_
-  bool draining_ = false;             // guarded by mu_
-  EngineLoad load_;                   // guarded by mu_
+  std::condition_variable cv_;                  // the engine thread waits for work
+  std::condition_variable idle_cv_;             // WaitUntilIdle waits for load_.active == 0
+  std::vector<Pending> inbox_;                  // guarded by mu_
+  std::vector<std::string> cancels_;            // guarded by mu_
+  std::vector<PendingChange> adapter_changes_;  // guarded by mu_
+  std::vector<std::string> served_adapters_;    // guarded by mu_
+  bool stop_ = false;                           // guarded by mu_
+  bool draining_ = false;                       // guarded by mu_
+  EngineLoad load_;                             // guarded by mu_
 
   // Engine-thread state.
   absl::flat_hash_map<std::string, Active> active_;

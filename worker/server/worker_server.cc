@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     tokens->set_unk_token(SanitizeUtf8(options.chat_tokens.unk));
     tokens->set_pad_token(SanitizeUtf8(options.chat_tokens.pad));
   }
-  for (const std::string& adapter : w->backend_->adapter_names()) {
+  for (const std::string& adapter : w->loop_->served_adapters()) {
     info.add_lora_adapters(adapter);
     w->metrics_->lora_requests->Add({{"adapter", adapter}});  // 0 from the start
   }
@@ -76,6 +76,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       MakeServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
+  absl::StatusOr<std::unique_ptr<RuntimeLora>> lora =
+      RuntimeLora::Create(w->loop_.get(), std::move(options.lora));
+  if (!lora.ok()) {
+    w->loop_->Stop();
+    return lora.status();
+  }
+  w->lora_ = *std::move(lora);
   WorkerServer* self = w.get();
   w->service_ = std::make_unique<WorkerService>(
       w->loop_.get(), w->tokenizer_.get(), info, [self] { return self->backend_->health(); },
@@ -83,7 +90,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
         if (self->server_ != nullptr)
           self->server_->GetHealthCheckService()->SetServingStatus(false);
       },
-      std::move(token));
+      std::move(token), w->lora_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -27,6 +27,7 @@
 #include "worker/backend/backend.h"
 #include "worker/engine/engine.h"
 #include "worker/server/engine_loop.h"
+#include "worker/server/runtime_lora.h"
 #include "worker/server/worker_metrics.h"
 
 namespace pagellm {
@@ -48,6 +49,8 @@ class WorkerServer {
     ServerTlsFiles tls;
     // The router's shared secret; non-empty: calls without it are refused (worker_service.h).
     std::string worker_token;
+    // Runtime LoRA updating (LoadLoraAdapter, UnloadLoraAdapter); off by default.
+    RuntimeLoraOptions lora;
     // Seconds on a monotonic clock for the latency metrics (empty: steady clock).
     std::function<double()> clock;
   };
@@ -88,6 +91,7 @@ class WorkerServer {
   std::unique_ptr<WorkerMetrics> metrics_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<EngineLoop> loop_;
+  std::unique_ptr<RuntimeLora> lora_;  // uses loop_; used by service_
   std::unique_ptr<WorkerService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

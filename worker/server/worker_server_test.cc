@@ -4,11 +4,13 @@
 #include "worker/server/worker_server.h"
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/auth/secret_set.h"
 #include "common/testing/grpc_probe.h"
@@ -27,7 +29,7 @@ class WorkerServerTest : public ::testing::Test {
   // Starts a server over `backend` (the scripted one when null). The metrics exposer takes 2 s to
   // stop, so only the test that reads /metrics has one.
   void Start(std::unique_ptr<Backend> backend = nullptr, bool metrics = false,
-             const std::string& worker_token = "") {
+             const std::string& worker_token = "", RuntimeLoraOptions lora = {}) {
     auto tokenizer = MockTokenizer();
     ASSERT_TRUE(tokenizer.ok());
     if (backend == nullptr) {
@@ -42,6 +44,7 @@ class WorkerServerTest : public ::testing::Test {
     o.model_name = "scripted";
     o.chat_template = "{{ messages }}";
     o.worker_token = worker_token;
+    o.lora = std::move(lora);
     auto server = WorkerServer::Start(std::move(o), std::move(backend), *std::move(tokenizer));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -260,6 +263,151 @@ TEST_F(WorkerServerTest, CancelAndDeadlineEndTheStreamAndFreeTheBlocks) {
   const EngineLoad load = server_->load();
   EXPECT_EQ(load.active, 0);
   EXPECT_EQ(load.kv_blocks_free, load.kv_blocks_total);
+}
+
+}  // namespace
+}  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+// Runtime LoRA updating over the Worker service: a mock backend with two adapter slots, adapters
+// under a temporary --lora-dir, a loader that takes any directory but one named "bad".
+class RuntimeLoraServerTest : public WorkerServerTest {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           absl::StrCat("pagellm_lora_dir_", ::getpid(), "_", reinterpret_cast<uintptr_t>(this));
+    for (const char* d : {"a", "b", "c", "bad"}) std::filesystem::create_directories(dir_ / d);
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void StartWith(bool enabled) {
+    MockBackendOptions mo;
+    mo.max_loras = 2;
+    auto backend = CreateMockBackend(mo);
+    ASSERT_TRUE(backend.ok());
+    RuntimeLoraOptions lora;
+    lora.enabled = enabled;
+    lora.lora_dir = dir_.string();
+    lora.load =
+        [](const LoraModuleSpec& spec) -> absl::StatusOr<std::shared_ptr<const LoraAdapter>> {
+      if (std::filesystem::path(spec.path).filename() == "bad") {
+        return absl::InvalidArgumentError("not an adapter");
+      }
+      auto a = std::make_shared<LoraAdapter>();
+      a->name = spec.name;
+      a->path = spec.path;
+      return a;
+    };
+    Start(*std::move(backend), false, "", std::move(lora));
+  }
+  std::pair<grpc::Status, std::vector<std::string>> Load(const std::string& name,
+                                                         const std::string& path) {
+    grpc::ClientContext ctx;
+    v1::LoadLoraAdapterRequest r;
+    r.set_lora_name(name);
+    r.set_lora_path(path);
+    v1::LoraAdaptersResponse resp;
+    grpc::Status st = stub_->LoadLoraAdapter(&ctx, r, &resp);
+    return {st, {resp.lora_adapters().begin(), resp.lora_adapters().end()}};
+  }
+  grpc::Status Unload(const std::string& name) {
+    grpc::ClientContext ctx;
+    v1::UnloadLoraAdapterRequest r;
+    r.set_lora_name(name);
+    v1::LoraAdaptersResponse resp;
+    return stub_->UnloadLoraAdapter(&ctx, r, &resp);
+  }
+  std::vector<std::string> Polled() {
+    grpc::ClientContext ctx;
+    v1::WorkerLoad load;
+    EXPECT_TRUE(stub_->GetLoad(&ctx, {}, &load).ok());
+    return {load.lora_adapters().begin(), load.lora_adapters().end()};
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(RuntimeLoraServerTest, AdaptersLoadServeAndUnload) {
+  StartWith(true);
+  EXPECT_TRUE(Polled().empty());
+  auto [st, served] = Load("sql", "a");
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(served, std::vector<std::string>{"sql"});
+  // What the router polls and what it asks for the model both list it from now on.
+  EXPECT_EQ(Polled(), std::vector<std::string>{"sql"});
+  grpc::ClientContext info_ctx;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&info_ctx, {}, &info).ok());
+  EXPECT_EQ(std::vector<std::string>(info.lora_adapters().begin(), info.lora_adapters().end()),
+            std::vector<std::string>{"sql"});
+  // A request runs with it.
+  v1::WorkerGenerateRequest r = Request({72, 101}, 3);
+  r.mutable_sampling()->set_lora_adapter("sql");
+  {
+    grpc::ClientContext ctx;
+    const auto [gen, tokens] = Generate(r, &ctx);
+    EXPECT_TRUE(gen.ok()) << gen.error_message();
+    EXPECT_EQ(tokens.size(), 3u);
+  }
+  // An absolute path inside the directory works too.
+  std::tie(st, served) = Load("chat", (dir_ / "b").string());
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(served, (std::vector<std::string>{"sql", "chat"}));
+
+  EXPECT_EQ(Load("sql", "c").first.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(Load("third", "c").first.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  ASSERT_TRUE(Unload("sql").ok());
+  EXPECT_EQ(Polled(), std::vector<std::string>{"chat"});
+  {
+    grpc::ClientContext ctx;
+    EXPECT_EQ(Generate(r, &ctx).first.error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  EXPECT_EQ(Unload("sql").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(Load("third", "c").first.ok());  // the freed slot
+}
+
+TEST_F(RuntimeLoraServerTest, BadNamesPathsAndAdaptersAreRefused) {
+  StartWith(true);
+  EXPECT_EQ(Load("", "a").first.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Load("a b", "a").first.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Load(std::string(129, 'x'), "a").first.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Load("x", "").first.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Outside --lora-dir, by "..", by an absolute path or by a symbolic link, and missing: one
+  // answer, which says nothing about the host's files.
+  std::filesystem::create_directory_symlink("/etc", dir_ / "escape");
+  for (const char* path : {"../", "a/../../", "/etc", "escape", "missing", "/nonexistent"}) {
+    const grpc::Status st = Load("x", path).first;
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << path;
+    EXPECT_EQ(st.error_message(), "lora_path names no directory inside the worker's --lora-dir")
+        << path;
+  }
+  const grpc::Status bad = Load("x", "bad").first;
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad.error_message();
+  EXPECT_TRUE(Polled().empty());
+}
+
+TEST_F(RuntimeLoraServerTest, OffByDefault) {
+  StartWith(false);
+  const grpc::Status st = Load("sql", "a").first;
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("--allow-runtime-lora-updating"), std::string::npos);
+  EXPECT_EQ(Unload("sql").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST(RuntimeLoraTest, NeedsAnExistingLoraDir) {
+  RuntimeLoraOptions o;
+  o.enabled = true;
+  o.load = [](const LoraModuleSpec&) -> absl::StatusOr<std::shared_ptr<const LoraAdapter>> {
+    return nullptr;
+  };
+  EXPECT_EQ(RuntimeLora::Create(nullptr, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.lora_dir = "/nonexistent-lora-dir";
+  EXPECT_EQ(RuntimeLora::Create(nullptr, o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

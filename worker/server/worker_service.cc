@@ -31,13 +31,14 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const grpc:
 
 WorkerService::WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info,
                              std::function<absl::Status()> health,
-                             std::function<void()> on_unhealthy, SecretSet token)
+                             std::function<void()> on_unhealthy, SecretSet token, RuntimeLora* lora)
     : loop_(loop),
       tokenizer_(tokenizer),
       info_(std::move(info)),
       health_(std::move(health)),
       on_unhealthy_(std::move(on_unhealthy)),
-      token_(std::move(token)) {}
+      token_(std::move(token)),
+      lora_(lora) {}
 
 bool WorkerService::Trusted(const grpc::CallbackServerContext* context) const {
   if (token_.empty()) return true;
@@ -98,6 +99,7 @@ grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* co
   response->set_model_fingerprint(info_.model_fingerprint());
   response->set_max_model_len(info_.max_model_len());
   response->set_max_parallel_samples(info_.max_parallel_samples());
+  for (std::string& name : loop_->served_adapters()) response->add_lora_adapters(std::move(name));
   if (const CountingPrefixFilter* filter = loop_->prefix_filter(); filter != nullptr) {
     response->set_prefix_filter_hashes(kPrefixFilterHashes);
     if (filter->version() == request->prefix_filter_version()) {
@@ -114,6 +116,8 @@ grpc::ServerUnaryReactor* WorkerService::GetModelInfo(grpc::CallbackServerContex
                                                       v1::ModelInfo* response) {
   if (!Trusted(context)) return Done(context, Untrusted());
   *response = info_;
+  response->clear_lora_adapters();
+  for (std::string& name : loop_->served_adapters()) response->add_lora_adapters(std::move(name));
   return Done(context, grpc::Status::OK);
 }
 
@@ -123,6 +127,42 @@ grpc::ServerUnaryReactor* WorkerService::GetTokenizer(grpc::CallbackServerContex
   if (!Trusted(context)) return Done(context, Untrusted());
   VocabSpecToProto(tokenizer_->spec(), response);
   return Done(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* WorkerService::ChangeAdapters(grpc::CallbackServerContext* context,
+                                                        const std::string* load_path,
+                                                        std::string name,
+                                                        v1::LoraAdaptersResponse* response) {
+  if (!Trusted(context)) return Done(context, Untrusted());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  RuntimeLora::Done done = [reactor, response](const absl::Status& st,
+                                               const std::vector<std::string>& served) {
+    for (const std::string& n : served) response->add_lora_adapters(n);
+    reactor->Finish(ToGrpcStatus(st));
+  };
+  if (lora_ == nullptr) {
+    done(absl::FailedPreconditionError(
+             "runtime LoRA updating is off (start the worker with --allow-runtime-lora-updating "
+             "--lora-dir DIR)"),
+         loop_->served_adapters());
+  } else if (load_path != nullptr) {
+    lora_->Load(std::move(name), *load_path, std::move(done));
+  } else {
+    lora_->Unload(std::move(name), std::move(done));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerService::LoadLoraAdapter(grpc::CallbackServerContext* context,
+                                                         const v1::LoadLoraAdapterRequest* request,
+                                                         v1::LoraAdaptersResponse* response) {
+  return ChangeAdapters(context, &request->lora_path(), request->lora_name(), response);
+}
+
+grpc::ServerUnaryReactor* WorkerService::UnloadLoraAdapter(
+    grpc::CallbackServerContext* context, const v1::UnloadLoraAdapterRequest* request,
+    v1::LoraAdaptersResponse* response) {
+  return ChangeAdapters(context, nullptr, request->lora_name(), response);
 }
 
 }  // namespace pagellm

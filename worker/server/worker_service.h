@@ -16,6 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "pagellm/v1/worker.grpc.pb.h"
 #include "worker/server/engine_loop.h"
+#include "worker/server/runtime_lora.h"
 
 namespace pagellm {
 
@@ -30,9 +31,11 @@ class WorkerService final
   // `on_unhealthy` runs once (the server turns grpc.health.v1 to NOT_SERVING there).
   // With a non-empty `token`, every call must carry it as kWorkerTokenHeader metadata
   // (UNAUTHENTICATED otherwise): only the router, which has it, can use the worker.
+  // `lora` (borrowed; may be null: runtime LoRA updating off) serves LoadLoraAdapter and
+  // UnloadLoraAdapter.
   WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::ModelInfo info,
                 std::function<absl::Status()> health = {}, std::function<void()> on_unhealthy = {},
-                SecretSet token = {});
+                SecretSet token = {}, RuntimeLora* lora = nullptr);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -45,6 +48,12 @@ class WorkerService final
   grpc::ServerUnaryReactor* GetTokenizer(grpc::CallbackServerContext* context,
                                          const v1::GetTokenizerRequest* request,
                                          v1::TokenizerSpec* response) override;
+  grpc::ServerUnaryReactor* LoadLoraAdapter(grpc::CallbackServerContext* context,
+                                            const v1::LoadLoraAdapterRequest* request,
+                                            v1::LoraAdaptersResponse* response) override;
+  grpc::ServerUnaryReactor* UnloadLoraAdapter(grpc::CallbackServerContext* context,
+                                              const v1::UnloadLoraAdapterRequest* request,
+                                              v1::LoraAdaptersResponse* response) override;
 
  private:
   EngineLoop* loop_;
@@ -55,9 +64,15 @@ class WorkerService final
   std::once_flag unhealthy_once_;
   std::atomic<uint64_t> next_id_{0};
   const SecretSet token_;
+  RuntimeLora* const lora_;
 
   // Whether the call carries the worker token (always, without one).
   [[nodiscard]] bool Trusted(const grpc::CallbackServerContext* context) const;
+
+  // LoadLoraAdapter (with `load_path`) and UnloadLoraAdapter (without).
+  grpc::ServerUnaryReactor* ChangeAdapters(grpc::CallbackServerContext* context,
+                                           const std::string* load_path, std::string name,
+                                           v1::LoraAdaptersResponse* response);
 
   // OK, or the backend's failure (after running on_unhealthy_ the first time).
   absl::Status CheckHealth();

@@ -28,6 +28,7 @@ class CpuBackend : public Backend {
         swap_(std::move(swap)),
         options_(options) {
     for (const auto& adapter : options.lora_adapters) adapter_names_.push_back(adapter->name);
+    adapter_names_.resize(std::max<size_t>(adapter_names_.size(), options.max_loras));
   }
 
   const ModelConfig& config() const override { return model_->config(); }
@@ -39,6 +40,24 @@ class CpuBackend : public Backend {
     return swap_ == nullptr ? 0 : swap_->options().num_blocks;
   }
   const std::vector<std::string>& adapter_names() const override { return adapter_names_; }
+
+  bool adapters_can_change() const override { return true; }
+  absl::Status SetAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) override {
+    if (slot < 0 || slot >= static_cast<int64_t>(adapter_names_.size()) ||
+        adapter_names_[slot].empty() != (adapter != nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat("LoRA slot ", slot, " of ",
+                                                     adapter_names_.size(), " is not ",
+                                                     adapter != nullptr ? "empty" : "in use"));
+    }
+    std::unique_ptr<LoraAdapter> slice;
+    if (adapter != nullptr) {
+      if (adapter->name.empty()) return absl::InvalidArgumentError("a LoRA adapter needs a name");
+      ASSIGN_OR_RETURN(slice, ShardLoraAdapter(*adapter, options_.shard));
+    }
+    RETURN_IF_ERROR(model_->SetAdapter(slot, std::move(slice)));
+    adapter_names_[slot] = adapter != nullptr ? adapter->name : "";
+    return absl::OkStatus();
+  }
 
   absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,
                        SamplerOutput* out) override {
@@ -154,6 +173,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
     adapter_bytes += slice->HostBytes();
     adapters.push_back(std::move(slice));
   }
+  adapters.resize(std::max<size_t>(adapters.size(), o.max_loras));  // empty slots: null
   ASSIGN_OR_RETURN(auto model, LlamaModel::Create(std::move(weights), o.max_batch_tokens,
                                                   pool.get(), o.communicator, std::move(adapters)));
   if (!o.lora_adapters.empty()) {

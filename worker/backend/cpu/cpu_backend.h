@@ -42,6 +42,9 @@ struct CpuBackendOptions {
   // LoRA adapters served beside the base model, whole (each rank applies its slice); their
   // names are adapter_names(), in this order. Each must fit the checkpoint's shapes.
   std::vector<std::shared_ptr<const LoraAdapter>> lora_adapters;
+  // Adapter slots (adapter_names().size()): lora_adapters fill the first ones; the others take
+  // adapters loaded while serving (SetAdapter). Fewer than lora_adapters: exactly those.
+  int64_t max_loras = 0;
 };
 
 // Packs the checkpoint (which the backend keeps alive) and allocates the pools. InvalidArgument

@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
                      " with a communicator of rank ", comm_rank, " of ", comm_size));
   }
   for (const auto& adapter : adapters) {
-    RETURN_IF_ERROR(CheckAdapterFits(*adapter, *weights));
+    if (adapter != nullptr) RETURN_IF_ERROR(CheckAdapterFits(*adapter, *weights));
   }
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->weights_ = std::move(weights);
@@ -132,6 +132,16 @@ void LlamaModel::Products(const Product (&products)[N], const float* x, int64_t 
   }
 }
 
+absl::Status LlamaModel::SetAdapter(int32_t slot, std::unique_ptr<const LoraAdapter> adapter) {
+  if (slot < 0 || slot >= static_cast<int64_t>(adapters_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoRA slot ", slot, " of ", adapters_.size(), " slots"));
+  }
+  if (adapter != nullptr) RETURN_IF_ERROR(CheckAdapterFits(*adapter, *weights_));
+  adapters_[slot] = std::move(adapter);
+  return absl::OkStatus();
+}
+
 template <size_t N>
 void LlamaModel::AddLora(const ForwardBatch& b, int64_t layer, const LoraProduct (&products)[N],
                          const float* x, int64_t ldx) {
@@ -184,7 +194,11 @@ absl::Status LlamaModel::Forward(const ForwardBatch& b, KvCache* cache, float* l
   }
   lora_rows_ = false;  // whether any row of this step runs an adapter (AddLora)
   for (int64_t s = 0; b.seq_adapter != nullptr && !adapters_.empty() && s < b.num_seqs; ++s) {
-    lora_rows_ = lora_rows_ || b.seq_adapter[s] >= 0;
+    const int32_t a = b.seq_adapter[s];
+    if (a >= static_cast<int64_t>(adapters_.size()) || (a >= 0 && adapters_[a] == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat("row ", s, " runs empty LoRA slot ", a));
+    }
+    lora_rows_ = lora_rows_ || a >= 0;
   }
   const int64_t hs = c.hidden_size, hd = c.head_dim;
   const int64_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;

@@ -39,8 +39,9 @@ class LlamaModel {
  public:
   // `pool` and `communicator` are borrowed and must outlive the model. `communicator` may be
   // null for a single rank; InvalidArgument if its rank and size are not the weights' shard.
-  // `adapters`: LoRA adapters already sliced for this rank (ShardLoraAdapter), indexed by
-  // ForwardBatch::seq_adapter; InvalidArgument when one does not fit the weights.
+  // `adapters`: LoRA adapter slots, each null (empty) or an adapter already sliced for this rank
+  // (ShardLoraAdapter), indexed by ForwardBatch::seq_adapter; InvalidArgument when one does not
+  // fit the weights.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(
       std::unique_ptr<LlamaWeights> weights, int64_t max_batch_tokens, kernels::ThreadPool* pool,
       Communicator* communicator = nullptr,
@@ -62,6 +63,10 @@ class LlamaModel {
   // After a successful Forward: its num_logits rows of hidden_size floats, the final norm's
   // output (the LM head's input), on every rank. Valid until the next Forward.
   [[nodiscard]] const float* final_hidden() const { return h_; }
+  // Puts `adapter` (sliced for this rank; null: none) in slot `slot` between steps; the previous
+  // one is freed. InvalidArgument when the slot does not exist or the adapter does not fit.
+  // REQUIRES: no later batch names an empty slot.
+  absl::Status SetAdapter(int32_t slot, std::unique_ptr<const LoraAdapter> adapter);
 
  private:
   LlamaModel() = default;

@@ -10,6 +10,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   if (options.device == "mock") {
     MockBackendOptions mock = options.mock;
     for (const LoraModuleSpec& m : options.lora_modules) mock.adapter_names.push_back(m.name);
+    mock.max_loras = options.max_loras;
     return CreateMockBackend(mock);
   }
   if (options.device != "cpu" && options.device != "cuda") {
@@ -20,12 +21,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
     return absl::InvalidArgumentError(absl::StrCat("--device ", options.device, " needs a model"));
   }
   std::vector<std::shared_ptr<const LoraAdapter>> adapters;
-  LoraLoadOptions lo;
-  lo.max_rank = options.max_lora_rank;
+  const LoraLoader load = MakeLoraLoader(options, checkpoint.get());
   for (const LoraModuleSpec& m : options.lora_modules) {
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<LoraAdapter> adapter,
-        LoadLoraAdapter(m.name, m.path, checkpoint->config, checkpoint->rope_neox, lo));
+    ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, load(m));
     adapters.push_back(std::move(adapter));
   }
   if (options.device == "cuda") {
@@ -35,7 +33,27 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   }
   CpuBackendOptions cpu = options.cpu;
   cpu.lora_adapters = std::move(adapters);
+  cpu.max_loras = options.max_loras;
   return CreateCpuBackend(std::move(checkpoint), cpu);
+}
+
+LoraLoader MakeLoraLoader(const BackendOptions& options, const ModelCheckpoint* checkpoint) {
+  if (options.device == "mock" || checkpoint == nullptr) {
+    return [](const LoraModuleSpec& m) -> absl::StatusOr<std::shared_ptr<const LoraAdapter>> {
+      auto adapter = std::make_shared<LoraAdapter>();
+      adapter->name = m.name;
+      adapter->path = m.path;
+      return adapter;
+    };
+  }
+  LoraLoadOptions lo;
+  lo.max_rank = options.max_lora_rank;
+  return [config = checkpoint->config, neox = checkpoint->rope_neox,
+          lo](const LoraModuleSpec& m) -> absl::StatusOr<std::shared_ptr<const LoraAdapter>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> adapter,
+                     LoadLoraAdapter(m.name, m.path, config, neox, lo));
+    return std::shared_ptr<const LoraAdapter>(std::move(adapter));
+  };
 }
 
 }  // namespace pagellm

@@ -7,6 +7,7 @@
 #ifndef PAGELLM_WORKER_BACKEND_FACTORY_BACKEND_FACTORY_H_
 #define PAGELLM_WORKER_BACKEND_FACTORY_BACKEND_FACTORY_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ struct BackendOptions {
   // their names only.
   std::vector<LoraModuleSpec> lora_modules;
   int64_t max_lora_rank = 16;
+  // Adapter slots (--max-loras): those lora_modules do not fill take adapters loaded while
+  // serving (Backend::SetAdapter). Fewer than lora_modules: exactly those.
+  int64_t max_loras = 0;
 };
 
 // The backend `options.device` names. `checkpoint` is required for cpu and cuda and ignored for
@@ -38,6 +42,14 @@ struct BackendOptions {
 // the backend's own Create (for cuda: FailedPrecondition without a GPU).
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
     const BackendOptions& options, std::shared_ptr<const ModelCheckpoint> checkpoint);
+
+// Reads a LoRA adapter for a backend CreateBackend built from the same options and checkpoint,
+// as it reads --lora-modules: InvalidArgument (or Unimplemented, NotFound) when the directory
+// is not an adapter that fits the model. The mock device's loader takes the name and path only.
+// Keeps the checkpoint's configuration, not its tensors. Thread-safe.
+using LoraLoader =
+    std::function<absl::StatusOr<std::shared_ptr<const LoraAdapter>>(const LoraModuleSpec& spec)>;
+LoraLoader MakeLoraLoader(const BackendOptions& options, const ModelCheckpoint* checkpoint);
 
 }  // namespace pagellm
 

@@ -27,6 +27,8 @@ struct MockBackendOptions {
   int64_t step_delay_us = 0;
   // LoRA adapter names it answers to (rows with an adapter compute as the base model).
   std::vector<std::string> adapter_names;
+  // Adapter slots: adapter_names fill the first; the others take SetAdapter's (names only).
+  int64_t max_loras = 0;
 };
 
 // A 257-token byte vocabulary: one token per byte plus <|endoftext|> (id 256, end of text).

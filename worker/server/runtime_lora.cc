@@ -1,0 +1,140 @@
+#include "worker/server/runtime_lora.h"
+
+#include <climits>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/sampling/sampling_params.h"
+
+namespace pagellm {
+namespace {
+
+// realpath(3): the canonical absolute path, or NotFound.
+absl::StatusOr<std::string> Canonical(const std::string& path) {
+  char buf[PATH_MAX];
+  if (realpath(path.c_str(), buf) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no such adapter directory: ", path.substr(0, 200)));
+  }
+  return std::string(buf);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ResolveAdapterPath(const std::string& lora_dir,
+                                               const std::string& path) {
+  if (path.empty() || path.size() > 4096 || path.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("lora_path must be a path of 1..4096 bytes");
+  }
+  absl::StatusOr<std::string> dir = Canonical(lora_dir);
+  if (!dir.ok()) return absl::FailedPreconditionError("the worker's --lora-dir does not exist");
+  absl::StatusOr<std::string> resolved =
+      Canonical(path.front() == '/' ? path : absl::StrCat(*dir, "/", path));
+  const bool inside =
+      resolved.ok() && (*dir == "/" || *resolved == *dir ||
+                        (resolved->size() > dir->size() && resolved->starts_with(*dir) &&
+                         (*resolved)[dir->size()] == '/'));
+  // One answer for missing and outside, so that a caller cannot probe the host's files.
+  if (!inside) {
+    return absl::NotFoundError("lora_path names no directory inside the worker's --lora-dir");
+  }
+  return resolved;
+}
+
+absl::StatusOr<std::unique_ptr<RuntimeLora>> RuntimeLora::Create(EngineLoop* loop,
+                                                                 RuntimeLoraOptions options) {
+  std::unique_ptr<RuntimeLora> r(new RuntimeLora(loop, std::move(options)));
+  if (!r->options_.enabled) return r;
+  if (r->options_.lora_dir.empty() || !r->options_.load) {
+    return absl::InvalidArgumentError(
+        "--allow-runtime-lora-updating needs --lora-dir: adapters load from inside it only");
+  }
+  absl::StatusOr<std::string> dir = Canonical(r->options_.lora_dir);
+  if (!dir.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora-dir ", r->options_.lora_dir.substr(0, 200), " does not exist"));
+  }
+  r->canonical_dir_ = *std::move(dir);
+  r->thread_ = std::thread([p = r.get()] { p->Run(); });
+  return r;
+}
+
+RuntimeLora::RuntimeLora(EngineLoop* loop, RuntimeLoraOptions options)
+    : loop_(loop), options_(std::move(options)) {}
+
+RuntimeLora::~RuntimeLora() {
+  std::deque<Job> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    left.swap(jobs_);
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  for (Job& j : left) {
+    j.done(absl::UnavailableError("the worker is shutting down"), loop_->served_adapters());
+  }
+}
+
+void RuntimeLora::Load(std::string name, std::string path, Done done) {
+  absl::Status st;
+  if (!enabled()) {
+    st = absl::FailedPreconditionError(
+        "runtime LoRA updating is off (start the worker with --allow-runtime-lora-updating "
+        "--lora-dir DIR)");
+  } else {
+    st = CheckLoraAdapterName(name, "lora_name");
+  }
+  absl::StatusOr<std::string> resolved;
+  if (st.ok()) {
+    resolved = ResolveAdapterPath(canonical_dir_, path);
+    st = resolved.status();
+  }
+  if (!st.ok()) {
+    done(st, loop_->served_adapters());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) {
+    done(absl::UnavailableError("the worker is shutting down"), loop_->served_adapters());
+    return;
+  }
+  jobs_.push_back({{std::move(name), *std::move(resolved)}, std::move(done)});
+  cv_.notify_one();
+}
+
+void RuntimeLora::Unload(std::string name, Done done) {
+  if (!enabled()) {
+    done(absl::FailedPreconditionError(
+             "runtime LoRA updating is off (start the worker with --allow-runtime-lora-updating "
+             "--lora-dir DIR)"),
+         loop_->served_adapters());
+    return;
+  }
+  EngineLoop::AdapterChange change;
+  change.unload = std::move(name);
+  loop_->ChangeAdapters(std::move(change), std::move(done));
+}
+
+void RuntimeLora::Run() {
+  while (true) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (stop_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    absl::StatusOr<std::shared_ptr<const LoraAdapter>> adapter = options_.load(job.spec);
+    if (!adapter.ok()) {
+      job.done(adapter.status(), loop_->served_adapters());
+      continue;
+    }
+    EngineLoop::AdapterChange change;
+    change.load = *std::move(adapter);
+    loop_->ChangeAdapters(std::move(change), std::move(job.done));
+  }
+}
+
+}  // namespace pagellm
