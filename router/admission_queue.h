@@ -49,6 +49,9 @@ struct AdmissionTicket {
   // namespace (common/prefix_cache/block_hash.h), for cache-aware placement. Empty: unknown.
   std::span<const int32_t> prompt_ids;
   uint64_t cache_namespace = 0;
+  // The LoRA adapter it runs with (borrowed like prompt_ids); empty: the base model. Only
+  // workers that serve it are candidates.
+  std::string_view lora_adapter;
   // False for a request whose prompt is computed in full anyway (prompt logprobs): its blocks
   // still feed the worker's cache, but none are reused.
   bool reuses_cached_prefix = true;

@@ -92,6 +92,7 @@ RoutedStream::RoutedStream(const Deps& deps, const ModelContext& model,
     ticket_.prompt_ids = std::span<const int32_t>(worker_request_.prompt_token_ids().data(),
                                                   worker_request_.prompt_token_ids().size());
     ticket_.cache_namespace = PrefixCacheNamespace(request.sampling().lora_adapter());
+    ticket_.lora_adapter = worker_request_.sampling().lora_adapter();
     ticket_.reuses_cached_prefix = !request.sampling().has_prompt_logprobs();
     ticket_.deadline = deadline_;
     ticket_.priority = valid->params.priority;

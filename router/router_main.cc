@@ -72,6 +72,10 @@ ABSL_FLAG(std::string, scheduling_policy, "fcfs",
           "fcfs, or priority: waiting requests are placed by (priority, arrival), a smaller "
           "`priority` first (run the workers with the same flag)");
 ABSL_FLAG(int, max_queue, 1024, "Requests that may wait for a worker; more are refused");
+ABSL_FLAG(bool, allow_runtime_lora_updating, false,
+          "serve /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's "
+          "VLLM_ALLOW_RUNTIME_LORA_UPDATING), applied to every ready worker (each needs "
+          "--allow-runtime-lora-updating --lora-dir)");
 ABSL_FLAG(double, request_timeout, 600.0,
           "Deadline in seconds for requests whose client sets none");
 ABSL_FLAG(double, shutdown_grace, 30.0, "Seconds open streams get to finish after SIGTERM/SIGINT");
@@ -228,6 +232,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.max_queue = static_cast<size_t>(absl::GetFlag(FLAGS_max_queue));
+  options.allow_runtime_lora_updating = absl::GetFlag(FLAGS_allow_runtime_lora_updating);
   if (const std::string policy = absl::GetFlag(FLAGS_scheduling_policy);
       policy == "fcfs" || policy == "priority") {
     options.priority_scheduling = policy == "priority";

@@ -12,6 +12,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "router/http/openai_response.h"
+#include "router/lora_fanout.h"
 #include "router/model_context.h"
 
 namespace pagellm {
@@ -64,6 +65,25 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options option
     deps.authorized = [keys](std::string_view authorization) {
       return keys == nullptr || keys->Allows(SecretSet::BearerToken(authorization));
     };
+    WorkerPool* pool = r->pool_.get();
+    deps.adapters = [pool] { return pool->ServedAdapters(); };
+    if (o.allow_runtime_lora_updating) {
+      deps.change_adapters = [self, timeout = o.lora_change_timeout](
+                                 const LoraChangeRequest& change,
+                                 std::function<void(absl::Status)> done) {
+        {
+          absl::MutexLock lock(&self->wire_mu_);
+          if (!self->wired_) return done(absl::UnavailableError("the router is shutting down"));
+          ++self->pool_callbacks_;  // Shutdown waits for the workers' answers
+        }
+        ChangeWorkerAdapters(self->pool_.get(), change, timeout,
+                             [self, done = std::move(done)](absl::Status st) {
+                               done(std::move(st));
+                               absl::MutexLock lock(&self->wire_mu_);
+                               --self->pool_callbacks_;
+                             });
+      };
+    }
     OpenAiFrontend::Options openai = o.openai;
     if (openai.version.empty()) openai.version = PAGELLM_VERSION;
     r->openai_ = std::make_unique<OpenAiFrontend>(std::move(openai), std::move(deps));

@@ -56,6 +56,10 @@ class RouterServer {
     absl::Duration request_timeout = absl::Seconds(600);  // when the client sets no deadline
     absl::Duration poll_interval = absl::Milliseconds(200);
     absl::Duration model_fetch_timeout = absl::Seconds(30);  // per GetTokenizer attempt
+    // Serve /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's runtime LoRA updating),
+    // fanned out to the workers, each waited for at most lora_change_timeout. Off: 404.
+    bool allow_runtime_lora_updating = false;
+    absl::Duration lora_change_timeout = absl::Seconds(120);
   };
 
   // Starts serving. Errors: InvalidArgument for bad options, Unavailable when a port cannot be
@@ -109,7 +113,8 @@ class RouterServer {
   // none touches the members it is about to destroy.
   absl::Mutex wire_mu_;
   bool wired_ ABSL_GUARDED_BY(wire_mu_) = false;
-  int pool_callbacks_ ABSL_GUARDED_BY(wire_mu_) = 0;  // in OnPoolChange now
+  // In OnPoolChange now, or runtime LoRA changes whose workers have not all answered.
+  int pool_callbacks_ ABSL_GUARDED_BY(wire_mu_) = 0;
   std::atomic<bool> draining_{false};
   absl::Notification stop_;  // threads exit
   std::thread ticker_;

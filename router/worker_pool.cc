@@ -158,6 +158,9 @@ void WorkerPool::OnPollDone(PollCall* call, const grpc::Status& status) {
     State state = State::kDown;
     if (status.ok()) {
       UpdateFilterLocked(w, call->response);
+      if (call->number <= w.adapters_set_at_) {  // sent before the router's own change
+        *call->response.mutable_lora_adapters() = std::move(*w.load_.mutable_lora_adapters());
+      }
       w.load_ = std::move(call->response);
       // Placements released before this poll was sent are in its figures now.
       auto visible = [&](const WorkerEndpoint::Releasing& r) { return r.poll < call->number; };
@@ -266,10 +269,16 @@ Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* pla
   };
   std::vector<Candidate> candidates;
   int64_t largest_total = 0, min_need = 0;
-  bool any_ready = false, fits_somewhere = false;
+  bool any_ready = false, any_serving = false, fits_somewhere = false;
   for (const auto& w : workers_) {
     if (w.get() == ticket.avoid || !w->ready_) continue;
     any_ready = true;
+    if (!ticket.lora_adapter.empty() &&
+        std::find(w->load_.lora_adapters().begin(), w->load_.lora_adapters().end(),
+                  ticket.lora_adapter) == w->load_.lora_adapters().end()) {
+      continue;
+    }
+    any_serving = true;
     const v1::WorkerLoad& load = w->load_;
     const int64_t bs = load.block_size() > 0 ? load.block_size() : options_.default_block_size;
     const int64_t need = (ticket.prompt_tokens + bs - 1) / bs + 1;
@@ -303,6 +312,11 @@ Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* pla
       *error = absl::UnavailableError(ticket.avoid != nullptr
                                           ? "the worker failed and no other worker is available"
                                           : "no worker is available");
+      return Decision::kReject;
+    }
+    if (!any_serving) {
+      *error = absl::NotFoundError(absl::StrCat("LoRA adapter `", std::string(ticket.lora_adapter),
+                                                "` is served by no ready worker"));
       return Decision::kReject;
     }
     if (!fits_somewhere) {
@@ -398,6 +412,37 @@ std::vector<std::shared_ptr<WorkerEndpoint>> WorkerPool::Endpoints() const {
   std::stable_sort(out.begin(), out.end(),
                    [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
   return out;
+}
+
+std::vector<std::shared_ptr<WorkerEndpoint>> WorkerPool::ReadyEndpoints() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<WorkerEndpoint>> out;
+  for (const auto& w : workers_) {
+    if (w->ready_) out.push_back(w);
+  }
+  return out;
+}
+
+std::vector<std::string> WorkerPool::ServedAdapters() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& w : workers_) {
+    if (!w->ready_) continue;
+    for (const std::string& name : w->load_.lora_adapters()) {
+      if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    }
+  }
+  return out;
+}
+
+void WorkerPool::SetAdapters(WorkerEndpoint* worker, std::vector<std::string> adapters) {
+  {
+    absl::MutexLock lock(&mu_);
+    worker->load_.clear_lora_adapters();
+    for (std::string& name : adapters) worker->load_.add_lora_adapters(std::move(name));
+    worker->adapters_set_at_ = worker->polls_sent_;
+  }
+  if (!stop_.HasBeenNotified()) on_change_();
 }
 
 WorkerPool::Stats WorkerPool::GetStats() const {

@@ -37,6 +37,11 @@
 //     to the most free blocks; the prefix is then computed there as well: popular prefixes
 //     spread).
 //
+// LoRA adapters: each poll lists the adapters the worker serves (they may differ between workers,
+// and change while it runs: runtime LoRA updating). A request for an adapter is placed only on a
+// worker that serves it, and rejected with NotFound when no ready worker does. SetAdapters
+// records a change the router made itself at once (polls sent before it do not undo it).
+//
 // Workers must serve the pool's model (SetModelFingerprint): each poll carries the worker's
 // model fingerprint and limits (WorkerLoad), and a worker whose fingerprint differs is not
 // ready (state kModelMismatch, logged once, counted in Stats) until it serves the model again.
@@ -130,6 +135,8 @@ class WorkerEndpoint {
   absl::flat_hash_map<uint64_t, int32_t> pending_hashes_;
   // Bumped by ReportUnavailable: a poll sent before the failure cannot make the worker ready.
   uint64_t failures_ = 0;
+  // polls_sent_ when SetAdapters last ran: polls sent until then keep its list.
+  uint64_t adapters_set_at_ = 0;
 };
 
 class WorkerPool final : public Placer {
@@ -198,6 +205,12 @@ class WorkerPool final : public Placer {
   // All workers, ready ones first, then those serving another model (for fetching the model's
   // description).
   [[nodiscard]] std::vector<std::shared_ptr<WorkerEndpoint>> Endpoints() const;
+  // The ready workers.
+  [[nodiscard]] std::vector<std::shared_ptr<WorkerEndpoint>> ReadyEndpoints() const;
+  // The LoRA adapters some ready worker serves, each once, in the order the workers list them.
+  [[nodiscard]] std::vector<std::string> ServedAdapters() const;
+  // `worker` serves `adapters` now (the answer to a change the router asked for).
+  void SetAdapters(WorkerEndpoint* worker, std::vector<std::string> adapters);
   [[nodiscard]] Stats GetStats() const;
 
  private:

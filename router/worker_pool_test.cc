@@ -650,6 +650,59 @@ TEST_F(WorkerPoolTest, AWorkersFilterIsFetchedOnlyWhenItChanged) {
   EXPECT_EQ(pool->GetStats().ready, 2);  // still used, just not for its cache
 }
 
+TEST_F(WorkerPoolTest, AnAdaptersRequestsGoOnlyToWorkersServingIt) {
+  v1::ModelInfo with_sql = FakeWorker::DefaultInfo();
+  with_sql.add_lora_adapters("sql");  // a worker's polls list the adapters it serves
+  a_->SetInfo(with_sql);
+  a_->SetLoad(Load(100));
+  b_->SetLoad(Load(500));  // more room, but no adapter
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  EXPECT_THAT(pool->ServedAdapters(), ElementsAre("sql"));
+  AdmissionTicket t;
+  t.prompt_tokens = 8;
+  t.lora_adapter = "sql";
+  Placement p;
+  absl::Status error;
+  ASSERT_EQ(pool->Place(t, &p, &error), Placer::Decision::kPlace);
+  EXPECT_EQ(p.worker->address(), a_->address());
+  pool->Release(p);
+  t.lora_adapter = "chat";
+  EXPECT_EQ(pool->Place(t, &p, &error), Placer::Decision::kReject);
+  EXPECT_EQ(error.code(), absl::StatusCode::kNotFound) << error;
+  t.lora_adapter = "";  // the base model: anywhere (the most free blocks)
+  ASSERT_EQ(pool->Place(t, &p, &error), Placer::Decision::kPlace);
+  EXPECT_EQ(p.worker->address(), b_->address());
+}
+
+TEST_F(WorkerPoolTest, AnAdapterChangeTheRouterMadeCountsAtOnceAndPollsKeepIt) {
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  AdmissionTicket t;
+  t.prompt_tokens = 8;
+  t.lora_adapter = "sql";
+  Placement p;
+  absl::Status error;
+  EXPECT_EQ(pool->Place(t, &p, &error), Placer::Decision::kReject);
+  // b answered a load: it serves "sql" from now on, before any poll says so ...
+  std::shared_ptr<WorkerEndpoint> b;
+  for (const auto& w : pool->Endpoints()) {
+    if (w->address() == b_->address()) b = w;
+  }
+  ASSERT_NE(b, nullptr);
+  const int changes = changes_.load();
+  pool->SetAdapters(b.get(), {"sql"});
+  EXPECT_GT(changes_.load(), changes);  // the queue is woken
+  ASSERT_EQ(pool->Place(t, &p, &error), Placer::Decision::kPlace);
+  EXPECT_EQ(p.worker->address(), b_->address());
+  pool->Release(p);
+  // ... and polls answered later (the fake lists none: a poll of the old state) do not undo it
+  // until one sent after the change says otherwise.
+  EXPECT_THAT(pool->ServedAdapters(), ElementsAre("sql"));
+  ASSERT_TRUE(PollsAfterNow(*pool, *b_));
+  EXPECT_TRUE(pool->ServedAdapters().empty());
+}
+
 TEST(ResolveHostTest, ResolvesLocalhost) {
   auto found = ResolveHost("localhost", "50052");
   ASSERT_TRUE(found.ok()) << found.status();

@@ -357,6 +357,11 @@ void OpenAiFrontend::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
     return ReplyWrongMethod(*exchange, path, "POST");
   if (get_route && !get) return ReplyWrongMethod(*exchange, path, "GET");
   if (path == "/v1/embeddings") return Embed(request, EmbedRoute::kEmbeddings, std::move(exchange));
+  if ((path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") &&
+      deps_.change_adapters) {
+    if (!post) return ReplyWrongMethod(*exchange, path, "POST");
+    return ChangeAdapters(request, path == "/v1/load_lora_adapter", std::move(exchange));
+  }
   if (score_route) return Embed(request, EmbedRoute::kScore, std::move(exchange));
   if (rerank_route) return Embed(request, EmbedRoute::kRerank, std::move(exchange));
   if (generation_route) {
@@ -386,7 +391,7 @@ void OpenAiFrontend::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
                                    {"max_model_len", model->max_model_len()}};
     nlohmann::ordered_json data = nlohmann::ordered_json::array({card});
     // LoRA adapters as vLLM lists them: a card each, the base model as parent.
-    for (const std::string& adapter : model->info().lora_adapters()) {
+    for (const std::string& adapter : Adapters(*model)) {
       nlohmann::ordered_json a = card;
       a["id"] = adapter;
       a["root"] = adapter;
@@ -419,9 +424,9 @@ void ReplyUnknownModel(HttpExchange& exchange, const std::string& asked,
 // What a request's "model" names: the base model (empty, or the served name), a LoRA adapter
 // the workers serve (its name), or nothing served (nullopt).
 std::optional<std::string> AdapterOf(const std::string& asked, const std::string& served,
-                                     const ModelContext& model) {
+                                     const std::vector<std::string>& adapters) {
   if (asked.empty() || asked == served) return std::string();
-  for (const std::string& adapter : model.info().lora_adapters()) {
+  for (const std::string& adapter : adapters) {
     if (adapter == asked) return adapter;
   }
   return std::nullopt;
@@ -450,7 +455,8 @@ void OpenAiFrontend::Tokenize(const HttpRequest& http, bool tokenize, HttpExchan
   if (tokenize) {
     absl::StatusOr<TokenizeHttpRequest> r = ParseTokenizeRequest(http.body);
     if (!r.ok()) return ReplyError(exchange, r.status());
-    if (!AdapterOf(r->model, name, *model)) return ReplyUnknownModel(exchange, r->model, name);
+    if (!AdapterOf(r->model, name, Adapters(*model)))
+      return ReplyUnknownModel(exchange, r->model, name);
     v1::TokenizeResponse response;
     if (absl::Status st = AnswerTokenize(*model, r->request, &response); !st.ok()) {
       return ReplyError(exchange, st);
@@ -470,7 +476,8 @@ void OpenAiFrontend::Tokenize(const HttpRequest& http, bool tokenize, HttpExchan
   } else {
     absl::StatusOr<DetokenizeHttpRequest> r = ParseDetokenizeRequest(http.body);
     if (!r.ok()) return ReplyError(exchange, r.status());
-    if (!AdapterOf(r->model, name, *model)) return ReplyUnknownModel(exchange, r->model, name);
+    if (!AdapterOf(r->model, name, Adapters(*model)))
+      return ReplyUnknownModel(exchange, r->model, name);
     v1::DetokenizeResponse response;
     if (absl::Status st = AnswerDetokenize(*model, r->request, &response); !st.ok()) {
       return ReplyError(exchange, st);
@@ -478,6 +485,44 @@ void OpenAiFrontend::Tokenize(const HttpRequest& http, bool tokenize, HttpExchan
     out["prompt"] = response.text();
   }
   exchange.Reply(200, kJson, out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+std::vector<std::string> OpenAiFrontend::Adapters(const ModelContext& model) const {
+  if (deps_.adapters) return deps_.adapters();
+  return {model.info().lora_adapters().begin(), model.info().lora_adapters().end()};
+}
+
+void OpenAiFrontend::ChangeAdapters(const HttpRequest& http, bool load,
+                                    std::shared_ptr<HttpExchange> exchange) {
+  absl::StatusOr<LoraChangeRequest> change = ParseLoraChangeRequest(http.body, load);
+  if (!change.ok()) return ReplyError(*exchange, change.status());
+  std::shared_ptr<const ModelContext> model = deps_.model();
+  if (model == nullptr) {
+    return ReplyError(*exchange, absl::UnavailableError("the router has not reached a worker yet"));
+  }
+  if (const std::string name = ServedName(options_.served_model_name, *model);
+      change->lora_name == name) {
+    return ReplyError(*exchange, absl::InvalidArgumentError(absl::StrCat(
+                                     "lora_name `", name, "` is the served model's name")));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    ++open_requests_;
+  }
+  const std::string name = change->lora_name;
+  deps_.change_adapters(*change, [this, load, name, exchange](absl::Status st) {
+    if (st.ok()) {
+      // vLLM's answer, word for word (clients match on it).
+      exchange->Reply(200, "text/plain; charset=utf-8",
+                      absl::StrCat("Success: LoRA adapter '", name, "' ",
+                                   load ? "added" : "removed", " successfully."));
+    } else if (st.code() == absl::StatusCode::kAlreadyExists) {
+      exchange->Reply(400, kJson, OpenAiErrorBody(400, std::string(st.message()), "lora_name", ""));
+    } else {
+      ReplyError(*exchange, st);
+    }
+    RequestDone();
+  });
 }
 
 OpenAiFrontend::Served OpenAiFrontend::Resolve(const std::string& asked, HttpExchange& exchange) {
@@ -488,7 +533,7 @@ OpenAiFrontend::Served OpenAiFrontend::Resolve(const std::string& asked, HttpExc
     return out;
   }
   out.name = ServedName(options_.served_model_name, *model);
-  const std::optional<std::string> adapter = AdapterOf(asked, out.name, *model);
+  const std::optional<std::string> adapter = AdapterOf(asked, out.name, Adapters(*model));
   if (!adapter) {
     ReplyUnknownModel(exchange, asked, out.name);
     return out;

@@ -4,6 +4,8 @@
 //   POST /v1/embeddings         (the prompt's last hidden state, normalized: vLLM's pooling)
 //   POST /v1/score, /v1/rerank  (vLLM's; also /score, /rerank: cosines of the embeddings)
 //   GET  /v1/models             GET  /health                GET /version
+//   POST /v1/load_lora_adapter, /v1/unload_lora_adapter (vLLM's runtime LoRA updating; 404 unless
+//        the router runs with it, Deps::change_adapters)
 //
 // /v1/*, /tokenize, /detokenize, /score and /rerank need an accepted API key when keys are
 // configured (401 before the body is looked at);
@@ -25,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -64,6 +67,13 @@ class OpenAiFrontend final : public HttpHandler {
     std::function<bool()> serving;  // GET /health: 200 when true, 503 otherwise
     // Whether an Authorization header value may use /v1/* (401 otherwise). Null: open.
     std::function<bool(std::string_view authorization)> authorized;
+    // The LoRA adapters the workers serve now (WorkerPool::ServedAdapters): what /v1/models
+    // lists and a request's "model" may name. Null: the model's (ModelInfo.lora_adapters).
+    std::function<std::vector<std::string>()> adapters;
+    // Applies a runtime LoRA change on the workers (ChangeWorkerAdapters); `done` gets the
+    // outcome, once, on any thread. Null: runtime updating is off.
+    std::function<void(const LoraChangeRequest& change, std::function<void(absl::Status)> done)>
+        change_adapters;
   };
 
   OpenAiFrontend(Options options, Deps deps);
@@ -97,6 +107,12 @@ class OpenAiFrontend final : public HttpHandler {
   // POST /tokenize (tokenize) or /detokenize: answered here, from the router's tokenizer.
   void Tokenize(const HttpRequest& request, bool tokenize, HttpExchange& exchange);
   void RequestDone();
+  // The adapters a request's "model" may name (Deps::adapters).
+  [[nodiscard]] std::vector<std::string> Adapters(const ModelContext& model) const;
+  // POST /v1/load_lora_adapter (load) or /v1/unload_lora_adapter: counted as an open request
+  // until the workers have answered.
+  void ChangeAdapters(const HttpRequest& request, bool load,
+                      std::shared_ptr<HttpExchange> exchange);
 
   const Options options_;
   const Deps deps_;

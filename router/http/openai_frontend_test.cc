@@ -106,6 +106,7 @@ class OpenAiFrontendTest : public ::testing::Test {
     o.max_queue = max_queue;
     o.http.port = 0;
     o.http.max_body_bytes = max_body;
+    o.allow_runtime_lora_updating = runtime_lora_;
     auto r = RouterServer::Start(std::move(o));
     ASSERT_TRUE(r.ok()) << r.status();
     router_ = *std::move(r);
@@ -130,6 +131,7 @@ class OpenAiFrontendTest : public ::testing::Test {
 
   int port() const { return router_->http_port(); }
 
+  bool runtime_lora_ = false;  // RouterServer::Options::allow_runtime_lora_updating
   std::vector<std::unique_ptr<FakeWorker>> workers_;
   std::unique_ptr<RouterServer> router_;
   std::unique_ptr<v1::Generation::Stub> stub_;
@@ -642,6 +644,65 @@ TEST_F(OpenAiFrontendTest, LoraAdaptersAreModelsOfTheirOwn) {
   EXPECT_EQ(r.status, 404) << r.body;
   EXPECT_EQ(Post(port(), "/tokenize", {{"model", "chat-lora"}, {"prompt", "hi"}}).status, 200);
   EXPECT_EQ(Post(port(), "/tokenize", {{"model", "other"}, {"prompt", "hi"}}).status, 404);
+}
+
+TEST_F(OpenAiFrontendTest, RuntimeLoraUpdatingIsOffByDefault) {
+  AddWorker();
+  StartRouter();
+  const HttpResult r =
+      Post(port(), "/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "sql"}});
+  EXPECT_EQ(r.status, 404) << r.body;  // as vLLM without VLLM_ALLOW_RUNTIME_LORA_UPDATING
+  EXPECT_EQ(Post(port(), "/v1/unload_lora_adapter", {{"lora_name", "sql"}}).status, 404);
+}
+
+TEST_F(OpenAiFrontendTest, RuntimeLoraAdaptersLoadOnEveryWorkerAndUnload) {
+  FakeWorker& a = AddWorker();
+  FakeWorker& b = AddWorker();
+  runtime_lora_ = true;
+  StartRouter();
+  HttpResult r = Post(port(), "/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "p"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "Success: LoRA adapter 'sql' added successfully.");  // vLLM's words
+  EXPECT_THAT(r.content_type, HasSubstr("text/plain"));
+  // Listed, and served by both workers at once (no poll needed).
+  r = Call(port(), http::verb::get, "/v1/models");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(Json::parse(r.body)["data"][1]["id"], "sql");
+  for (int i = 0; i < 4; ++i) {
+    r = Post(port(), "/v1/completions", {{"model", "sql"}, {"prompt", "hi"}, {"max_tokens", 1}});
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  for (FakeWorker* w : {&a, &b}) {
+    for (const auto& seen : w->requests()) EXPECT_EQ(seen.sampling().lora_adapter(), "sql");
+  }
+  EXPECT_EQ(a.requests().size() + b.requests().size(), 4u);
+
+  // Refusals: loaded already (vLLM: 400), not an adapter (every worker refuses: said so), the
+  // base model's name, malformed bodies, the wrong method.
+  r = Post(port(), "/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "p"}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  r = Post(port(), "/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", "bad"}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("2 of 2 workers refused"));
+  const std::string base = FakeWorker::DefaultInfo().model_name();
+  r = Post(port(), "/v1/load_lora_adapter", {{"lora_name", base}, {"lora_path", "p"}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  for (const Json& body : {Json{{"lora_name", "y"}}, Json{{"lora_path", "p"}},
+                           Json{{"lora_name", "a b"}, {"lora_path", "p"}},
+                           Json{{"lora_name", "y"}, {"lora_path", "p"}, {"load_inplace", true}},
+                           Json{{"lora_name", "y"}, {"lora_path", "p"}, {"extra", 1}}}) {
+    r = Post(port(), "/v1/load_lora_adapter", body);
+    EXPECT_EQ(r.status, 400) << body.dump() << " " << r.body;
+  }
+  EXPECT_EQ(Call(port(), http::verb::get, "/v1/load_lora_adapter").status, 405);
+
+  r = Post(port(), "/v1/unload_lora_adapter", {{"lora_name", "sql"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "Success: LoRA adapter 'sql' removed successfully.");
+  r = Post(port(), "/v1/completions", {{"model", "sql"}, {"prompt", "hi"}, {"max_tokens", 1}});
+  EXPECT_EQ(r.status, 404) << r.body;
+  r = Post(port(), "/v1/unload_lora_adapter", {{"lora_name", "sql"}});
+  EXPECT_EQ(r.status, 404) << r.body;
 }
 
 TEST_F(OpenAiFrontendTest, ClientThatDisconnectsCancelsItsWorkerStream) {

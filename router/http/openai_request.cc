@@ -685,6 +685,35 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body_view) {
   return out;
 }
 
+absl::StatusOr<LoraChangeRequest> ParseLoraChangeRequest(std::string_view body_view, bool load) {
+  const absl::string_view body(body_view.data(), body_view.size());
+  absl::StatusOr<Json> parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const Json& j = *parsed;
+  static const FieldSet* const kLoad = new FieldSet({"lora_name lora_path load_inplace"});
+  static const FieldSet* const kUnload = new FieldSet({"lora_name lora_int_id"});
+  RETURN_IF_ERROR(CheckKnownFields(j, load ? *kLoad : *kUnload, ""));
+  LoraChangeRequest out;
+  out.load = load;
+  ASSIGN_OR_RETURN(auto name, GetString(j, "lora_name", kMaxLoraAdapterNameBytes + 1));
+  if (!name) return Error("lora_name", "lora_name is required");
+  if (absl::Status st = CheckLoraAdapterName(*name, "lora_name"); !st.ok()) {
+    return Error("lora_name", st.message());
+  }
+  out.lora_name = *std::move(name);
+  if (!load) return out;
+  ASSIGN_OR_RETURN(auto path, GetString(j, "lora_path", 4096));
+  if (!path || path->empty()) return Error("lora_path", "lora_path is required");
+  out.lora_path = *std::move(path);
+  ASSIGN_OR_RETURN(auto inplace, GetBool(j, "load_inplace"));
+  if (inplace.value_or(false)) {
+    return Error("load_inplace",
+                 "load_inplace is not supported: unload the adapter, then load the new one (its "
+                 "running requests finish with the old weights)");
+  }
+  return out;
+}
+
 absl::StatusOr<TokenizeHttpRequest> ParseTokenizeRequest(std::string_view body_view) {
   const absl::string_view body(body_view.data(), body_view.size());
   absl::StatusOr<Json> parsed = ParseBody(body);

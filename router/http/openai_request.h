@@ -112,6 +112,17 @@ struct DetokenizeHttpRequest {
 };
 absl::StatusOr<DetokenizeHttpRequest> ParseDetokenizeRequest(std::string_view body);
 
+// POST /v1/load_lora_adapter {"lora_name", "lora_path", "load_inplace" (false; true is refused:
+// an adapter's weights never change under running requests)} and /v1/unload_lora_adapter
+// {"lora_name"} (vLLM's runtime LoRA updating). The name follows --lora-modules' rules; the path
+// (at most 4 KiB) is the workers' to resolve, inside their --lora-dir.
+struct LoraChangeRequest {
+  bool load = false;
+  std::string lora_name;
+  std::string lora_path;  // load only
+};
+absl::StatusOr<LoraChangeRequest> ParseLoraChangeRequest(std::string_view body, bool load);
+
 // The field path an error names ("" when none).
 std::string OpenAiParam(const absl::Status& status);
 

@@ -315,6 +315,8 @@ class FakeService final : public v1::Worker::CallbackService {
         status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake worker: GetLoad fails");
       } else {
         *response = w_->load_;
+        // As a worker does: the adapters it serves now.
+        *response->mutable_lora_adapters() = w_->info_.lora_adapters();
         ++w_->get_load_calls_;
         // As a worker does: the prefix filter only when the caller's copy is out of date.
         if (request->prefix_filter_version() == response->prefix_filter_version() &&
@@ -343,6 +345,41 @@ class FakeService final : public v1::Worker::CallbackService {
                                          v1::TokenizerSpec* response) override {
     VocabSpecToProto(FakeWorker::TinyVocab(), response);
     return Reply(context, grpc::Status::OK);
+  }
+
+  // Runtime LoRA updating as a worker with room for any number of adapters does it: the name
+  // joins or leaves ModelInfo.lora_adapters; a path named "bad" is not an adapter.
+  grpc::ServerUnaryReactor* LoadLoraAdapter(grpc::CallbackServerContext* context,
+                                            const v1::LoadLoraAdapterRequest* request,
+                                            v1::LoraAdaptersResponse* response) override {
+    grpc::Status status;
+    absl::MutexLock lock(&w_->mu_);
+    auto& names = *w_->info_.mutable_lora_adapters();
+    if (std::find(names.begin(), names.end(), request->lora_name()) != names.end()) {
+      status = grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "fake worker: already served");
+    } else if (request->lora_path() == "bad") {
+      status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "fake worker: not an adapter");
+    } else {
+      names.Add(std::string(request->lora_name()));
+    }
+    *response->mutable_lora_adapters() = names;
+    return Reply(context, status);
+  }
+
+  grpc::ServerUnaryReactor* UnloadLoraAdapter(grpc::CallbackServerContext* context,
+                                              const v1::UnloadLoraAdapterRequest* request,
+                                              v1::LoraAdaptersResponse* response) override {
+    grpc::Status status;
+    absl::MutexLock lock(&w_->mu_);
+    auto& names = *w_->info_.mutable_lora_adapters();
+    auto it = std::find(names.begin(), names.end(), request->lora_name());
+    if (it == names.end()) {
+      status = grpc::Status(grpc::StatusCode::NOT_FOUND, "fake worker: not served");
+    } else {
+      names.erase(it);
+    }
+    *response->mutable_lora_adapters() = names;
+    return Reply(context, status);
   }
 
  private:

@@ -9,7 +9,10 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
     a stream with stream_options.include_usage); `curl -N` streams the events;
   - LoRA: the workers serve a LoRA adapter (--lora-modules); /v1/models lists it with the base
     model as its parent, and a completion naming it continues as the in-process engine does
-    with the adapter (pagellm generate --lora-adapter), not as the base model;
+    with the adapter (pagellm generate --lora-adapter), not as the base model; the same adapter
+    loaded at run time (/v1/load_lora_adapter, from inside the workers' --lora-dir) under another
+    name writes the same text, is refused outside that directory or twice, and once unloaded is
+    a 404 (vLLM's runtime LoRA updating);
   - tool calling: named and "required" tool_choice (the SDK's parse() with
     pydantic_function_tool), streamed and not, a tool result sent back, "auto" with the hermes
     parser;
@@ -70,12 +73,14 @@ class OpenAiApiTest(unittest.TestCase):
         if missing:
             raise unittest.SkipTest(f"missing: {missing}")
         debug = ("--log-level", "debug")
-        lora = ("--lora-modules", f"{LORA}={LORA_DIR}")
+        lora = ("--lora-modules", f"{LORA}={LORA_DIR}", "--allow-runtime-lora-updating",
+                "--lora-dir", os.path.dirname(LORA_DIR))
         cls.workers = [e2e.StartWorker(f"oa_worker{i}", extra=debug + lora) for i in range(2)]
         for w in cls.workers:
             w.WaitServing(timeout=120)
         cls.router = e2e.StartRouter("oa_router", cls.workers,
-                                     extra=debug + ("--tool-call-parser", "hermes"))
+                                     extra=debug + ("--tool-call-parser", "hermes",
+                                                    "--allow-runtime-lora-updating"))
         cls.router.WaitServing()
         cls.base = f"http://127.0.0.1:{cls.router.http_port}"
         cls.client = openai.OpenAI(base_url=cls.base + "/v1", api_key="unused", max_retries=0,
@@ -134,6 +139,39 @@ class OpenAiApiTest(unittest.TestCase):
         self.assertNotEqual(base.choices[0].text, want, "the adapter changed nothing")
         with self.assertRaises(openai.NotFoundError):
             self.client.completions.create(model="no-such-lora", prompt=prompt, max_tokens=2)
+
+    def test_runtime_lora_updating(self):
+        prompt = PROMPTS[3]
+        want = self.client.completions.create(model=LORA, prompt=prompt, max_tokens=16,
+                                              temperature=0).choices[0].text
+        GENERATED.append(want)
+        name = "runtime-lora"
+        path = os.path.basename(LORA_DIR)  # relative to the workers' --lora-dir
+        status, body = self.Raw("POST", "/v1/load_lora_adapter",
+                                {"lora_name": name, "lora_path": path})
+        self.assertEqual((status, body), (200, f"Success: LoRA adapter '{name}' added successfully."))
+        try:
+            self.assertIn(name, [m.id for m in self.client.models.list().data])
+            for _ in range(2):  # both workers
+                r = self.client.completions.create(model=name, prompt=prompt, max_tokens=16,
+                                                   temperature=0)
+                GENERATED.append(r.choices[0].text)
+                self.assertEqual((r.model, r.choices[0].text), (name, want))
+            status, body = self.Raw("POST", "/v1/load_lora_adapter",
+                                    {"lora_name": name, "lora_path": path})
+            self.assertEqual(status, 400, body)
+            for outside in ("/etc", "../../..", "no-such-adapter"):
+                status, body = self.Raw("POST", "/v1/load_lora_adapter",
+                                        {"lora_name": "other", "lora_path": outside})
+                self.assertEqual(status, 404, body)
+                self.assertIn("inside the worker's --lora-dir", body["error"]["message"])
+        finally:
+            status, body = self.Raw("POST", "/v1/unload_lora_adapter", {"lora_name": name})
+        self.assertEqual((status, body),
+                         (200, f"Success: LoRA adapter '{name}' removed successfully."))
+        with self.assertRaises(openai.NotFoundError):
+            self.client.completions.create(model=name, prompt=prompt, max_tokens=2)
+        self.assertNotIn(name, [m.id for m in self.client.models.list().data])
 
     def test_greedy_completions_equal_the_grpc_api(self):
         for prompt in PROMPTS:

@@ -21,6 +21,12 @@ absl::StatusOr<std::string> Canonical(const std::string& path) {
 
 }  // namespace
 
+absl::Status RuntimeLoraOff() {
+  return absl::FailedPreconditionError(
+      "runtime LoRA updating is off (start the worker with --allow-runtime-lora-updating "
+      "--lora-dir DIR)");
+}
+
 absl::StatusOr<std::string> ResolveAdapterPath(const std::string& lora_dir,
                                                const std::string& path) {
   if (path.empty() || path.size() > 4096 || path.find('\0') != std::string::npos) {
@@ -79,9 +85,7 @@ RuntimeLora::~RuntimeLora() {
 void RuntimeLora::Load(std::string name, std::string path, Done done) {
   absl::Status st;
   if (!enabled()) {
-    st = absl::FailedPreconditionError(
-        "runtime LoRA updating is off (start the worker with --allow-runtime-lora-updating "
-        "--lora-dir DIR)");
+    st = RuntimeLoraOff();
   } else {
     st = CheckLoraAdapterName(name, "lora_name");
   }
@@ -105,10 +109,7 @@ void RuntimeLora::Load(std::string name, std::string path, Done done) {
 
 void RuntimeLora::Unload(std::string name, Done done) {
   if (!enabled()) {
-    done(absl::FailedPreconditionError(
-             "runtime LoRA updating is off (start the worker with --allow-runtime-lora-updating "
-             "--lora-dir DIR)"),
-         loop_->served_adapters());
+    done(RuntimeLoraOff(), loop_->served_adapters());
     return;
   }
   EngineLoop::AdapterChange change;

@@ -37,6 +37,9 @@ struct RuntimeLoraOptions {
   std::function<absl::StatusOr<std::shared_ptr<const LoraAdapter>>(const LoraModuleSpec&)> load;
 };
 
+// FailedPrecondition: runtime LoRA updating is off (how to turn it on).
+absl::Status RuntimeLoraOff();
+
 // `path` (relative to `lora_dir`, or absolute) as a canonical path inside the canonical
 // `lora_dir`. NotFound when it does not exist or resolves outside (one answer for both, so that
 // a caller cannot probe the host's files).

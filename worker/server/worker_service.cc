@@ -141,10 +141,7 @@ grpc::ServerUnaryReactor* WorkerService::ChangeAdapters(grpc::CallbackServerCont
     reactor->Finish(ToGrpcStatus(st));
   };
   if (lora_ == nullptr) {
-    done(absl::FailedPreconditionError(
-             "runtime LoRA updating is off (start the worker with --allow-runtime-lora-updating "
-             "--lora-dir DIR)"),
-         loop_->served_adapters());
+    done(RuntimeLoraOff(), loop_->served_adapters());
   } else if (load_path != nullptr) {
     lora_->Load(std::move(name), *load_path, std::move(done));
   } else {
