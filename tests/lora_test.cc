@@ -198,7 +198,7 @@ TEST_P(LoraTest, AdaptersLoadAndUnloadWhileServing) {
   ASSERT_TRUE(engine.ok());
   Engine& e = **engine;
   if (!model_.backend->adapters_can_change()) {
-    // The tensor-parallel group cannot yet: it says so rather than half-doing it.
+    // The CUDA backend cannot yet: it says so rather than half-doing it.
     EXPECT_EQ(e.UnloadAdapter("test-lora").code(), absl::StatusCode::kUnimplemented);
     GTEST_SKIP() << "runtime LoRA updating is not implemented for " << model_.backend->name();
   }

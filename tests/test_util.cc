@@ -34,6 +34,16 @@ std::string TestModelPath(const std::string& path) {
 
 namespace {
 
+// Reads adapters for `checkpoint`'s model (as a worker's MakeLoraLoader).
+LoraLoader LoraLoaderFor(const ModelCheckpoint& checkpoint) {
+  return [config = checkpoint.config, neox = checkpoint.rope_neox](
+             const LoraModuleSpec& spec) -> absl::StatusOr<std::shared_ptr<const LoraAdapter>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> adapter,
+                     LoadLoraAdapter(spec.name, spec.path, config, neox));
+    return std::shared_ptr<const LoraAdapter>(std::move(adapter));
+  };
+}
+
 LoadModelOptions LoadOptions(const std::string& path) {
   LoadModelOptions lo;
   const std::vector<std::string> dummy = absl::StrSplit(path, ':');
@@ -79,7 +89,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateGroup(
       auto comm = connect(r);
       if (!comm.ok()) return;
       auto backend = CreateCpuBackend(checkpoint, rank_options(r, comm->get()));
-      if (backend.ok()) (void)RunTensorParallelFollower(backend->get(), comm->get());
+      if (backend.ok()) {
+        (void)RunTensorParallelFollower(backend->get(), comm->get(), LoraLoaderFor(*checkpoint));
+      }
     });
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, connect(0));
@@ -113,13 +125,7 @@ absl::StatusOr<TestModel> OpenModelGroup(const std::string& path,
   }
   TestModel t;
   t.tokenizer = std::move(m.tokenizer);
-  t.load_lora =
-      [config = m.checkpoint->config, neox = m.checkpoint->rope_neox](
-          const LoraModuleSpec& spec) -> absl::StatusOr<std::shared_ptr<const LoraAdapter>> {
-    ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> adapter,
-                     LoadLoraAdapter(spec.name, TestModelPath(spec.path), config, neox));
-    return std::shared_ptr<const LoraAdapter>(std::move(adapter));
-  };
+  t.load_lora = LoraLoaderFor(*m.checkpoint);
   if (world_size > 1) {
     auto group = std::make_shared<FollowerThreads>();
     t.group = group;

@@ -45,8 +45,7 @@ struct TestModel {
   std::unique_ptr<Backend> backend;
   // Reads an adapter (its path TestModelPath'd) for this model, as a worker does for runtime
   // LoRA updating.
-  std::function<absl::StatusOr<std::shared_ptr<const LoraAdapter>>(const LoraModuleSpec&)>
-      load_lora;
+  LoraLoader load_lora;
 };
 
 // Opens TestModelPath(path) on the CPU backend with `options`, or, with PAGELLM_TEST_DEVICE=cuda,

@@ -180,9 +180,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackendInGroup(
   }
   group.store.reset();
   group.rendezvous.reset();
+  const LoraLoader load_adapter = MakeLoraLoader(bo, checkpoint.get());
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(bo, std::move(checkpoint)));
   if (group.rank > 0) {
-    const absl::Status s = RunTensorParallelFollower(backend.get(), group.comm.get());
+    const absl::Status s = RunTensorParallelFollower(backend.get(), group.comm.get(), load_adapter);
     backend.reset();  // before the communicators it borrows
     model_comm.reset();
     if (!s.ok()) PLOG_ERROR("tensor-parallel rank {}: {}", group.rank, s.ToString());

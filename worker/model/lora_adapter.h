@@ -25,6 +25,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -69,6 +70,11 @@ struct LoraModuleSpec {
   std::string name;
   std::string path;
 };
+
+// Reads and checks an adapter for one model (what backend_factory.h's MakeLoraLoader makes): a
+// worker's runtime LoRA updating and a tensor-parallel follower's copy of it.
+using LoraLoader =
+    std::function<absl::StatusOr<std::shared_ptr<const LoraAdapter>>(const LoraModuleSpec& spec)>;
 
 // The largest rank any adapter may have (the CPU kernel's bound, kernels/cpu/lora.h).
 inline constexpr int64_t kLargestLoraRank = 256;

@@ -34,7 +34,7 @@ struct RuntimeLoraOptions {
   bool enabled = false;  // --allow-runtime-lora-updating
   std::string lora_dir;  // --lora-dir: adapters are read from inside it only
   // Reads and checks an adapter for this worker's model (MakeLoraLoader).
-  std::function<absl::StatusOr<std::shared_ptr<const LoraAdapter>>(const LoraModuleSpec&)> load;
+  LoraLoader load;
 };
 
 // FailedPrecondition: runtime LoRA updating is off (how to turn it on).

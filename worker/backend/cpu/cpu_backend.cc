@@ -10,12 +10,20 @@
 #include "common/status_macros.h"
 #include "kernels/cpu/f32_matmul.h"
 #include "kernels/cpu/thread_pool.h"
+#include "worker/backend/adapter_slots.h"
 #include "worker/backend/cpu/host_sampler.h"
 #include "worker/backend/cpu/kv_cache.h"
 #include "worker/backend/cpu/llama_model.h"
 
 namespace pagellm {
 namespace {
+
+std::vector<std::string> AdapterNames(
+    const std::vector<std::shared_ptr<const LoraAdapter>>& adapters) {
+  std::vector<std::string> names;
+  for (const auto& adapter : adapters) names.push_back(adapter->name);
+  return names;
+}
 
 class CpuBackend : public Backend {
  public:
@@ -26,10 +34,8 @@ class CpuBackend : public Backend {
         model_(std::move(model)),
         cache_(std::move(cache)),
         swap_(std::move(swap)),
-        options_(options) {
-    for (const auto& adapter : options.lora_adapters) adapter_names_.push_back(adapter->name);
-    adapter_names_.resize(std::max<size_t>(adapter_names_.size(), options.max_loras));
-  }
+        options_(options),
+        adapters_(AdapterNames(options.lora_adapters), options.max_loras) {}
 
   const ModelConfig& config() const override { return model_->config(); }
   std::string name() const override { return "cpu"; }
@@ -39,23 +45,17 @@ class CpuBackend : public Backend {
   int64_t num_swap_blocks() const override {
     return swap_ == nullptr ? 0 : swap_->options().num_blocks;
   }
-  const std::vector<std::string>& adapter_names() const override { return adapter_names_; }
+  const std::vector<std::string>& adapter_names() const override { return adapters_.names(); }
 
   bool adapters_can_change() const override { return true; }
   absl::Status SetAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) override {
-    if (slot < 0 || slot >= static_cast<int64_t>(adapter_names_.size()) ||
-        adapter_names_[slot].empty() != (adapter != nullptr)) {
-      return absl::InvalidArgumentError(absl::StrCat("LoRA slot ", slot, " of ",
-                                                     adapter_names_.size(), " is not ",
-                                                     adapter != nullptr ? "empty" : "in use"));
-    }
+    RETURN_IF_ERROR(adapters_.Check(slot, adapter.get()));
     std::unique_ptr<LoraAdapter> slice;
     if (adapter != nullptr) {
-      if (adapter->name.empty()) return absl::InvalidArgumentError("a LoRA adapter needs a name");
       ASSIGN_OR_RETURN(slice, ShardLoraAdapter(*adapter, options_.shard));
     }
     RETURN_IF_ERROR(model_->SetAdapter(slot, std::move(slice)));
-    adapter_names_[slot] = adapter != nullptr ? adapter->name : "";
+    adapters_.Set(slot, adapter.get());
     return absl::OkStatus();
   }
 
@@ -113,7 +113,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<KvCache> swap_;  // null without swap space
   const CpuBackendOptions options_;
-  std::vector<std::string> adapter_names_;
+  AdapterSlots adapters_;
   int64_t last_logits_rows_ = 0;  // of the last successful step: rows FinalHidden may read
   HostSampler sampler_{model_->config().vocab_size};
 };

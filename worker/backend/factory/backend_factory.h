@@ -47,8 +47,6 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
 // as it reads --lora-modules: InvalidArgument (or Unimplemented, NotFound) when the directory
 // is not an adapter that fits the model. The mock device's loader takes the name and path only.
 // Keeps the checkpoint's configuration, not its tensors. Thread-safe.
-using LoraLoader =
-    std::function<absl::StatusOr<std::shared_ptr<const LoraAdapter>>(const LoraModuleSpec& spec)>;
 LoraLoader MakeLoraLoader(const BackendOptions& options, const ModelCheckpoint* checkpoint);
 
 }  // namespace pagellm

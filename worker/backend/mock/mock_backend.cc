@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/tokenizer/byte_level.h"
+#include "worker/backend/adapter_slots.h"
 #include "worker/backend/cpu/host_sampler.h"
-#include "worker/model/lora_adapter.h"
 
 namespace pagellm {
 namespace {
@@ -26,8 +26,6 @@ class MockBackend : public Backend {
     config_.vocab_size = kVocab;
     config_.max_position_embeddings = o.max_model_len;
     config_.hidden_size = kHidden;
-    adapter_names_ = o.adapter_names;
-    adapter_names_.resize(std::max<size_t>(adapter_names_.size(), o.max_loras));
   }
   const ModelConfig& config() const override { return config_; }
   std::string name() const override { return "mock"; }
@@ -35,15 +33,11 @@ class MockBackend : public Backend {
   int64_t max_batch_tokens() const override { return options_.max_batch_tokens; }
   int64_t num_kv_blocks() const override { return options_.num_kv_blocks; }
   int64_t num_swap_blocks() const override { return 0; }
-  const std::vector<std::string>& adapter_names() const override { return adapter_names_; }
+  const std::vector<std::string>& adapter_names() const override { return adapters_.names(); }
   bool adapters_can_change() const override { return true; }
   absl::Status SetAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) override {
-    if (slot < 0 || slot >= static_cast<int64_t>(adapter_names_.size()) ||
-        adapter_names_[slot].empty() != (adapter != nullptr)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LoRA slot ", slot, " is not ", adapter != nullptr ? "empty" : "in use"));
-    }
-    adapter_names_[slot] = adapter != nullptr ? adapter->name : "";
+    RETURN_IF_ERROR(adapters_.Check(slot, adapter.get()));
+    adapters_.Set(slot, adapter.get());
     return absl::OkStatus();
   }
   absl::Status CopyKv(std::span<const KvCopy>) override { return absl::OkStatus(); }
@@ -89,7 +83,7 @@ class MockBackend : public Backend {
 
  private:
   MockBackendOptions options_;
-  std::vector<std::string> adapter_names_;         // per slot; "" empty
+  AdapterSlots adapters_{options_.adapter_names, options_.max_loras};
   std::vector<std::pair<int32_t, int32_t>> last_;  // (token, position) of each logits row
   ModelConfig config_;
   HostSampler sampler_{kVocab};

@@ -120,4 +120,10 @@ absl::Status ScriptedBackend::CopyKv(std::span<const KvCopy> copies) {
   return absl::OkStatus();
 }
 
+absl::Status ScriptedBackend::SetAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) {
+  RETURN_IF_ERROR(adapters_.Check(slot, adapter.get()));
+  adapters_.Set(slot, adapter.get());
+  return absl::OkStatus();
+}
+
 }  // namespace pagellm::testing

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/backend/adapter_slots.h"
 #include "worker/backend/backend.h"
 #include "worker/backend/cpu/host_sampler.h"
 
@@ -36,6 +37,9 @@ struct ScriptedBackendOptions {
   int64_t num_swap_blocks = 0;
   int64_t max_batch_tokens = 2048;
   int64_t max_model_len = 512;
+  // LoRA adapter slots, empty at start; SetAdapter fills them with names (rows with an adapter
+  // compute as the base model).
+  int64_t adapter_slots = 0;
 };
 
 class ScriptedBackend : public Backend {
@@ -83,6 +87,9 @@ class ScriptedBackend : public Backend {
   absl::Status ForwardLogits(const ForwardBatch& batch, float* logits) override;
   absl::Status CopyKv(std::span<const KvCopy> copies) override;
   absl::Status FinalHidden(std::span<const int32_t> rows, float* out) override;
+  const std::vector<std::string>& adapter_names() const override { return adapters_.names(); }
+  bool adapters_can_change() const override { return !adapters_.names().empty(); }
+  absl::Status SetAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) override;
 
  private:
   const ScriptedBackendOptions options_;
@@ -96,6 +103,7 @@ class ScriptedBackend : public Backend {
   std::vector<int32_t> swap_;    // likewise for the swap pool
   std::vector<int32_t> context_;
   std::vector<float> hidden_;  // [num_logits][kHiddenSize] of the last step
+  AdapterSlots adapters_{{}, options_.adapter_slots};
   HostSampler sampler_;
   int64_t forward_calls_ = 0;
   int64_t all_decode_steps_ = 0;

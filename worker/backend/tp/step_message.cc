@@ -6,6 +6,7 @@
 //     [num_logits]. The block size travels too (i64, after all_decode) so that the follower cuts
 //     the rows the same way; then u8 has_adapters and, when 1, i32 seq_adapter[s].
 //   kCopyKv: i64 count; per copy u8 kind, i32 src, i32 dst.
+//   kSetAdapter: i32 slot; i64 name bytes, name; i64 path bytes, path.
 #include "worker/backend/tp/step_message.h"
 
 #include <algorithm>
@@ -105,6 +106,17 @@ void EncodeControlStep(StepKind kind, std::string* out) {
   Put(out, static_cast<uint8_t>(kind));
 }
 
+void EncodeAdapterStep(int32_t slot, std::string_view name, std::string_view path,
+                       std::string* out) {
+  out->clear();
+  Put(out, static_cast<uint8_t>(StepKind::kSetAdapter));
+  Put(out, slot);
+  for (std::string_view s : {name, path}) {
+    Put(out, static_cast<int64_t>(s.size()));
+    PutArray(out, s.data(), static_cast<int64_t>(s.size()));
+  }
+}
+
 absl::Status StepMessage::Decode(std::string_view bytes, const ForwardBatchLimits& limits,
                                  int64_t max_copies) {
   Reader r(bytes);
@@ -126,6 +138,18 @@ absl::Status StepMessage::Decode(std::string_view bytes, const ForwardBatchLimit
         c.kind = static_cast<KvCopy::Kind>(k);
       }
       kind_ = StepKind::kCopyKv;
+      return r.done() ? absl::OkStatus() : Malformed("trailing bytes");
+    }
+    case StepKind::kSetAdapter: {
+      if (!r.Get(&adapter_slot_)) return Malformed("truncated adapter step");
+      for (auto [s, max] : {std::pair{&adapter_name_, kMaxAdapterNameBytes},
+                            std::pair{&adapter_path_, kMaxAdapterPathBytes}}) {
+        int64_t n = 0;
+        if (!r.Get(&n) || n < 0 || n > max) return Malformed("adapter name or path length");
+        s->resize(n);
+        if (!r.GetArray(s->data(), n)) return Malformed("truncated adapter step");
+      }
+      kind_ = StepKind::kSetAdapter;
       return r.done() ? absl::OkStatus() : Malformed("trailing bytes");
     }
     case StepKind::kForward:

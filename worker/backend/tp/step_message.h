@@ -1,6 +1,7 @@
 // StepMessage: what rank 0 of a tensor-parallel group sends its followers before each backend
 // call, so that every rank runs the same step: a forward batch, a list of KV copies, a heartbeat
-// (the group is idle but alive) or the order to stop.
+// (the group is idle but alive), a LoRA adapter slot's change (each rank loads the adapter from
+// its path: the whole adapter, sliced where it lands) or the order to stop.
 //
 // The encoding is flat little-endian binary in one buffer. A block table row is sent only up to
 // the blocks its sequence uses (the rest are never read, forward_batch.h), so a decode step of 64
@@ -30,7 +31,12 @@ enum class StepKind : uint8_t {
   kCopyKv = 3,   // execute the KV copies
   kHeartbeat = 4,
   kStop = 5,
+  kSetAdapter = 6,  // put an adapter (by name and path) in a slot, or empty it
 };
+
+// The most bytes of an adapter's name and path in a kSetAdapter step.
+inline constexpr int64_t kMaxAdapterNameBytes = 128;
+inline constexpr int64_t kMaxAdapterPathBytes = 4096;
 
 // Appends the encoding of a step to *out (cleared first). `block_size` decides how much of each
 // block table row is sent. REQUIRES: batch meets forward_batch.h's contract.
@@ -38,6 +44,9 @@ void EncodeForwardStep(StepKind kind, const ForwardBatch& batch, int64_t block_s
                        std::string* out);
 void EncodeCopyStep(std::span<const KvCopy> copies, std::string* out);
 void EncodeControlStep(StepKind kind, std::string* out);  // kHeartbeat or kStop
+// An adapter `name` read from `path` into `slot`; empty name and path: empty the slot.
+void EncodeAdapterStep(int32_t slot, std::string_view name, std::string_view path,
+                       std::string* out);
 
 class StepMessage {
  public:
@@ -50,6 +59,11 @@ class StepMessage {
   [[nodiscard]] const ForwardBatch& batch() const { return batch_; }
   // Valid after decoding a kCopyKv step, until the next Decode.
   [[nodiscard]] std::span<const KvCopy> copies() const { return copies_; }
+  // Valid after decoding a kSetAdapter step: the slot, and the adapter's name and path (both
+  // empty: empty the slot). The slot is not checked against the backend here.
+  [[nodiscard]] int32_t adapter_slot() const { return adapter_slot_; }
+  [[nodiscard]] const std::string& adapter_name() const { return adapter_name_; }
+  [[nodiscard]] const std::string& adapter_path() const { return adapter_path_; }
 
  private:
   StepKind kind_ = StepKind::kHeartbeat;
@@ -58,6 +72,8 @@ class StepMessage {
   std::vector<int32_t> block_tables_, logit_indices_, seq_adapter_;
   std::vector<int64_t> slots_;
   std::vector<KvCopy> copies_;
+  int32_t adapter_slot_ = -1;
+  std::string adapter_name_, adapter_path_;
 };
 
 }  // namespace pagellm

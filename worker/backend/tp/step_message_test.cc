@@ -109,6 +109,28 @@ TEST(StepMessageTest, CopiesAndControlStepsRoundTrip) {
   EXPECT_EQ(m.kind(), StepKind::kStop);
 }
 
+TEST(StepMessageTest, AdapterStepsRoundTripAndRefuseOversizedNames) {
+  std::string bytes;
+  StepMessage m;
+  EncodeAdapterStep(1, "sql-lora", "/adapters/sql", &bytes);
+  ASSERT_TRUE(m.Decode(bytes, Limits(), 16).ok());
+  ASSERT_EQ(m.kind(), StepKind::kSetAdapter);
+  EXPECT_EQ(m.adapter_slot(), 1);
+  EXPECT_EQ(m.adapter_name(), "sql-lora");
+  EXPECT_EQ(m.adapter_path(), "/adapters/sql");
+  EncodeAdapterStep(0, "", "", &bytes);  // empty the slot
+  ASSERT_TRUE(m.Decode(bytes, Limits(), 16).ok());
+  EXPECT_EQ(m.adapter_slot(), 0);
+  EXPECT_TRUE(m.adapter_name().empty());
+  EncodeAdapterStep(0, std::string(kMaxAdapterNameBytes + 1, 'x'), "/a", &bytes);
+  EXPECT_EQ(m.Decode(bytes, Limits(), 16).code(), absl::StatusCode::kInvalidArgument);
+  EncodeAdapterStep(0, "x", "/a", &bytes);
+  for (size_t cut = 1; cut < bytes.size(); ++cut) {
+    EXPECT_FALSE(m.Decode(std::string_view(bytes).substr(0, cut), Limits(), 16).ok()) << cut;
+  }
+  EXPECT_FALSE(m.Decode(bytes + "z", Limits(), 16).ok());
+}
+
 TEST(StepMessageTest, MalformedOrOversizedMessagesAreRefused) {
   const Batch in;
   std::string good;

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/backend/tp/step_message.h"
 
@@ -46,6 +47,19 @@ absl::Status CompareShapes(const Backend& b, Communicator* comm) {
     }
   }
   return absl::OkStatus();
+}
+
+// Every rank applies an adapter change, then learns the others' outcome (an all-gather of one
+// flag each): the first rank whose change failed (its error is in its own log), or -1 when all
+// succeeded. The collective's own error otherwise.
+absl::StatusOr<int> FirstFailedRank(Communicator* comm, const absl::Status& mine) {
+  const float flag = mine.ok() ? 0.0f : 1.0f;
+  std::vector<float> all(comm->world_size());
+  RETURN_IF_ERROR(comm->AllGather(&flag, 1, all.data()));
+  for (int r = 0; r < comm->world_size(); ++r) {
+    if (all[r] != 0.0f) return r;
+  }
+  return -1;
 }
 
 class TensorParallelLeader final : public Backend {
@@ -102,6 +116,35 @@ class TensorParallelLeader final : public Backend {
     EncodeForwardStep(StepKind::kLogits, batch, rank0_->block_size(), &message_);
     RETURN_IF_ERROR(Send());
     return Check(rank0_->ForwardLogits(batch, logits));
+  }
+
+  bool adapters_can_change() const override { return rank0_->adapters_can_change(); }
+
+  // Each follower reads the adapter from its path itself (as it read --lora-modules at start)
+  // and takes its slice; a change that fails on any rank is undone on all.
+  absl::Status SetAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) override {
+    if (!rank0_->adapters_can_change()) return AdaptersFixed();
+    if (adapter != nullptr && (adapter->name.empty() || adapter->path.empty() ||
+                               adapter->name.size() > kMaxAdapterNameBytes ||
+                               adapter->path.size() > kMaxAdapterPathBytes)) {
+      return absl::InvalidArgumentError(
+          "a tensor-parallel group's adapter needs a name and a path its followers read");
+    }
+    absl::MutexLock lock(&mu_);
+    const std::string name = adapter != nullptr ? adapter->name : "";
+    const std::string path = adapter != nullptr ? adapter->path : "";
+    EncodeAdapterStep(slot, name, path, &message_);
+    RETURN_IF_ERROR(Send());
+    const bool loading = adapter != nullptr;
+    const absl::Status mine = rank0_->SetAdapter(slot, std::move(adapter));
+    absl::StatusOr<int> failed = FirstFailedRank(comm_.get(), mine);
+    if (!failed.ok()) return Check(failed.status());
+    if (*failed < 0) return absl::OkStatus();
+    if (!mine.ok()) return mine;
+    if (loading) (void)rank0_->SetAdapter(slot, nullptr);  // the followers undo theirs too
+    return absl::FailedPreconditionError(
+        absl::StrCat("tensor-parallel rank ", *failed, " could not ", loading ? "load" : "unload",
+                     " LoRA adapter ", name, " (its log says why)"));
   }
 
   absl::Status CopyKv(std::span<const KvCopy> copies) override {
@@ -184,7 +227,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeTensorParallelLeader(
       new TensorParallelLeader(std::move(rank0), std::move(comm), std::move(model_comm), options));
 }
 
-absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm) {
+absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm,
+                                       const LoraLoader& load_adapter) {
   if (comm->rank() == 0) return absl::InvalidArgumentError("rank 0 leads; it does not follow");
   RETURN_IF_ERROR(CompareShapes(*backend, comm));
   const ForwardBatchLimits limits = backend->limits();
@@ -202,6 +246,29 @@ absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm) {
       case StepKind::kCopyKv:
         RETURN_IF_ERROR(backend->CopyKv(step.copies()));
         break;
+      case StepKind::kSetAdapter: {
+        const bool loading = !step.adapter_name().empty();
+        absl::Status mine;
+        if (!loading) {
+          mine = backend->SetAdapter(step.adapter_slot(), nullptr);
+        } else if (!load_adapter) {
+          mine = absl::UnimplementedError("this rank has no LoRA loader");
+        } else {
+          absl::StatusOr<std::shared_ptr<const LoraAdapter>> adapter =
+              load_adapter({step.adapter_name(), step.adapter_path()});
+          mine = adapter.ok() ? backend->SetAdapter(step.adapter_slot(), *std::move(adapter))
+                              : adapter.status();
+        }
+        if (!mine.ok()) {
+          PLOG_WARN("tensor-parallel rank {}: LoRA adapter change in slot {} failed: {}",
+                    comm->rank(), step.adapter_slot(), mine.ToString());
+        }
+        ASSIGN_OR_RETURN(const int failed, FirstFailedRank(comm, mine));
+        if (failed >= 0 && mine.ok() && loading) {
+          (void)backend->SetAdapter(step.adapter_slot(), nullptr);  // another rank failed
+        }
+        break;
+      }
       case StepKind::kForward:
       case StepKind::kLogits: {
         // The leader samples the logits. A batch the leader's own backend refused fails here

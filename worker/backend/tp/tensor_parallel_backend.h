@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "worker/backend/backend.h"
 #include "worker/dist/communicator.h"
+#include "worker/model/lora_adapter.h"
 
 namespace pagellm {
 
@@ -42,9 +43,12 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeTensorParallelLeader(
     const TensorParallelOptions& options = {}, std::unique_ptr<Communicator> model_comm = nullptr);
 
 // Serves the leader's steps on a follower rank with `backend` (this rank's slice, whose model
-// collectives use `comm`). Returns OK when the leader stops the group; the error otherwise (a
-// failed collective, a step the backend refused). Blocks the calling thread.
-absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm);
+// collectives use `comm`). `load_adapter` reads the adapters the leader loads while serving
+// (runtime LoRA updating; empty: such a change fails on this rank, and so in the group). Returns
+// OK when the leader stops the group; the error otherwise (a failed collective, a step the
+// backend refused). Blocks the calling thread.
+absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm,
+                                       const LoraLoader& load_adapter = {});
 
 }  // namespace pagellm
 

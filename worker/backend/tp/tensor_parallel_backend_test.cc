@@ -16,6 +16,7 @@
 #include "worker/backend/step_arrays.h"
 #include "worker/backend/testing/scripted_backend.h"
 #include "worker/dist/gloo_communicator.h"
+#include "worker/model/lora_adapter.h"
 
 namespace pagellm {
 namespace {
@@ -42,6 +43,7 @@ struct Seen {
 
 std::unique_ptr<ScriptedBackend> Backend(int rank, Seen* seen, int64_t blocks = 16) {
   ScriptedBackendOptions o;
+  o.adapter_slots = 2;
   o.block_size = kBlock;
   o.num_kv_blocks = blocks;
   o.num_swap_blocks = 4;
@@ -55,9 +57,17 @@ std::unique_ptr<ScriptedBackend> Backend(int rank, Seen* seen, int64_t blocks = 
   return b;
 }
 
+std::shared_ptr<const LoraAdapter> Adapter(const std::string& name, const std::string& path) {
+  auto a = std::make_shared<LoraAdapter>();
+  a->name = name;
+  a->path = path;
+  return a;
+}
+
 // A group of `world` ranks on threads: followers (with `follower_blocks` KV blocks, and an
 // injected failure of their first step when `fail_follower_step`) run their loop; the leader is
-// built from rank 0.
+// built from rank 0. Each rank has two adapter slots; a follower reads any adapter path but
+// "bad", which rank 2 cannot read.
 class Group {
  public:
   Group(int world, absl::Duration timeout, absl::Duration heartbeat, int64_t follower_blocks = 16,
@@ -70,7 +80,12 @@ class Group {
         ASSERT_TRUE(comm.ok()) << comm.status();
         auto backend = Backend(r, &seen_, follower_blocks);
         if (fail_follower_step) backend->FailNextForward(absl::InternalError("injected"));
-        results_[r] = RunTensorParallelFollower(backend.get(), comm->get());
+        results_[r] = RunTensorParallelFollower(
+            backend.get(), comm->get(),
+            [r](const LoraModuleSpec& spec) -> absl::StatusOr<std::shared_ptr<const LoraAdapter>> {
+              if (r == 2 && spec.path == "bad") return absl::NotFoundError("no such directory");
+              return Adapter(spec.name, spec.path);
+            });
       });  // the communicator closes its connections here
     }
     auto comm = ConnectGloo(Options(0, world, timeout), store_);
@@ -179,6 +194,31 @@ TEST(TensorParallelBackendTest, AFollowerThatFailsBreaksTheGroupAtTheNextStep) {
   EXPECT_EQ(RunStep(leader, Step({5}, 0, {7})).code(), absl::StatusCode::kUnavailable);
   g.Join();
   EXPECT_EQ(g.follower_result(1).code(), absl::StatusCode::kInternal);
+}
+
+TEST(TensorParallelBackendTest, AnAdapterChangeReachesEveryRankOrNone) {
+  Group g(3, absl::Seconds(20), absl::Seconds(1));
+  ASSERT_TRUE(g.leader().ok()) << g.leader().status();
+  pagellm::Backend* leader = g.leader()->get();
+  ASSERT_TRUE(leader->adapters_can_change());
+  ASSERT_TRUE(leader->SetAdapter(0, Adapter("sql", "ok")).ok());
+  EXPECT_EQ(leader->adapter_names(), (std::vector<std::string>{"sql", ""}));
+  // Rank 2 cannot read it: the group refuses the change, and every rank that took it lets go.
+  const absl::Status refused = leader->SetAdapter(1, Adapter("chat", "bad"));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(refused.message().find("rank 2"), std::string::npos) << refused;
+  EXPECT_EQ(leader->adapter_names(), (std::vector<std::string>{"sql", ""}));
+  // Slot 1 is empty on rank 1 again (it would refuse a second adapter otherwise).
+  EXPECT_TRUE(leader->SetAdapter(1, Adapter("chat", "ok")).ok());
+  EXPECT_TRUE(leader->SetAdapter(0, nullptr).ok());
+  EXPECT_EQ(leader->adapter_names(), (std::vector<std::string>{"", "chat"}));
+  // A change the leader's own backend refuses is refused by every rank: still in step.
+  EXPECT_EQ(leader->SetAdapter(1, Adapter("x", "ok")).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(RunStep(leader, Step({5, 6}, 0, {7})).ok());
+  EXPECT_TRUE(leader->health().ok());
+  g.Join();
+  EXPECT_TRUE(g.follower_result(1).ok()) << g.follower_result(1);
+  EXPECT_TRUE(g.follower_result(2).ok()) << g.follower_result(2);
 }
 
 TEST(TensorParallelBackendTest, RanksWhosePoolsDifferAreRefused) {
