@@ -5,6 +5,7 @@
 #define PAGELLM_WORKER_BACKEND_ADAPTER_SLOTS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ class AdapterSlots {
  public:
   // `loaded` fill the first slots; `slots` in all (at least loaded.size()).
   AdapterSlots(std::vector<std::string> loaded, int64_t slots);
+  AdapterSlots(const std::vector<std::shared_ptr<const LoraAdapter>>& loaded, int64_t slots);
 
   [[nodiscard]] const std::vector<std::string>& names() const { return names_; }
   // InvalidArgument unless `slot` exists and is empty (for an adapter, which must have a name)

@@ -57,8 +57,12 @@ ABSL_FLAG(std::vector<std::string>, lora_modules, {},
           "naming NAME as its model runs the adapter");
 ABSL_FLAG(int64_t, max_lora_rank, 16, "largest LoRA rank --lora-modules may load (1..256)");
 ABSL_FLAG(int64_t, max_loras, 8,
-          "LoRA adapters a worker can hold at once (1..64): the --lora-modules ones and those "
-          "loaded while serving (pagellm-worker --allow-runtime-lora-updating)");
+          "with --allow-runtime-lora-updating: LoRA adapters a worker holds at once (1..64), the "
+          "--lora-modules ones and those loaded while serving");
+ABSL_FLAG(bool, allow_runtime_lora_updating, false,
+          "pagellm-worker: serve LoadLoraAdapter/UnloadLoraAdapter (the router's "
+          "/v1/load_lora_adapter and /v1/unload_lora_adapter, vLLM's "
+          "VLLM_ALLOW_RUNTIME_LORA_UPDATING); needs --lora-dir");
 ABSL_FLAG(int64_t, mock_step_delay_us, 0,
           "--load-format mock: sleep this long per engine step to imitate compute");
 
@@ -111,11 +115,14 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
 
   ASSIGN_OR_RETURN(o.lora_modules, ParseLoraModules(absl::GetFlag(FLAGS_lora_modules)));
   o.max_lora_rank = absl::GetFlag(FLAGS_max_lora_rank);
-  o.max_loras = absl::GetFlag(FLAGS_max_loras);
-  if (o.max_loras < 1 || o.max_loras > kMaxLoraModules) {
+  const int64_t max_loras = absl::GetFlag(FLAGS_max_loras);
+  if (max_loras < 1 || max_loras > kMaxLoraModules) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--max-loras ", o.max_loras, " is not in 1..", kMaxLoraModules));
+        absl::StrCat("--max-loras ", max_loras, " is not in 1..", kMaxLoraModules));
   }
+  // Slots beyond --lora-modules only when adapters may come while serving: on a GPU each slot
+  // costs kernels in every step.
+  o.max_loras = AllowRuntimeLoraUpdatingFromFlags() ? max_loras : 0;
   if (o.max_lora_rank < 1 || o.max_lora_rank > kLargestLoraRank) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-lora-rank ", o.max_lora_rank, " is not in 1..", kLargestLoraRank));
@@ -129,6 +136,10 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
         "cache's type is --kv-cache-dtype."));
   }
   return o;
+}
+
+bool AllowRuntimeLoraUpdatingFromFlags() {
+  return absl::GetFlag(FLAGS_allow_runtime_lora_updating);
 }
 
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {

@@ -19,6 +19,8 @@ namespace pagellm::cli {
 // The backend the flags describe (--load-format mock selects the mock backend). InvalidArgument
 // for a --dtype the device does not compute in.
 absl::StatusOr<BackendOptions> BackendOptionsFromFlags();
+// --allow-runtime-lora-updating (adapter slots beyond --lora-modules: --max-loras).
+bool AllowRuntimeLoraUpdatingFromFlags();
 // --max-num-batched-tokens, or its default for `device` when 0: 256 for "cpu" (a step's latency
 // is what every running stream waits for; a 2048-token chunk takes seconds on a CPU), 2048
 // otherwise (vLLM's default for its API server).

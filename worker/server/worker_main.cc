@@ -38,9 +38,6 @@ ABSL_FLAG(std::string, worker_token, "",
           "Refuse calls without this token (the router's --worker-token); also from "
           "--worker-token-file or $PAGELLM_WORKER_TOKEN (preferred: flags show in process lists)");
 ABSL_FLAG(std::string, worker_token_file, "", "File holding --worker-token");
-ABSL_FLAG(bool, allow_runtime_lora_updating, false,
-          "serve LoadLoraAdapter/UnloadLoraAdapter (the router's /v1/load_lora_adapter and "
-          "/v1/unload_lora_adapter, vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING); needs --lora-dir");
 ABSL_FLAG(std::string, lora_dir, "",
           "the directory adapters load from while serving: a lora_path resolves inside it only");
 
@@ -70,7 +67,7 @@ absl::StatusOr<std::unique_ptr<pagellm::WorkerServer>> StartFromFlags() {
         "no --worker-token and no --tls-client-ca: any client that reaches this port can "
         "use the worker directly, bypassing the router's admission and API keys");
   }
-  so.lora.enabled = absl::GetFlag(FLAGS_allow_runtime_lora_updating);
+  so.lora.enabled = pagellm::cli::AllowRuntimeLoraUpdatingFromFlags();
   so.lora.lora_dir = absl::GetFlag(FLAGS_lora_dir);
   so.lora.load = std::move(model.lora_loader);
   return pagellm::WorkerServer::Start(std::move(so), std::move(model.backend),

@@ -18,13 +18,6 @@
 namespace pagellm {
 namespace {
 
-std::vector<std::string> AdapterNames(
-    const std::vector<std::shared_ptr<const LoraAdapter>>& adapters) {
-  std::vector<std::string> names;
-  for (const auto& adapter : adapters) names.push_back(adapter->name);
-  return names;
-}
-
 class CpuBackend : public Backend {
  public:
   CpuBackend(std::unique_ptr<kernels::ThreadPool> pool, std::unique_ptr<LlamaModel> model,
@@ -35,7 +28,7 @@ class CpuBackend : public Backend {
         cache_(std::move(cache)),
         swap_(std::move(swap)),
         options_(options),
-        adapters_(AdapterNames(options.lora_adapters), options.max_loras) {}
+        adapters_(options.lora_adapters, options.max_loras) {}
 
   const ModelConfig& config() const override { return model_->config(); }
   std::string name() const override { return "cpu"; }

@@ -46,6 +46,12 @@ struct CudaBackendOptions {
   // LoRA adapters served beside the model, whole (each rank uploads its slice); their names are
   // adapter_names(), in this order. Each must fit the checkpoint's shapes.
   std::vector<std::shared_ptr<const LoraAdapter>> lora_adapters;
+  // Adapter slots (lora_adapters fill the first; the rest take adapters loaded while serving,
+  // SetAdapter), each a device region reserved at start for rank <= max_lora_rank (or the
+  // largest of lora_adapters'). Slots cost a LoRA kernel pair per adapted GEMM of every step,
+  // adapters or not: 0 (the default) reserves none beyond lora_adapters.
+  int64_t max_loras = 0;
+  int64_t max_lora_rank = 16;
 };
 
 // One tensor the backend uploads: this rank's shard of it (a view into the checkpoint) and its

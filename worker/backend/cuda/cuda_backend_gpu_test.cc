@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/backend/cpu/sampler.h"
@@ -149,33 +150,45 @@ std::shared_ptr<const LoraAdapter> RandomAdapter(const ModelConfig& cfg, uint32_
   return adapter;
 }
 
+// Over one tiny checkpoint of cfg: the CPU backend serving `adapter` from --lora-modules, the
+// CPU backend without it, and a CUDA backend with `go`'s adapters and slots (a pool of 256
+// blocks, steps of 512 tokens, 8 sequences).
+struct LoraBackends {
+  std::unique_ptr<Backend> cpu, plain, gpu;
+};
+absl::StatusOr<LoraBackends> MakeLoraBackends(const ModelConfig& cfg,
+                                              std::shared_ptr<const LoraAdapter> adapter,
+                                              CudaBackendOptions go) {
+  auto ckpt = testing::TinyCheckpoint(GgmlType::kBF16, cfg, 7);
+  if (ckpt == nullptr) return absl::InternalError("no checkpoint");
+  LoraBackends b;
+  CpuBackendOptions co;
+  co.num_kv_blocks = 256;
+  co.kv_cache_dtype = "f32";
+  co.lora_adapters = {std::move(adapter)};
+  ASSIGN_OR_RETURN(b.cpu, CreateCpuBackend(ckpt, co));
+  co.lora_adapters.clear();
+  ASSIGN_OR_RETURN(b.plain, CreateCpuBackend(ckpt, co));
+  go.num_kv_blocks = 256;
+  go.max_batch_tokens = 512;
+  go.max_num_seqs = 8;
+  ASSIGN_OR_RETURN(b.gpu, CreateCudaBackend(ckpt, go));
+  return b;
+}
+
 TEST_P(CudaBackendGpuTest, LoraAdapterRowsMatchTheCpuBackend) {
   if (!HasGpu()) GTEST_SKIP() << "no CUDA device";
   // Sequence 0 runs the adapter, sequence 1 the base model, in the same steps: a prefill chunk,
   // a mixed step and decode steps (replayed graphs). Logits against the CPU backend's, which
   // applies the same adapter (tests/lora_test.cc checks that one against peft).
   const ModelConfig cfg = SmallConfig(GetParam());
-  auto ckpt = testing::TinyCheckpoint(GgmlType::kBF16, cfg, 7);
-  ASSERT_NE(ckpt, nullptr);
   const std::shared_ptr<const LoraAdapter> adapter = RandomAdapter(cfg, 11);
-  CpuBackendOptions co;
-  co.num_kv_blocks = 256;
-  co.kv_cache_dtype = "f32";
-  co.lora_adapters = {adapter};
-  auto cpu = CreateCpuBackend(ckpt, co);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  CpuBackendOptions plain_options = co;
-  plain_options.lora_adapters.clear();
-  auto plain = CreateCpuBackend(ckpt, plain_options);
-  ASSERT_TRUE(plain.ok()) << plain.status();
   CudaBackendOptions go;
-  go.num_kv_blocks = 256;
-  go.max_batch_tokens = 512;
-  go.max_num_seqs = 8;
   go.lora_adapters = {adapter};
-  auto gpu = CreateCudaBackend(ckpt, go);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  ASSERT_EQ((*gpu)->adapter_names(), std::vector<std::string>{"test-lora"});
+  auto backends = MakeLoraBackends(cfg, adapter, go);
+  ASSERT_TRUE(backends.ok()) << backends.status();
+  auto& [cpu, plain, gpu] = *backends;
+  ASSERT_EQ(gpu->adapter_names(), std::vector<std::string>{"test-lora"});
 
   const int64_t stride = cfg.max_position_embeddings / 16;
   Steps cpu_steps(16, stride), gpu_steps(16, stride), plain_steps(16, stride);
@@ -197,9 +210,9 @@ TEST_P(CudaBackendGpuTest, LoraAdapterRowsMatchTheCpuBackend) {
     const ForwardBatch pb = plain_steps.Build(plan[step]);
     std::vector<float> want(cb.num_logits * cfg.vocab_size), got(want.size(), NAN),
         base(want.size());
-    ASSERT_TRUE((*cpu)->ForwardLogits(cb, want.data()).ok());
-    ASSERT_TRUE((*plain)->ForwardLogits(pb, base.data()).ok());
-    const absl::Status s = (*gpu)->ForwardLogits(gb, got.data());
+    ASSERT_TRUE(cpu->ForwardLogits(cb, want.data()).ok());
+    ASSERT_TRUE(plain->ForwardLogits(pb, base.data()).ok());
+    const absl::Status s = gpu->ForwardLogits(gb, got.data());
     ASSERT_TRUE(s.ok()) << s;
     EXPECT_LT(RelativeError(got, want), 2e-2) << "step " << step;
     // The adapter's row moved well beyond that bound; the base row did not move at all.
@@ -213,6 +226,69 @@ TEST_P(CudaBackendGpuTest, LoraAdapterRowsMatchTheCpuBackend) {
       EXPECT_EQ(want1, base1) << "step " << step;
     }
   }
+}
+
+TEST_P(CudaBackendGpuTest, AnAdapterLoadedWhileServingMatchesTheCpuBackend) {
+  if (!HasGpu()) GTEST_SKIP() << "no CUDA device";
+  // Runtime LoRA updating: two reserved slots, none filled at start; the adapter goes into slot
+  // 1 between steps (captured decode graphs read the slot table as it is then), runs beside a
+  // base row as the CPU backend runs it from --lora-modules, and leaves again.
+  const ModelConfig cfg = SmallConfig(GetParam());
+  const std::shared_ptr<const LoraAdapter> adapter = RandomAdapter(cfg, 11);
+  CudaBackendOptions go;
+  go.max_loras = 2;
+  go.max_lora_rank = 8;
+  auto backends = MakeLoraBackends(cfg, adapter, go);
+  ASSERT_TRUE(backends.ok()) << backends.status();
+  auto& [cpu, plain, gpu] = *backends;
+  Backend& g = *gpu;
+  ASSERT_TRUE(g.adapters_can_change());
+  EXPECT_EQ(g.adapter_names(), (std::vector<std::string>{"", ""}));
+  ASSERT_TRUE(g.SetAdapter(1, adapter).ok());
+  EXPECT_EQ(g.adapter_names(), (std::vector<std::string>{"", "test-lora"}));
+  auto too_large = std::make_shared<LoraAdapter>(*RandomAdapter(cfg, 12));
+  too_large->rank = 16;  // beyond the slots' reserved rank
+  EXPECT_EQ(g.SetAdapter(0, too_large).code(), absl::StatusCode::kInvalidArgument);
+
+  const int64_t stride = cfg.max_position_embeddings / 16;
+  Steps cpu_steps(16, stride), gpu_steps(16, stride), plain_steps(16, stride);
+  std::mt19937 rng(6);
+  std::vector<std::vector<std::pair<int, std::vector<int32_t>>>> plan;
+  plan.push_back({{0, RandomTokens(30, rng)}, {1, RandomTokens(10, rng)}});
+  for (int i = 0; i < 2; ++i)
+    plan.push_back({{0, RandomTokens(1, rng)}, {1, RandomTokens(1, rng)}});
+  for (Steps* s : {&cpu_steps, &gpu_steps, &plain_steps}) {
+    s->AddSeq();
+    s->AddSeq();
+  }
+  for (size_t step = 0; step < plan.size(); ++step) {
+    const ForwardBatch cb = cpu_steps.Build(plan[step], {0, -1});
+    const ForwardBatch gb = gpu_steps.Build(plan[step], {1, -1});
+    const ForwardBatch pb = plain_steps.Build(plan[step]);
+    std::vector<float> want(cb.num_logits * cfg.vocab_size), got(want.size(), NAN),
+        base(want.size());
+    ASSERT_TRUE(cpu->ForwardLogits(cb, want.data()).ok());
+    ASSERT_TRUE(plain->ForwardLogits(pb, base.data()).ok());
+    const absl::Status st = g.ForwardLogits(gb, got.data());
+    ASSERT_TRUE(st.ok()) << st;
+    EXPECT_LT(RelativeError(got, want), 2e-2) << "step " << step;
+    const size_t v = static_cast<size_t>(cfg.vocab_size);
+    EXPECT_GT(RelativeError(std::vector<float>(got.begin(), got.begin() + v),
+                            std::vector<float>(base.begin(), base.begin() + v)),
+              1e-1)
+        << "the adapter changed nothing, step " << step;
+  }
+  // Unloaded: the base row goes on as the plain CPU backend's.
+  ASSERT_TRUE(g.SetAdapter(1, nullptr).ok());
+  EXPECT_EQ(g.SetAdapter(1, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(g.adapter_names(), (std::vector<std::string>{"", ""}));
+  const std::vector<std::pair<int, std::vector<int32_t>>> last = {{1, RandomTokens(1, rng)}};
+  const ForwardBatch pb = plain_steps.Build(last);
+  const ForwardBatch gb = gpu_steps.Build(last);
+  std::vector<float> want(cfg.vocab_size), got(cfg.vocab_size, NAN);
+  ASSERT_TRUE(plain->ForwardLogits(pb, want.data()).ok());
+  ASSERT_TRUE(g.ForwardLogits(gb, got.data()).ok());
+  EXPECT_LT(RelativeError(got, want), 2e-2);
 }
 
 TEST_P(CudaBackendGpuTest, CopyOnWriteAndSwapKeepTheNextStepBitIdentical) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "worker/backend/adapter_slots.h"
 #include "worker/backend/cuda/cuda_model.h"
 #include "worker/backend/cuda/device_kv_pool.h"
 #include "worker/backend/cuda/device_memory.h"
@@ -28,9 +29,8 @@ class CudaBackend : public Backend {
         model_(std::move(model)),
         pool_(std::move(pool)),
         engine_blocks_(engine_blocks),
-        options_(options) {
-    for (const auto& adapter : options.lora_adapters) adapter_names_.push_back(adapter->name);
-  }
+        options_(options),
+        adapters_(options.lora_adapters, options.max_loras) {}
   ~CudaBackend() override {
     (void)OnDevice();
     model_.reset();
@@ -45,7 +45,19 @@ class CudaBackend : public Backend {
   int64_t max_logits_rows() const override { return model_->max_logits_rows(); }
   int64_t num_kv_blocks() const override { return engine_blocks_; }
   int64_t num_swap_blocks() const override { return pool_->options().num_swap_blocks; }
-  const std::vector<std::string>& adapter_names() const override { return adapter_names_; }
+  const std::vector<std::string>& adapter_names() const override { return adapters_.names(); }
+  bool adapters_can_change() const override { return !adapters_.names().empty(); }
+  absl::Status SetAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) override {
+    RETURN_IF_ERROR(adapters_.Check(slot, adapter.get()));
+    std::unique_ptr<LoraAdapter> slice;
+    if (adapter != nullptr) {
+      ASSIGN_OR_RETURN(slice, ShardLoraAdapter(*adapter, options_.shard));
+    }
+    RETURN_IF_ERROR(OnDevice());
+    RETURN_IF_ERROR(model_->SetAdapter(slot, slice.get()));
+    adapters_.Set(slot, adapter.get());
+    return absl::OkStatus();
+  }
 
   absl::Status Forward(const ForwardBatch& batch, const SamplingBatch& sampling,
                        SamplerOutput* out) override {
@@ -114,7 +126,7 @@ class CudaBackend : public Backend {
   const int64_t engine_blocks_;
   int64_t last_logits_rows_ = 0;  // of the last step: rows FinalHidden may read
   const CudaBackendOptions options_;
-  std::vector<std::string> adapter_names_;
+  AdapterSlots adapters_;
   DeviceSampler sampler_{model_->config().vocab_size, stream_};
 };
 
@@ -210,6 +222,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaDeviceBackend(
   mo.num_sms = prop.multiProcessorCount;
   mo.comm = o.communicator;
   mo.shard = o.shard;
+  mo.max_loras = o.max_loras;
+  mo.max_lora_rank = o.max_lora_rank;
   for (const auto& adapter : o.lora_adapters) {
     ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> slice, ShardLoraAdapter(*adapter, o.shard));
     mo.lora_adapters.push_back(std::move(slice));

@@ -185,65 +185,109 @@ absl::Status CudaModel::Gemm(const void* w, int64_t n_out, int64_t n_in, const v
                       "GEMM");
 }
 
+absl::Status CudaModel::CheckAdapter(const LoraAdapter& a) const {
+  if (static_cast<int64_t>(a.layers.size()) != local_.num_layers || a.rank <= 0 ||
+      a.rank > lora_max_rank_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LoRA adapter ", a.name, " of rank ", a.rank, " does not fit the model's adapter slots (",
+        local_.num_layers, " layers, rank <= ", lora_max_rank_, ")"));
+  }
+  for (const auto& layer : a.layers) {
+    for (int m = 0; m < kNumLoraModules; ++m) {
+      const LoraMatrix& lm = layer[m];
+      if (lm.empty()) continue;
+      const auto [n_out, n_in] = LoraModuleShape(local_, static_cast<LoraModule>(m));
+      if (lm.n_out != n_out || lm.n_in != n_in ||
+          static_cast<int64_t>(lm.a.size()) != a.rank * n_in ||
+          static_cast<int64_t>(lm.bt.size()) != a.rank * n_out) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("LoRA adapter ", a.name, " module ", m, " is [", lm.n_out, ", ", lm.n_in,
+                         "], this rank's weights [", n_out, ", ", n_in, "]"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaModel::UploadAdapters() {
   const std::vector<std::shared_ptr<const LoraAdapter>>& adapters = opts_.lora_adapters;
-  num_adapters_ = static_cast<int64_t>(adapters.size());
-  if (adapters.empty()) return absl::OkStatus();
+  num_adapters_ = std::max<int64_t>(static_cast<int64_t>(adapters.size()), opts_.max_loras);
+  if (num_adapters_ == 0) return absl::OkStatus();
+  // Every slot's region holds an adapter of the largest rank any may have, on every module.
+  int64_t rank = opts_.max_loras > static_cast<int64_t>(adapters.size()) ? opts_.max_lora_rank : 1;
+  for (const auto& a : adapters) rank = std::max(rank, a->rank);
+  if (rank <= 0 || rank > kLargestLoraRank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoRA rank ", rank, " is not in 1..", kLargestLoraRank));
+  }
+  lora_max_rank_ = static_cast<int32_t>(rank);
   const ModelConfig& lc = local_;
-  int64_t floats = 0;
-  for (const auto& a : adapters) {
-    if (static_cast<int64_t>(a->layers.size()) != lc.num_layers || a->rank <= 0 ||
-        a->rank > kLargestLoraRank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LoRA adapter ", a->name, " does not fit the model"));
-    }
-    lora_max_rank_ = std::max(lora_max_rank_, static_cast<int32_t>(a->rank));
-    for (const auto& layer : a->layers) {
-      for (int m = 0; m < kNumLoraModules; ++m) {
-        const LoraMatrix& lm = layer[m];
-        if (lm.empty()) continue;
-        const auto [n_out, n_in] = LoraModuleShape(lc, static_cast<LoraModule>(m));
-        if (lm.n_out != n_out || lm.n_in != n_in) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("LoRA adapter ", a->name, " module ", m, " is [", lm.n_out, ", ",
-                           lm.n_in, "], this rank's weights [", n_out, ", ", n_in, "]"));
-        }
-        floats += static_cast<int64_t>(lm.a.size() + lm.bt.size());
-      }
-    }
+  int64_t per_layer = 0;
+  for (int m = 0; m < kNumLoraModules; ++m) {
+    const auto [n_out, n_in] = LoraModuleShape(lc, static_cast<LoraModule>(m));
+    per_layer += n_in + n_out;
   }
-  ASSIGN_OR_RETURN(lora_weights_,
-                   DeviceBuffer::Allocate(std::max<int64_t>(floats, 1) * 4, "LoRA adapters"));
-  std::vector<float> host;
-  host.reserve(floats);
-  std::vector<kernels::cuda::LoraSlot> slots(lc.num_layers * kNumLoraModules * num_adapters_);
-  for (int64_t ai = 0; ai < num_adapters_; ++ai) {
-    const LoraAdapter& a = *adapters[ai];
-    for (int64_t l = 0; l < lc.num_layers; ++l) {
-      for (int m = 0; m < kNumLoraModules; ++m) {
-        const LoraMatrix& lm = a.layers[l][m];
-        if (lm.empty()) continue;
-        kernels::cuda::LoraSlot& s = slots[(l * kNumLoraModules + m) * num_adapters_ + ai];
-        s.a = lora_weights_.as<float>() + host.size();
-        host.insert(host.end(), lm.a.begin(), lm.a.end());
-        s.bt = lora_weights_.as<float>() + host.size();
-        host.insert(host.end(), lm.bt.begin(), lm.bt.end());
-        s.rank = static_cast<int32_t>(a.rank);
-      }
-    }
-  }
-  const int64_t slot_bytes = static_cast<int64_t>(slots.size() * sizeof(kernels::cuda::LoraSlot));
+  lora_slot_floats_ = rank * per_layer * lc.num_layers;
+  const int64_t floats = lora_slot_floats_ * num_adapters_;
+  ASSIGN_OR_RETURN(lora_weights_, DeviceBuffer::Allocate(floats * 4, "LoRA adapters"));
+  lora_table_.assign(lc.num_layers * kNumLoraModules * num_adapters_, kernels::cuda::LoraSlot{});
+  const int64_t slot_bytes =
+      static_cast<int64_t>(lora_table_.size() * sizeof(kernels::cuda::LoraSlot));
   ASSIGN_OR_RETURN(lora_slots_, DeviceBuffer::Allocate(slot_bytes, "LoRA slots"));
   ASSIGN_OR_RETURN(
       lora_u_, DeviceBuffer::Allocate(opts_.max_batch_tokens * lora_max_rank_ * 4, "LoRA scratch"));
   scratch_bytes_ += floats * 4 + slot_bytes + opts_.max_batch_tokens * lora_max_rank_ * 4;
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(lora_weights_.get(), host.data(), host.size() * 4, cudaMemcpyHostToDevice),
-      "uploading the LoRA adapters"));
-  RETURN_IF_ERROR(
-      CudaStatus(cudaMemcpy(lora_slots_.get(), slots.data(), slot_bytes, cudaMemcpyHostToDevice),
-                 "uploading the LoRA slots"));
-  return CudaStatus(cudaDeviceSynchronize(), "uploading the LoRA adapters");
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    RETURN_IF_ERROR(CheckAdapter(*adapters[i]));
+    RETURN_IF_ERROR(FillSlot(static_cast<int64_t>(i), adapters[i].get()));
+  }
+  return adapters.empty() ? FillSlot(0, nullptr) : absl::OkStatus();  // the table, zeroed
+}
+
+absl::Status CudaModel::FillSlot(int64_t slot, const LoraAdapter* a) {
+  const ModelConfig& lc = local_;
+  // The slot's region: per layer and module, A at full rank [rank][n_in], then B^T [rank][n_out].
+  float* region = lora_weights_.as<float>() + slot * lora_slot_floats_;
+  std::vector<float> host;
+  if (a != nullptr) host.assign(lora_slot_floats_, 0.0f);
+  int64_t offset = 0;
+  for (int64_t l = 0; l < lc.num_layers; ++l) {
+    for (int m = 0; m < kNumLoraModules; ++m) {
+      const auto [n_out, n_in] = LoraModuleShape(lc, static_cast<LoraModule>(m));
+      kernels::cuda::LoraSlot& s = lora_table_[(l * kNumLoraModules + m) * num_adapters_ + slot];
+      s = kernels::cuda::LoraSlot{};
+      if (a != nullptr && !a->layers[l][m].empty()) {
+        const LoraMatrix& lm = a->layers[l][m];
+        std::copy(lm.a.begin(), lm.a.end(), host.begin() + offset);
+        std::copy(lm.bt.begin(), lm.bt.end(), host.begin() + offset + lora_max_rank_ * n_in);
+        s.a = region + offset;
+        s.bt = region + offset + lora_max_rank_ * n_in;
+        s.rank = static_cast<int32_t>(a->rank);
+      }
+      offset += lora_max_rank_ * (n_in + n_out);
+    }
+  }
+  // No step may read the table or the region while they change.
+  RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "LoRA slot change"));
+  if (a != nullptr) {
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(region, host.data(), host.size() * 4, cudaMemcpyHostToDevice, stream_),
+        "uploading a LoRA adapter"));
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(lora_slots_.get(), lora_table_.data(),
+                                             lora_table_.size() * sizeof(kernels::cuda::LoraSlot),
+                                             cudaMemcpyHostToDevice, stream_),
+                             "uploading the LoRA slots"));
+  return CudaStatus(cudaStreamSynchronize(stream_), "uploading a LoRA adapter");
+}
+
+absl::Status CudaModel::SetAdapter(int64_t slot, const LoraAdapter* adapter) {
+  if (slot < 0 || slot >= num_adapters_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoRA slot ", slot, " of ", num_adapters_, " slots"));
+  }
+  if (adapter != nullptr) RETURN_IF_ERROR(CheckAdapter(*adapter));
+  return FillSlot(slot, adapter);
 }
 
 absl::Status CudaModel::AddLora(int64_t layer, LoraModule m, const void* x, int64_t ldx, void* y,

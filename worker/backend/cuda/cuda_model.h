@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/cuda/lora.h"
 #include "kernels/cuda/prefill_attention.h"
 #include "worker/backend/cuda/cublas_api.h"
 #include "worker/backend/cuda/device_kv_pool.h"
@@ -56,6 +57,11 @@ struct CudaModelOptions {
   // LoRA adapters, already this rank's slices (ShardLoraAdapter), indexed by
   // ForwardBatch::seq_adapter: uploaded in fp32, applied after each adapted GEMM.
   std::vector<std::shared_ptr<const LoraAdapter>> lora_adapters;
+  // Adapter slots in all (SetAdapter; at least lora_adapters.size()), each a device region
+  // reserved at start for an adapter of rank <= max(max_lora_rank, lora_adapters' ranks) on every
+  // module, so that loading one while serving allocates nothing.
+  int64_t max_loras = 0;
+  int64_t max_lora_rank = 16;
 };
 
 class CudaModel {
@@ -103,6 +109,12 @@ class CudaModel {
   // a block the engine never gets. Attention in a graph is split for the model's full context.
   absl::Status CaptureDecodeGraphs(const DeviceKvPool& pool, int32_t pad_block);
 
+  // Puts `adapter` (this rank's slice; null: none) in adapter slot `slot` between steps: its
+  // matrices go to the slot's reserved region and the slot table the kernels (and the captured
+  // graphs) read points at them. InvalidArgument when the slot does not exist or the adapter
+  // does not fit it.
+  absl::Status SetAdapter(int64_t slot, const LoraAdapter* adapter);
+
  private:
   CudaModel() = default;
   // y[rows][n_out] = x[rows][n_in] W^T with W [n_out][n_in], in `out_type` (compute type or fp32).
@@ -136,8 +148,14 @@ class CudaModel {
   // synchronization: capturable).
   absl::Status Enqueue(int64_t n, const StepShape& shape, const DeviceKvPool& pool);
 
-  // Uploads opts_.lora_adapters (Create). InvalidArgument when one does not fit the weights.
+  // Reserves the adapter slots and uploads opts_.lora_adapters into the first (Create).
+  // InvalidArgument when one does not fit the weights.
   absl::Status UploadAdapters();
+  // InvalidArgument unless `a` (this rank's slice) fits the weights and a slot's region.
+  [[nodiscard]] absl::Status CheckAdapter(const LoraAdapter& a) const;
+  // Points slot `slot`'s table entries at `a`'s matrices, uploaded into the slot's region (null:
+  // no adapter), and uploads the table. Waits for the stream.
+  absl::Status FillSlot(int64_t slot, const LoraAdapter* a);
   // y += the adapters' product for module m of `layer` over the n tokens' rows (kernels/cuda/
   // lora.h); nothing when no adapter is served.
   absl::Status AddLora(int64_t layer, LoraModule m, const void* x, int64_t ldx, void* y,
@@ -179,9 +197,11 @@ class CudaModel {
   // LoRA: the adapters' fp32 matrices, their slots [layer][module][adapter], the per-token adapter
   // (in the batch block) and the shrink's [max_batch_tokens][max rank] scratch.
   DeviceBuffer lora_weights_, lora_slots_, lora_u_;
+  std::vector<kernels::cuda::LoraSlot> lora_table_;  // the host copy of lora_slots_
   int32_t* d_adapter_ = nullptr;
-  int32_t lora_max_rank_ = 0;
-  int64_t num_adapters_ = 0;
+  int32_t lora_max_rank_ = 0;     // every slot's capacity
+  int64_t lora_slot_floats_ = 0;  // one slot's region
+  int64_t num_adapters_ = 0;      // slots
   int32_t pad_block_ = 0;
   std::vector<DecodeGraph> graphs_;  // by rows, ascending; empty when eager
 };

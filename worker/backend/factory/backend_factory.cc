@@ -29,6 +29,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   if (options.device == "cuda") {
     CudaBackendOptions cuda = options.cuda;
     cuda.lora_adapters = std::move(adapters);
+    cuda.max_loras = options.max_loras;
+    cuda.max_lora_rank = options.max_lora_rank;
     return CreateCudaBackend(std::move(checkpoint), cuda);
   }
   CpuBackendOptions cpu = options.cpu;

@@ -32,8 +32,9 @@ struct BackendOptions {
   // their names only.
   std::vector<LoraModuleSpec> lora_modules;
   int64_t max_lora_rank = 16;
-  // Adapter slots (--max-loras): those lora_modules do not fill take adapters loaded while
-  // serving (Backend::SetAdapter). Fewer than lora_modules: exactly those.
+  // Adapter slots (--max-loras with --allow-runtime-lora-updating): those lora_modules do not
+  // fill take adapters loaded while serving (Backend::SetAdapter). Fewer than lora_modules
+  // (0 by default): exactly those.
   int64_t max_loras = 0;
 };
 

@@ -103,7 +103,7 @@ class ScriptedBackend : public Backend {
   std::vector<int32_t> swap_;    // likewise for the swap pool
   std::vector<int32_t> context_;
   std::vector<float> hidden_;  // [num_logits][kHiddenSize] of the last step
-  AdapterSlots adapters_{{}, options_.adapter_slots};
+  AdapterSlots adapters_{std::vector<std::string>(), options_.adapter_slots};
   HostSampler sampler_;
   int64_t forward_calls_ = 0;
   int64_t all_decode_steps_ = 0;
