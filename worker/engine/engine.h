@@ -240,7 +240,8 @@ class Engine {
   // (EraseGroup: for groups the scheduler has already let go).
   void RemoveGroup(SequenceGroup* group);
   void EraseGroup(SequenceGroup* group);
-  // Empties a retired adapter's slot in the backend once no request holds it.
+  // Empties a retired adapter's slot in the backend once no request holds it (if the backend
+  // fails to, the slot stays retired).
   void EmptySlot(int32_t slot);
 
   Backend* backend_ = nullptr;
