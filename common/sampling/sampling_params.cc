@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
@@ -232,24 +231,6 @@ absl::Status SamplingParams::CheckContext(int64_t prompt_len, int64_t max_model_
   return absl::InvalidArgumentError(
       absl::StrCat("prompt (", prompt_len, " tokens) + max_tokens (", max_tokens, ") = ", total,
                    " exceeds the maximum model length of ", max_model_len));
-}
-
-absl::Status CheckLoraAdapterName(std::string_view name, std::string_view what) {
-  const std::string w(what);
-  if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(w.c_str(), " is empty"));
-  if (name.size() > kMaxLoraAdapterNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        w.c_str(), " '", std::string(name.substr(0, 40)).c_str(), "...' is over 128 bytes"));
-  }
-  for (const char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' &&
-        c != '/' && c != '-') {
-      return absl::InvalidArgumentError(
-          absl::StrCat(w.c_str(), " '", std::string(name).c_str(),
-                       "' may hold only letters, digits and . _ : / -"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace pagellm

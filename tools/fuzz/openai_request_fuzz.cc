@@ -1,9 +1,12 @@
 // libFuzzer target for the OpenAI-compatible request bodies (router/http/openai_request.h): the
-// bytes go to both ParseCompletionRequest and ParseChatRequest.
+// bytes go to ParseCompletionRequest, ParseChatRequest and ParseLoraChangeRequest (load and
+// unload).
 //
 // Invariants (abort() when one fails): an error is InvalidArgument; a parsed request has 1 to
 // kMaxPromptsPerRequest prompts (a chat request exactly one, with a chat prompt), n >= 1, and
 // `stream_options` only with `stream`; its GenerateRequests serialize and parse back unchanged.
+// A parsed LoRA change has a name CheckLoraAdapterName accepts and, to load, a path of 1 to
+// 4,096 bytes.
 //
 // Build and run: see tools/fuzz/run_ci.sh (seeds in tools/fuzz/seeds/openai_request_fuzz/;
 // dictionary tools/fuzz/openai_request.dict).
@@ -12,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/sampling/sampling_params.h"
 #include "router/http/openai_request.h"
 #include "tools/fuzz/fuzz_check.h"
 
@@ -35,11 +39,23 @@ void Check(const absl::StatusOr<pagellm::OpenAiRequest>& r, bool chat) {
   }
 }
 
+void CheckLoraChange(const absl::StatusOr<pagellm::LoraChangeRequest>& r, bool load) {
+  if (!r.ok()) {
+    FUZZ_CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    return;
+  }
+  FUZZ_CHECK(r->load == load);
+  FUZZ_CHECK(pagellm::CheckLoraAdapterName(r->lora_name, "lora_name").ok());
+  FUZZ_CHECK(!load || (!r->lora_path.empty() && r->lora_path.size() <= 4096));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   Check(pagellm::ParseCompletionRequest(body), /*chat=*/false);
   Check(pagellm::ParseChatRequest(body), /*chat=*/true);
+  CheckLoraChange(pagellm::ParseLoraChangeRequest(body, /*load=*/true), true);
+  CheckLoraChange(pagellm::ParseLoraChangeRequest(body, /*load=*/false), false);
   return 0;
 }
