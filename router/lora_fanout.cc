@@ -54,11 +54,11 @@ struct Call {
   void OnDone(const grpc::Status& status) {
     std::unique_ptr<Call> owned(this);
     const absl::Status st = FromGrpcStatus(status);
-    if (st.ok() || st.code() != absl::StatusCode::kUnavailable) {
-      // The worker answered: its list is current, whatever the outcome.
+    if (st.ok()) {
+      // What the worker serves now (a failed call carries no response: its polls tell).
       fan->pool->SetAdapters(worker.get(),
                              {response.lora_adapters().begin(), response.lora_adapters().end()});
-    } else {
+    } else if (st.code() == absl::StatusCode::kUnavailable) {
       fan->pool->ReportUnavailable(worker.get());
     }
     if (!st.ok()) {

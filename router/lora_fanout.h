@@ -2,12 +2,12 @@
 // LoraChangeRequest: load or unload) sent to every ready worker at once (Worker.LoadLoraAdapter /
 // UnloadLoraAdapter), as vLLM's /v1/load_lora_adapter does for its one engine.
 //
-// Each worker's answer lists the adapters it serves after the change; the pool takes that list
-// at once (WorkerPool::SetAdapters), so a request naming a just-loaded adapter is routed to the
-// workers that have it without waiting for their next poll. Workers differ afterwards only where
-// the change failed on some of them (the outcome says which); a worker that starts later serves
-// its --lora-modules only -- runtime changes are not replayed, as in vLLM -- and the pool routes
-// each adapter's requests to the workers that serve it.
+// Each worker that applied the change answers with the adapters it serves now; the pool takes
+// that list at once (WorkerPool::SetAdapters), so a request naming a just-loaded adapter is routed
+// to the workers that have it without waiting for their next poll. Workers differ afterwards only
+// where the change failed on some of them (the outcome says which); a worker that starts later
+// serves its --lora-modules only -- runtime changes are not replayed, as in vLLM -- and the pool
+// routes each adapter's requests to the workers that serve it.
 //
 // Thread-safe; returns at once; `done` runs once, on a gRPC thread (or this one when no worker
 // is ready), and must not block.

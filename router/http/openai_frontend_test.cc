@@ -681,6 +681,9 @@ TEST_F(OpenAiFrontendTest, RuntimeLoraAdaptersLoadOnEveryWorkerAndUnload) {
   // base model's name, malformed bodies, the wrong method.
   r = Post(port(), "/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "p"}});
   EXPECT_EQ(r.status, 400) << r.body;
+  // A refused change leaves the router's view of the workers as it was.
+  r = Post(port(), "/v1/completions", {{"model", "sql"}, {"prompt", "hi"}, {"max_tokens", 1}});
+  EXPECT_EQ(r.status, 200) << r.body;
   r = Post(port(), "/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", "bad"}});
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_THAT(r.body, HasSubstr("2 of 2 workers refused"));
