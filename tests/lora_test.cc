@@ -12,9 +12,13 @@
 //   - refuse an adapter it does not serve;
 //   - load and unload adapters while serving (runtime LoRA updating): an unloaded adapter is
 //     refused at once while its running requests finish as peft's, its slot is freed after the
-//     last, and an adapter loaded into it continues as peft's.
+//     last, and an adapter loaded into it continues as peft's;
+//   - serve more adapters than it has slots (--max-cpu-loras above --max-loras): adapters move
+//     in and out of the one slot as their requests run, each request continuing as peft's with
+//     its own adapter.
 // With PAGELLM_TEST_TP=3 (ctest lora_test_tp3) the same runs over a tensor-parallel group, each
 // rank applying its slice of the adapter.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -251,6 +255,65 @@ TEST_P(LoraTest, AdaptersLoadAndUnloadWhileServing) {
   ASSERT_TRUE(other.ok());
   const absl::Status full = e.LoadAdapter(*other);
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_EQ(e.num_used_blocks(), 0);
+}
+
+TEST_P(LoraTest, ServesMoreAdaptersThanSlotsMovingThemAsRequestsNeed) {
+  if (std::string(GetParam()).ends_with("-hf")) GTEST_SKIP() << "the base's layout plays no part";
+  EngineOptions o;
+  o.max_cpu_loras = 3;
+  auto engine = Engine::Create(model_.backend.get(), model_.tokenizer.get(), o);
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  ASSERT_TRUE(e.UnloadAdapter("test-lora").ok());  // its slot now takes adapters that move
+  // Three adapters, one slot. "muted" is the adapter with B = 0: it must write what the base
+  // model writes, so a request run with another adapter's weights shows. (A tensor-parallel
+  // group's followers read adapters from their directories: there, the same weights under
+  // three names.)
+  auto first = model_.load_lora({"first", kAdapter});
+  auto second = model_.load_lora({"second", kAdapter});
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto muted = std::make_shared<LoraAdapter>(**second);
+  muted->name = "muted";
+  const bool tp = model_.backend->tensor_parallel_size() > 1;
+  for (auto& layer : muted->layers) {
+    for (LoraMatrix& m : layer) {
+      if (!tp) std::fill(m.bt.begin(), m.bt.end(), 0.0f);
+    }
+  }
+  ASSERT_TRUE(e.LoadAdapter(*first).ok());
+  ASSERT_TRUE(e.LoadAdapter(muted).ok());
+  ASSERT_TRUE(e.LoadAdapter(*second).ok());
+  auto fourth = model_.load_lora({"fourth", kAdapter});
+  ASSERT_TRUE(fourth.ok());
+  EXPECT_EQ(e.LoadAdapter(*fourth).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(e.served_adapters().size(), 3u);
+
+  // Every adapter's requests and the base model's, all queued before the first step.
+  const size_t n = fixture_["cases"].size();
+  const std::vector<std::string> adapters = {"first", "muted", "second", ""};
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t a = 0; a < adapters.size(); ++a) {
+      SamplingParams p = testing::GreedyParams(fixture_["n_gen"].get<int>());
+      p.lora_adapter = adapters[a];
+      const auto ids = fixture_["cases"][i]["prompt_ids"].get<std::vector<int32_t>>();
+      ASSERT_TRUE(e.AddRequest(absl::StrCat(a, "-", i), ids, p).ok());
+    }
+  }
+  auto run = testing::RunEngine(&e);
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::vector<std::vector<std::vector<int32_t>>> got(adapters.size(),
+                                                     std::vector<std::vector<int32_t>>(n));
+  for (const auto& [key, tokens] : run->tokens) {
+    const size_t dash = key.first.find('-');
+    got[std::stoul(key.first.substr(0, dash))][std::stoul(key.first.substr(dash + 1))] = tokens;
+  }
+  ExpectMatches(got[0], "lora_greedy", "first of three adapters in one slot");
+  ExpectMatches(got[1], tp ? "lora_greedy" : "base_greedy", "muted, between the others");
+  ExpectMatches(got[2], "lora_greedy", "second of three adapters in one slot");
+  ExpectMatches(got[3], "base_greedy", "the base model beside them");
+  // Each adapter went into the slot when its requests ran (after the loads moved them in turn).
+  EXPECT_GE(run->stats.lora_slot_loads, 3 + 2);
   EXPECT_EQ(e.num_used_blocks(), 0);
 }
 

@@ -12,7 +12,9 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
     with the adapter (pagellm generate --lora-adapter), not as the base model; the same adapter
     loaded at run time (/v1/load_lora_adapter, from inside the workers' --lora-dir) under another
     name writes the same text, is refused outside that directory or twice, and once unloaded is
-    a 404 (vLLM's runtime LoRA updating);
+    a 404 (vLLM's runtime LoRA updating); with one slot for adapters loaded at run time
+    (--max-loras 2, one held by --lora-modules) and room for three (--max-cpu-loras), two such
+    adapters take turns in the slot, both writing that text;
   - tool calling: named and "required" tool_choice (the SDK's parse() with
     pydantic_function_tool), streamed and not, a tool result sent back, "auto" with the hermes
     parser;
@@ -74,7 +76,7 @@ class OpenAiApiTest(unittest.TestCase):
             raise unittest.SkipTest(f"missing: {missing}")
         debug = ("--log-level", "debug")
         lora = ("--lora-modules", f"{LORA}={LORA_DIR}", "--allow-runtime-lora-updating",
-                "--lora-dir", os.path.dirname(LORA_DIR))
+                "--lora-dir", os.path.dirname(LORA_DIR), "--max-loras", "2", "--max-cpu-loras", "3")
         cls.workers = [e2e.StartWorker(f"oa_worker{i}", extra=debug + lora) for i in range(2)]
         for w in cls.workers:
             w.WaitServing(timeout=120)
@@ -160,6 +162,30 @@ class OpenAiApiTest(unittest.TestCase):
             status, body = self.Raw("POST", "/v1/load_lora_adapter",
                                     {"lora_name": name, "lora_path": path})
             self.assertEqual(status, 400, body)
+            # A second one: both share the slot the --lora-modules adapter leaves, in turns.
+            second = "runtime-lora-2"
+            status, body = self.Raw("POST", "/v1/load_lora_adapter",
+                                    {"lora_name": second, "lora_path": path})
+            self.assertEqual(status, 200, body)
+            try:
+                for model in (name, second, name, second):
+                    r = self.client.completions.create(model=model, prompt=prompt, max_tokens=16,
+                                                       temperature=0)
+                    self.assertEqual((r.model, r.choices[0].text), (model, want))
+                # Each worker put the first in its empty slot when it loaded it; a worker that ran
+                # the second put that one in too (at its load, or by taking the first's place).
+                def loads():
+                    return sum(w.Metric("pagellm_lora_slot_loads_total") for w in self.workers)
+                deadline = time.monotonic() + 5
+                while loads() < 3 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertGreaterEqual(loads(), 3)
+                status, body = self.Raw("POST", "/v1/load_lora_adapter",
+                                        {"lora_name": "a-fourth", "lora_path": path})
+                self.assertEqual(status, 429, body)
+                self.assertIn("--max-cpu-loras", body["error"]["message"])
+            finally:
+                self.Raw("POST", "/v1/unload_lora_adapter", {"lora_name": second})
             for outside in ("/etc", "../../..", "no-such-adapter"):
                 status, body = self.Raw("POST", "/v1/load_lora_adapter",
                                         {"lora_name": "other", "lora_path": outside})

@@ -1,59 +1,130 @@
 #include "worker/engine/adapter_table.h"
 
+#include <memory>
+#include <string>
+
 #include "common/prefix_cache/block_hash.h"
 #include "gtest/gtest.h"
+#include "worker/model/lora_adapter.h"
 
 namespace pagellm {
 namespace {
 
-TEST(AdapterTableTest, StartsWithTheBackendsAdaptersAndEmptySlots) {
-  AdapterTable t({"sql", "", "chat"});
+std::shared_ptr<const LoraAdapter> Weights(const std::string& name) {
+  auto a = std::make_shared<LoraAdapter>();
+  a->name = name;
+  a->rank = 8;
+  return a;
+}
+
+TEST(AdapterTableTest, StartsWithTheBackendsAdaptersFixedInTheirSlots) {
+  AdapterTable t({"sql", "", "chat"}, 0);
   EXPECT_EQ(t.Served(), (std::vector<std::string>{"sql", "chat"}));
-  EXPECT_EQ(*t.Find("chat"), 2);
+  const int32_t chat = *t.Find("chat");
+  EXPECT_EQ(t.slot(chat), 2);
+  EXPECT_FALSE(t.moves(chat));
   const absl::StatusOr<int32_t> missing = t.Find("other");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("sql, chat"), std::string::npos);
-  EXPECT_EQ(*t.EmptySlotFor("other"), 1);
-  EXPECT_EQ(t.EmptySlotFor("sql").status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(t.Add(Weights("sql")).status().code(), absl::StatusCode::kAlreadyExists);
+  // One slot is free for adapters that move; capacity (raised to the 3 slots) has one id left.
+  EXPECT_EQ(t.moving_slots(), 1);
+  const int32_t other = *t.Add(Weights("other"));
+  EXPECT_TRUE(t.moves(other));
+  EXPECT_EQ(t.slot(other), -1);  // in no slot until a step needs it
+  EXPECT_EQ(t.SlotToFill(1), 1);
+  const absl::StatusOr<int32_t> full = t.Add(Weights("third"));
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.status().message().find("--max-cpu-loras"), std::string::npos);
 }
 
-TEST(AdapterTableTest, ARetiredAdapterKeepsItsSlotUntilItsLastRequestEnds) {
-  AdapterTable t({"sql"});
-  t.Acquire(0);
-  t.Acquire(0);
-  EXPECT_FALSE(t.Retire(0));  // two requests still use it
+TEST(AdapterTableTest, ServesMoreAdaptersThanSlotsUpToItsCapacity) {
+  AdapterTable t({"", ""}, 4);
+  int32_t ids[4];
+  for (int i = 0; i < 4; ++i) ids[i] = *t.Add(Weights("a" + std::to_string(i)));
+  EXPECT_EQ(t.Served().size(), 4u);
+  EXPECT_EQ(t.Add(Weights("a4")).status().code(), absl::StatusCode::kResourceExhausted);
+  // Step 1 needs a0 and a1: the two empty slots.
+  t.Touch(ids[0], 1);
+  t.Touch(ids[1], 1);
+  t.Place(ids[0], t.SlotToFill(1));
+  t.Place(ids[1], t.SlotToFill(1));
+  EXPECT_EQ(t.slot(ids[0]), 0);
+  EXPECT_EQ(t.slot(ids[1]), 1);
+  EXPECT_EQ(t.SlotToFill(1), -1);  // both hold adapters step 1 uses
+  // Step 2 needs a1 and a2: a0's slot, the one not used in step 2.
+  t.Touch(ids[1], 2);
+  t.Touch(ids[2], 2);
+  const int32_t slot = t.SlotToFill(2);
+  EXPECT_EQ(slot, 0);
+  EXPECT_TRUE(t.Vacate(slot));
+  t.Place(ids[2], slot);
+  EXPECT_EQ(t.slot(ids[0]), -1);
+  EXPECT_EQ(t.slot(ids[2]), 0);
+}
+
+TEST(AdapterTableTest, TheLeastRecentlyUsedAdapterLeavesItsSlot) {
+  AdapterTable t({"", ""}, 3);
+  const int32_t a = *t.Add(Weights("a"));
+  const int32_t b = *t.Add(Weights("b"));
+  const int32_t c = *t.Add(Weights("c"));
+  t.Touch(a, 1);
+  t.Place(a, t.SlotToFill(1));
+  t.Touch(b, 2);
+  t.Place(b, t.SlotToFill(2));
+  t.Touch(a, 3);  // a is used again after b
+  t.Touch(c, 4);
+  EXPECT_EQ(t.SlotToFill(4), t.slot(b));
+}
+
+TEST(AdapterTableTest, ARetiredAdapterStaysUntilItsLastRequestEnds) {
+  AdapterTable t({"sql"}, 0);
+  const int32_t sql = *t.Find("sql");
+  t.Acquire(sql);
+  t.Acquire(sql);
+  EXPECT_FALSE(t.Retire(sql));  // two requests still use it
   EXPECT_EQ(t.Find("sql").status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(t.Served().empty());
-  // Its slot is not free yet: a new adapter has nowhere to go.
-  const absl::StatusOr<int32_t> full = t.EmptySlotFor("sql");
+  // Its id and slot are not free yet: a new adapter has nowhere to go.
+  const absl::StatusOr<int32_t> full = t.Add(Weights("sql"));
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(full.status().message().find("1 by adapters being unloaded"), std::string::npos);
-  EXPECT_FALSE(t.Release(0));
-  EXPECT_TRUE(t.Release(0));  // the last one: the caller frees the slot
-  t.Free(0);
-  EXPECT_EQ(*t.EmptySlotFor("sql"), 0);
+  EXPECT_NE(full.status().message().find("1 of them being unloaded"), std::string::npos);
+  EXPECT_FALSE(t.Release(sql));
+  EXPECT_TRUE(t.Release(sql));  // the last one: the caller drops it
+  EXPECT_EQ(t.Drop(sql), 0);    // its slot, to be emptied in the backend
+  EXPECT_EQ(t.moving_slots(), 1);
+  EXPECT_TRUE(t.Add(Weights("sql")).ok());
 }
 
-TEST(AdapterTableTest, AnUnusedAdapterRetiresAtOnce) {
-  AdapterTable t({"sql"});
-  EXPECT_TRUE(t.Retire(0));
-  t.Free(0);
-  EXPECT_EQ(*t.EmptySlotFor("x"), 0);
+TEST(AdapterTableTest, SlotsHeldByFixedAdaptersOrBrokenTakeNoMovingAdapter) {
+  AdapterTable t({"sql"}, 2);
+  EXPECT_EQ(t.moving_slots(), 0);
+  const absl::StatusOr<int32_t> refused = t.Add(Weights("x"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("--lora-modules"), std::string::npos);
+  EXPECT_EQ(t.SlotToFill(1), -1);
+  const int32_t sql = *t.Find("sql");
+  ASSERT_TRUE(t.Retire(sql));
+  EXPECT_EQ(t.Drop(sql), 0);
+  EXPECT_EQ(t.moving_slots(), 1);
+  t.BreakSlot(0);
+  EXPECT_EQ(t.moving_slots(), 0);
+  EXPECT_EQ(t.SlotToFill(1), -1);
 }
 
 TEST(AdapterTableTest, AReloadedNameGetsAPrefixCacheNamespaceOfItsOwn) {
-  AdapterTable t({"", ""});
-  t.Install(0, "sql");
+  AdapterTable t({"", ""}, 0);
+  const int32_t first = *t.Add(Weights("sql"));
   // The first adapter under a name: the namespace every worker and the router compute.
-  EXPECT_EQ(t.cache_namespace(0), PrefixCacheNamespace("sql"));
-  t.Acquire(0);
-  EXPECT_FALSE(t.Retire(0));
-  // Loaded again (other weights, perhaps) while the old one drains: another slot, another
+  EXPECT_EQ(t.cache_namespace(first), PrefixCacheNamespace("sql"));
+  t.Acquire(first);
+  EXPECT_FALSE(t.Retire(first));
+  // Loaded again (other weights, perhaps) while the old one drains: another id, another
   // namespace, so that its requests never read the old adapter's KV.
-  t.Install(*t.EmptySlotFor("sql"), "sql");
-  EXPECT_EQ(*t.Find("sql"), 1);
-  EXPECT_NE(t.cache_namespace(1), t.cache_namespace(0));
-  EXPECT_NE(t.cache_namespace(1), PrefixCacheNamespace(""));
+  const int32_t second = *t.Add(Weights("sql"));
+  EXPECT_EQ(*t.Find("sql"), second);
+  EXPECT_NE(t.cache_namespace(second), t.cache_namespace(first));
+  EXPECT_NE(t.cache_namespace(second), PrefixCacheNamespace(""));
 }
 
 }  // namespace

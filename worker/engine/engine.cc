@@ -42,7 +42,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
   RETURN_IF_ERROR(options.speculative.Validate());
   std::unique_ptr<Engine> e(new Engine());
   e->backend_ = backend;
-  e->adapters_ = AdapterTable(backend->adapter_names());
+  e->adapters_ = AdapterTable(backend->adapter_names(), options.max_cpu_loras);
   e->tokenizer_ = tokenizer;
   e->options_ = options;
   const int64_t ctx = backend->config().max_position_embeddings;
@@ -95,6 +95,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
           ? kMaxScoredRowsPerStep
           : std::min(kMaxScoredRowsPerStep, backend->max_logits_rows() - options.max_num_seqs);
   so.max_scored_tokens = std::max<int64_t>(e->max_scored_tokens_, 1);
+  so.lora_slots = e->adapters_.moving_slots();
   e->scheduler_ = std::make_unique<Scheduler>(so, e->block_manager_.get());
   e->block_table_stride_ = (e->max_model_len_ + bo.block_size - 1) / bo.block_size;
   e->eos_ids_ = tokenizer->end_of_generation_ids();
@@ -179,6 +180,11 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   int32_t adapter = -1;
   if (!params.lora_adapter.empty()) {
     ASSIGN_OR_RETURN(adapter, adapters_.Find(params.lora_adapter));
+    if (adapters_.moves(adapter) && adapters_.moving_slots() == 0) {
+      // Every slot broke (see EmptySlot): it could never run.
+      return absl::UnavailableError(absl::StrCat("no LoRA slot can take adapter `",
+                                                 params.lora_adapter, "` any more"));
+    }
   }
   if (groups_.contains(request_id))
     return absl::AlreadyExistsError(absl::StrCat("request id '", request_id, "' is in use"));
@@ -193,6 +199,7 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   group->adapter = adapter;
   if (adapter >= 0) {
     adapters_.Acquire(adapter);
+    group->adapter_swaps = adapters_.moves(adapter);
     group->cache_namespace = adapters_.cache_namespace(adapter);
   }
   if (!params.allowed_token_ids.empty()) group->allowed_mask = structured_->AllowedMask(params);
@@ -222,7 +229,7 @@ void Engine::RemoveGroup(SequenceGroup* group) {
 }
 
 void Engine::EraseGroup(SequenceGroup* group) {
-  if (group->adapter >= 0 && adapters_.Release(group->adapter)) EmptySlot(group->adapter);
+  if (group->adapter >= 0 && adapters_.Release(group->adapter)) DropAdapter(group->adapter);
   groups_.erase(group->request_id);
 }
 
@@ -231,28 +238,75 @@ absl::Status Engine::LoadAdapter(std::shared_ptr<const LoraAdapter> adapter) {
     return absl::InvalidArgumentError("a LoRA adapter needs a name");
   }
   if (!backend_->adapters_can_change()) return backend_->AdaptersFixed();
-  ASSIGN_OR_RETURN(const int32_t slot, adapters_.EmptySlotFor(adapter->name));
-  const std::string name = adapter->name;
-  RETURN_IF_ERROR(backend_->SetAdapter(slot, std::move(adapter)));
-  adapters_.Install(slot, name);
+  ASSIGN_OR_RETURN(const int32_t id, adapters_.Add(std::move(adapter)));
+  // Into a slot now where one is free (or idle): the backend checks that it fits.
+  const int32_t slot = adapters_.SlotToFill(adapter_step_);
+  if (slot < 0) return absl::OkStatus();
+  if (absl::Status st = PlaceAdapter(id, slot); !st.ok()) {
+    PAGELLM_CHECK(adapters_.Retire(id), "a new LoRA adapter has requests");
+    DropAdapter(id);
+    return st;
+  }
   return absl::OkStatus();
 }
 
 absl::Status Engine::UnloadAdapter(const std::string& name) {
   if (!backend_->adapters_can_change()) return backend_->AdaptersFixed();
-  ASSIGN_OR_RETURN(const int32_t slot, adapters_.Find(name));
-  if (adapters_.Retire(slot)) EmptySlot(slot);
+  ASSIGN_OR_RETURN(const int32_t id, adapters_.Find(name));
+  if (adapters_.Retire(id)) DropAdapter(id);
   return absl::OkStatus();
 }
 
-void Engine::EmptySlot(int32_t slot) {
-  // The slot holds a loaded adapter that no batch names any more. A backend that cannot let go
-  // of it (a broken tensor-parallel group) keeps the slot retired: never named, never reused.
+void Engine::DropAdapter(int32_t id) {
+  const int32_t slot = adapters_.Drop(id);
+  if (slot >= 0) EmptySlot(slot);
+  // A fixed adapter's slot now takes moving ones.
+  scheduler_->set_lora_slots(adapters_.moving_slots());
+}
+
+bool Engine::EmptySlot(int32_t slot) {
+  // A backend that cannot let go of an adapter (a broken tensor-parallel group) keeps the slot
+  // out of use: never named, never reused.
   if (const absl::Status st = backend_->SetAdapter(slot, nullptr); !st.ok()) {
     PLOG_ERROR("LoRA slot {} stays out of use: emptying it failed: {}", slot, st.ToString());
-    return;
+    adapters_.BreakSlot(slot);
+    scheduler_->set_lora_slots(adapters_.moving_slots());
+    return false;
   }
-  adapters_.Free(slot);
+  return true;
+}
+
+absl::Status Engine::PlaceAdapter(int32_t id, int32_t slot) {
+  if (adapters_.slot(id) >= 0) return absl::OkStatus();
+  if (adapters_.Vacate(slot) && !EmptySlot(slot)) {
+    return absl::InternalError(absl::StrCat("LoRA slot ", slot, " could not be emptied"));
+  }
+  RETURN_IF_ERROR(backend_->SetAdapter(slot, adapters_.weights(id)));
+  adapters_.Place(id, slot);
+  ++adapter_loads_;
+  return absl::OkStatus();
+}
+
+absl::Status Engine::PlaceAdapters(const SchedulerOutput& sched) {
+  bool any = false;
+  for (const ScheduledSeq& s : sched.seqs) any = any || s.group->adapter_swaps;
+  if (!any) return absl::OkStatus();
+  const int64_t step = ++adapter_step_;
+  for (const ScheduledSeq& s : sched.seqs) {
+    if (s.group->adapter >= 0) adapters_.Touch(s.group->adapter, step);
+  }
+  for (const ScheduledSeq& s : sched.seqs) {
+    const int32_t id = s.group->adapter;
+    if (!s.group->adapter_swaps || adapters_.slot(id) >= 0) continue;
+    const int32_t slot = adapters_.SlotToFill(step);
+    if (slot < 0) {
+      return absl::InternalError(
+          absl::StrCat("no LoRA slot for adapter `", adapters_.weights(id)->name,
+                       "`: the step needs more adapters than the slots hold"));
+    }
+    RETURN_IF_ERROR(PlaceAdapter(id, slot));
+  }
+  return absl::OkStatus();
 }
 
 std::optional<GroupState> Engine::RequestState(const std::string& request_id) const {
@@ -287,6 +341,7 @@ EngineStats Engine::stats() const {
   e.structured_masks_computed = structured_->masks_computed();
   e.structured_masks_cached = structured_->masks_cached();
   e.structured_mask_seconds = structured_->mask_seconds();
+  e.lora_slot_loads = adapter_loads_;
   return e;
 }
 
@@ -341,7 +396,7 @@ void Engine::BuildBatch(const SchedulerOutput& sched) {
     }
     query_start_.push_back(static_cast<int32_t>(token_ids_.size()));
     seq_lens_.push_back(static_cast<int32_t>(seq.num_computed + s.num_tokens));
-    seq_adapter_.push_back(s.group->adapter);
+    seq_adapter_.push_back(s.group->adapter >= 0 ? adapters_.slot(s.group->adapter) : -1);
     any_adapter = any_adapter || s.group->adapter >= 0;
     if (s.group->ScoresPrompt()) AddScoringRows(s, row_start, &span_of(s.group));
     if (!s.sample) continue;
@@ -495,6 +550,10 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
     }
   }
   if (sched.seqs.empty()) return absl::OkStatus();
+  if (absl::Status st = PlaceAdapters(sched); !st.ok()) {
+    FailScheduled(sched, outputs);
+    return st;
+  }
 
   const BlockManager::Stats bm_stats = block_manager_->GetStats();
   peak_used_blocks_ = std::max<int64_t>(peak_used_blocks_, bm_stats.device_used);
@@ -523,13 +582,7 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
                                           sampling_rows_.size(), " rows"));
   }
   if (!st.ok()) {
-    failed_groups_.clear();
-    for (const ScheduledSeq& s : sched.seqs) {
-      if (failed_groups_.empty() || failed_groups_.back() != s.group) {
-        failed_groups_.push_back(s.group);
-      }
-    }
-    FailGroups(failed_groups_, outputs);
+    FailScheduled(sched, outputs);
     return st;
   }
 
@@ -554,6 +607,16 @@ absl::Status Engine::Step(std::vector<SequenceOutput>* outputs) {
     EraseGroup(g);
   }
   return absl::OkStatus();
+}
+
+void Engine::FailScheduled(const SchedulerOutput& sched, std::vector<SequenceOutput>* outputs) {
+  failed_groups_.clear();
+  for (const ScheduledSeq& s : sched.seqs) {
+    if (failed_groups_.empty() || failed_groups_.back() != s.group) {
+      failed_groups_.push_back(s.group);
+    }
+  }
+  FailGroups(failed_groups_, outputs);
 }
 
 void Engine::FailGroups(const std::vector<SequenceGroup*>& groups,

@@ -58,6 +58,11 @@ struct EngineOptions {
   // steps they stand for would).
   // Not for beam search; a structured output's drafts stop where its grammar refuses them.
   NgramOptions speculative = {};
+  // LoRA adapters served at once (vLLM's --max-cpu-loras), held in host memory: those loaded
+  // while serving (LoadAdapter) move into the backend's slots as steps need them, so a worker
+  // can serve more adapters than a batch can mix (the slots, --max-loras). At least the slots
+  // (0, the default: as many as there are).
+  int64_t max_cpu_loras = 0;
 };
 
 // What one sequence produced in one step.
@@ -114,6 +119,9 @@ struct EngineStats {
   int64_t structured_masks_computed = 0;
   int64_t structured_masks_cached = 0;
   double structured_mask_seconds = 0;
+  // LoRA adapters loaded while serving that a step put into a backend slot (on a GPU: uploaded),
+  // the first time or after another took their slot.
+  int64_t lora_slot_loads = 0;
   [[nodiscard]] int64_t preemptions() const { return preemptions_recompute + preemptions_swap; }
 };
 
@@ -141,14 +149,16 @@ class Engine {
   // Removes the request wherever it is and frees its blocks. NotFound if unknown or finished.
   absl::Status Abort(const std::string& request_id);
 
-  // Serves `adapter` from now on (in an empty slot of the backend's). AlreadyExists when an
-  // adapter of that name is served, ResourceExhausted when no slot is empty, the backend's error
-  // when it cannot take it (InvalidArgument: it does not fit; Unimplemented).
+  // Serves `adapter` from now on. It goes into a backend slot at once when one is empty or
+  // holds a moving adapter that the last step did not use (the backend checks that it fits),
+  // else when a step needs it (see AdapterTable). AlreadyExists when an adapter of that name is
+  // served, ResourceExhausted when max_cpu_loras are (or every slot holds a fixed adapter), the
+  // backend's error when it cannot take it (InvalidArgument: it does not fit; Unimplemented).
   absl::Status LoadAdapter(std::shared_ptr<const LoraAdapter> adapter);
   // Stops serving the adapter `name`: new requests for it get NotFound at once; those admitted
   // finish with it, and its slot is emptied after the last. NotFound when not served.
   absl::Status UnloadAdapter(const std::string& name);
-  // The LoRA adapters served now (unloading ones excluded), in slot order.
+  // The LoRA adapters served now (unloading ones excluded).
   [[nodiscard]] std::vector<std::string> served_adapters() const { return adapters_.Served(); }
 
   // Runs one iteration; appends outputs to `outputs` (not cleared). An error from the backend
@@ -236,13 +246,22 @@ class Engine {
   void EmitBeams(SequenceGroup* group, std::vector<SequenceOutput>* outputs);
   // Ends every listed group with an abort output per live sequence and removes it.
   void FailGroups(const std::vector<SequenceGroup*>& groups, std::vector<SequenceOutput>* outputs);
+  // FailGroups for every group of the step.
+  void FailScheduled(const SchedulerOutput& sched, std::vector<SequenceOutput>* outputs);
   // Takes the group out of the scheduler (RemoveGroup) and destroys it, releasing its adapter
   // (EraseGroup: for groups the scheduler has already let go).
   void RemoveGroup(SequenceGroup* group);
   void EraseGroup(SequenceGroup* group);
-  // Empties a retired adapter's slot in the backend once no request holds it (if the backend
-  // fails to, the slot stays retired).
-  void EmptySlot(int32_t slot);
+  // Forgets the retired adapter `id` that no request holds, emptying its slot.
+  void DropAdapter(int32_t id);
+  // Empties `slot` in the backend; if the backend fails to, the slot is never used again.
+  // False then.
+  bool EmptySlot(int32_t slot);
+  // Puts every moving adapter the step uses into a slot (the scheduler keeps them within the
+  // slots free for them). The backend's error when it fails.
+  absl::Status PlaceAdapters(const SchedulerOutput& sched);
+  // Puts adapter `id` into `slot` (from SlotToFill), emptying it first.
+  absl::Status PlaceAdapter(int32_t id, int32_t slot);
 
   Backend* backend_ = nullptr;
   const Tokenizer* tokenizer_ = nullptr;
@@ -255,7 +274,9 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<StructuredOutputs> structured_;
   absl::flat_hash_map<std::string, std::unique_ptr<SequenceGroup>> groups_;
-  AdapterTable adapters_{{}};
+  AdapterTable adapters_{{}, 0};
+  int64_t adapter_step_ = 0;   // steps that used an adapter, for AdapterTable::Touch
+  int64_t adapter_loads_ = 0;  // moving adapters put into a slot (EngineStats)
   int64_t next_arrival_ = 0;
   int64_t next_seq_id_ = 0;
   int64_t generated_tokens_ = 0;

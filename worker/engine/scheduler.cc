@@ -94,6 +94,10 @@ void Scheduler::FreeBlocks(SequenceGroup* group) {
 void Scheduler::Remove(SequenceGroup* group) {
   FreeBlocks(group);
   Erase(waiting_, group);
+  if (group->state == GroupState::kRunning &&
+      std::find(running_.begin(), running_.end(), group) != running_.end()) {
+    LeaveRunning(group);
+  }
   Erase(running_, group);
   Erase(swapped_, group);
 }
@@ -147,6 +151,7 @@ bool Scheduler::TrySwapOut(SequenceGroup* group) {
 SequenceGroup* Scheduler::PreemptLatest() {
   SequenceGroup* victim = running_.back();
   running_.pop_back();
+  LeaveRunning(victim);
   bool swap = false;
   switch (options_.preemption_mode) {
     case PreemptionMode::kRecompute:
@@ -199,6 +204,7 @@ bool Scheduler::TrySwapIn(SequenceGroup* group, int64_t* budget, int64_t* num_se
   Erase(swapped_, group);
   group->state = GroupState::kRunning;
   InsertByRank(running_, group);
+  EnterRunning(group);
   if (!AppendPendingSlots(group)) {
     // The watermark was not enough for its pending tokens; it is the latest running group
     // (groups that rank after it are not admitted while it is out), so it goes back out.
@@ -211,7 +217,27 @@ bool Scheduler::TrySwapIn(SequenceGroup* group, int64_t* budget, int64_t* num_se
   return true;
 }
 
-bool Scheduler::TryAdmit(SequenceGroup* group, int64_t* budget, int64_t* num_seqs) {
+bool Scheduler::AdapterMayRun(const SequenceGroup* group, bool waits_for_slot) const {
+  if (!group->adapter_swaps) return true;
+  if (waits_for_slot) return false;
+  return running_adapters_.contains(group->adapter) ||
+         static_cast<int64_t>(running_adapters_.size()) < options_.lora_slots;
+}
+
+void Scheduler::EnterRunning(SequenceGroup* group) {
+  if (group->adapter_swaps) ++running_adapters_[group->adapter];
+}
+
+void Scheduler::LeaveRunning(const SequenceGroup* group) {
+  if (!group->adapter_swaps) return;
+  auto it = running_adapters_.find(group->adapter);
+  PAGELLM_CHECK(it != running_adapters_.end() && it->second > 0,
+                "request {} leaves running with its adapter uncounted", group->request_id);
+  if (--it->second == 0) running_adapters_.erase(it);
+}
+
+bool Scheduler::TryAdmit(size_t index, int64_t* budget, int64_t* num_seqs) {
+  SequenceGroup* group = waiting_[index];
   if (*num_seqs + SeqsOf(group) > options_.max_num_seqs) return false;
   const int64_t bs = bm_->block_size();
   int64_t blocks = 0;
@@ -227,9 +253,10 @@ bool Scheduler::TryAdmit(SequenceGroup* group, int64_t* budget, int64_t* num_seq
     seq->num_computed = *hit;
     stats_.prefix_cache_hit_tokens += std::min<int64_t>(*hit, seq->prompt_len);
   }
-  waiting_.pop_front();
+  waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(index));
   group->state = GroupState::kRunning;
   InsertByRank(running_, group);
+  EnterRunning(group);
   *num_seqs += SeqsOf(group);
   ScheduleGroup(group, budget);
   return true;
@@ -262,12 +289,22 @@ const SchedulerOutput& Scheduler::Schedule() {
 
   // 2-3. Swapped groups come back and new (or recomputing) groups are admitted, earliest
   // first, when nothing was preempted; under fcfs, waiting groups only once none is swapped.
+  // A waiting group whose adapter cannot run yet is passed over (next: the first not passed).
   const bool by_priority = options_.policy == SchedulingPolicy::kPriority;
-  while (!preempted && budget > 0 && !(swapped_.empty() && waiting_.empty())) {
-    const bool admit = swapped_.empty() || (by_priority && !waiting_.empty() &&
-                                            Before(waiting_.front(), swapped_.front()));
-    if (admit ? !TryAdmit(waiting_.front(), &budget, &num_seqs)
-              : !TrySwapIn(swapped_.front(), &budget, &num_seqs)) {
+  size_t next = 0;
+  bool waits_for_slot = false;
+  while (!preempted && budget > 0) {
+    while (next < waiting_.size() && !AdapterMayRun(waiting_[next], waits_for_slot)) {
+      waits_for_slot = true;
+      ++next;
+    }
+    const bool any_waiting = next < waiting_.size();
+    if (swapped_.empty() && !any_waiting) break;
+    const bool admit = swapped_.empty() ||
+                       (by_priority && any_waiting && Before(waiting_[next], swapped_.front()));
+    if (admit ? !TryAdmit(next, &budget, &num_seqs)
+              : !AdapterMayRun(swapped_.front(), false) ||
+                    !TrySwapIn(swapped_.front(), &budget, &num_seqs)) {
       break;
     }
   }

@@ -18,7 +18,13 @@
 //      admitted, earliest first, while their blocks fit above the watermark and the sequence cap
 //      (--max-num-seqs) allows, stopping at the first that does not fit. Under fcfs every
 //      swapped group comes back before any waiting group is admitted; under priority a waiting
-//      group that outranks the first swapped one goes before it. A waiting group never
+//      group that outranks the first swapped one goes before it. LoRA adapters that move in and
+//      out of the backend's slots (SequenceGroup::adapter_swaps) run at most lora_slots distinct
+//      ones at once: a group whose adapter would exceed that waits -- a swapped one stops the
+//      admissions, a waiting one is passed over -- and once one waits, later groups pass it only
+//      without such an adapter (base model, or an adapter fixed in its slot), so that the running
+//      adapters drain and its turn comes (vLLM skips such a request; here later requests of the
+//      running adapters cannot starve it). A waiting group never
 //      preempts a running one (as in vLLM v1: priority orders the queues and picks the victims).
 //      Admission allocates blocks for every known token (so a prompt admitted in chunks is not
 //      preempted midway); prefix-cache hits start the sequence with those tokens already computed,
@@ -45,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/engine/sequence.h"
@@ -76,6 +83,10 @@ struct SchedulerOptions {
   // Logits rows a step may take beyond one per sampled sequence, > 0: prompt tokens of groups
   // that score their prompt (prompt logprobs), then drafted tokens, share them.
   int64_t max_scored_tokens = 256;
+  // Distinct adapters, among those that move in and out of the backend's slots
+  // (SequenceGroup::adapter_swaps), that running groups may use at once: the slots free for
+  // them (see Engine). >= 1 wherever such a group is added; set_lora_slots changes it.
+  int64_t lora_slots = 0;
 };
 
 struct ScheduledSeq {
@@ -163,6 +174,10 @@ class Scheduler {
   void Update(const SchedulerOutput& scheduled, StepResult* result,
               std::vector<SequenceGroup*>* finished);
 
+  // The slots free for adapters that move (SchedulerOptions::lora_slots) changed: an adapter fixed
+  // in its slot was unloaded, or a slot broke. Groups already running stay.
+  void set_lora_slots(int64_t n) { options_.lora_slots = n; }
+
   [[nodiscard]] int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   [[nodiscard]] int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   [[nodiscard]] int64_t num_swapped() const { return static_cast<int64_t>(swapped_.size()); }
@@ -188,7 +203,15 @@ class Scheduler {
   void PreemptByRecompute(SequenceGroup* group);
   bool TrySwapOut(SequenceGroup* group);
   bool TrySwapIn(SequenceGroup* group, int64_t* budget, int64_t* num_seqs);
-  bool TryAdmit(SequenceGroup* group, int64_t* budget, int64_t* num_seqs);
+  // Admits waiting_[index].
+  bool TryAdmit(size_t index, int64_t* budget, int64_t* num_seqs);
+  // False when the group's adapter cannot run now (see the file comment): the distinct moving
+  // adapters of the running groups are lora_slots already and it is not one of them, or
+  // `waits_for_slot` (an earlier group waits for one).
+  [[nodiscard]] bool AdapterMayRun(const SequenceGroup* group, bool waits_for_slot) const;
+  // Counts the group's adapter while it is in running_.
+  void EnterRunning(SequenceGroup* group);
+  void LeaveRunning(const SequenceGroup* group);
   // Schedules the group's live sequences within the budget; all or none of its decodes.
   void ScheduleGroup(SequenceGroup* group, int64_t* budget);
   // Step 4: extends scheduled decodes by their drafts within `budget`.
@@ -209,6 +232,8 @@ class Scheduler {
   int64_t prefill_cap_ = 0;    // this step's cap on one prompt chunk (0: none), set by Schedule
   int64_t scored_budget_ = 0;  // this step's extra logits rows left (scoring, then drafts)
   std::vector<int64_t> ids_scratch_;
+  // Running groups per moving adapter (SequenceGroup::adapter), for those in use.
+  absl::flat_hash_map<int32_t, int64_t> running_adapters_;
 };
 
 }  // namespace pagellm

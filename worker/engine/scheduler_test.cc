@@ -31,6 +31,7 @@ class SchedulerTest : public ::testing::Test {
     int64_t long_prefill = 0;
     int64_t max_scored = 256;
     SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+    int64_t lora_slots = 0;
   };
 
   void Init(const Config& c) {
@@ -53,6 +54,7 @@ class SchedulerTest : public ::testing::Test {
     so.preemption_mode = c.mode;
     so.max_scored_tokens = c.max_scored;
     so.policy = c.policy;
+    so.lora_slots = c.lora_slots;
     scheduler_ = std::make_unique<Scheduler>(so, bm_.get());
   }
 
@@ -76,6 +78,21 @@ class SchedulerTest : public ::testing::Test {
     output_len_[g.get()] = output_len;
     groups_.push_back(std::move(g));
     return groups_.back().get();
+  }
+
+  // Add for a group whose LoRA adapter `adapter` moves in and out of the slots (queued after
+  // Add: the scheduler reads the adapter when admitting).
+  SequenceGroup* AddWithAdapter(int32_t adapter, int64_t prompt_len, int64_t output_len,
+                                int32_t n = 1, int32_t first_token = -1, int32_t priority = 0) {
+    SequenceGroup* g = Add(prompt_len, output_len, n, first_token, priority);
+    g->adapter = adapter;
+    g->adapter_swaps = true;
+    return g;
+  }
+
+  static bool Has(const SchedulerOutput& out, const SequenceGroup* g) {
+    return std::any_of(out.seqs.begin(), out.seqs.end(),
+                       [g](const ScheduledSeq& s) { return s.group == g; });
   }
 
   void Remove(SequenceGroup* g) {
@@ -182,6 +199,11 @@ class SchedulerTest : public ::testing::Test {
       }
     }
     ASSERT_EQ(running, scheduler_->num_running());
+    std::set<int32_t> moving;  // moving adapters of running groups: at most the slots
+    for (const auto& g : groups_) {
+      if (g->state == GroupState::kRunning && g->adapter_swaps) moving.insert(g->adapter);
+    }
+    ASSERT_LE(static_cast<int64_t>(moving.size()), config_.lora_slots);
     ASSERT_EQ(swapped, scheduler_->num_swapped());
     const BlockManager::Stats s = bm_->GetStats();
     ASSERT_EQ(s.device_used, static_cast<int32_t>(device.size()));
@@ -542,6 +564,72 @@ TEST_F(SchedulerTest, PriorityAdmitsWhatOutranksASwappedGroup) {
   EXPECT_EQ(bm_->GetStats().swap_used, 0);
 }
 
+TEST_F(SchedulerTest, AtMostLoraSlotsMovingAdaptersRunAtOnce) {
+  Init({.lora_slots = 1});
+  SequenceGroup* a = AddWithAdapter(0, 4, 3);
+  SequenceGroup* b = AddWithAdapter(1, 4, 3);  // another adapter: no slot while a runs
+  SequenceGroup* c = AddWithAdapter(0, 4, 3);  // a's adapter, but later than b
+  SequenceGroup* base = Add(4, 3);             // the base model passes b
+  SequenceGroup* fixed = Add(4, 3);            // so does an adapter fixed in its slot
+  fixed->adapter = 7;
+  SchedulerOutput out = Step();
+  EXPECT_TRUE(Has(out, a));
+  EXPECT_FALSE(Has(out, b));
+  // c would fit a's slot, but b waits for one: later moving adapters do not pass it, so that a
+  // drains and b's turn comes.
+  EXPECT_FALSE(Has(out, c));
+  EXPECT_TRUE(Has(out, base));
+  EXPECT_TRUE(Has(out, fixed));
+  EXPECT_EQ(b->state, GroupState::kWaiting);
+  EXPECT_EQ(c->state, GroupState::kWaiting);
+  Step();
+  out = Step();  // a's third token: it finishes
+  EXPECT_TRUE(Has(out, a));
+  out = Step();
+  EXPECT_TRUE(Has(out, b));
+  EXPECT_FALSE(Has(out, c));
+  EXPECT_TRUE(RunToCompletion());
+}
+
+TEST_F(SchedulerTest, GroupsOfOneMovingAdapterRunTogether) {
+  Init({.lora_slots = 1});
+  SequenceGroup* a = AddWithAdapter(3, 4, 5);
+  SequenceGroup* b = AddWithAdapter(3, 4, 5);
+  const SchedulerOutput out = Step();
+  EXPECT_TRUE(Has(out, a));
+  EXPECT_TRUE(Has(out, b));
+  EXPECT_TRUE(RunToCompletion());
+}
+
+TEST_F(SchedulerTest, ASwappedGroupWhoseAdapterHasNoSlotWaitsAndHoldsBackAdmissions) {
+  // One slot: a (adapter 0) runs; b (adapter 1) is swapped out; it comes back only once no
+  // adapter-0 group runs, and nothing after it is admitted before (fcfs).
+  Init({.device_blocks = 8,
+        .swap_blocks = 16,
+        .block_size = 4,
+        .mode = PreemptionMode::kSwap,
+        .lora_slots = 2});
+  SequenceGroup* a = AddWithAdapter(0, 8, 12);
+  SequenceGroup* b = AddWithAdapter(1, 8, 12);
+  while (b->state != GroupState::kSwapped) {
+    Step();
+    ASSERT_FALSE(groups_.empty());
+  }
+  EXPECT_EQ(a->state, GroupState::kRunning);
+  scheduler_->set_lora_slots(1);  // a fixed adapter's slot broke, say
+  SequenceGroup* later = Add(2, 2);
+  auto live = [this](const SequenceGroup* g) {
+    return std::any_of(groups_.begin(), groups_.end(), [g](const auto& p) { return p.get() == g; });
+  };
+  while (live(a)) {
+    EXPECT_EQ(a->state, GroupState::kRunning);
+    Step();
+    EXPECT_NE(b->state, GroupState::kRunning);
+    EXPECT_EQ(later->state, GroupState::kWaiting);
+  }
+  EXPECT_TRUE(RunToCompletion());
+}
+
 TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
   std::mt19937 rng(42);
   const PreemptionMode modes[] = {PreemptionMode::kAuto, PreemptionMode::kRecompute,
@@ -559,6 +647,7 @@ TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
     c.watermark = (rng() % 3) * 0.02;
     c.max_scored = 1 + static_cast<int64_t>(rng() % 16);
     c.policy = round % 2 == 0 ? SchedulingPolicy::kFcfs : SchedulingPolicy::kPriority;
+    c.lora_slots = 1 + static_cast<int64_t>(rng() % 3);
     Init(c);
     // A group must fit alone with each sequence recomputed separately (the engine checks this
     // at AddRequest): n * blocks(prompt + output) <= the pool above the watermark.
@@ -574,6 +663,10 @@ TEST_F(SchedulerTest, RandomWorkloadsFinishWithoutLeaks) {
         SequenceGroup* g = Add(prompt, out, n, rng() % 2 == 0 ? 5 : -1,
                                c.policy == SchedulingPolicy::kPriority ? rng() % 3 : 0);
         if (rng() % 4 == 0) g->params.prompt_logprobs = 1;  // no cache hits, capped chunks
+        if (rng() % 2 == 0) {                               // one of 5 moving adapters
+          g->adapter = static_cast<int32_t>(rng() % 5);
+          g->adapter_swaps = true;
+        }
       }
       if (!groups_.empty() && rng() % 10 == 0) {
         SequenceGroup* g = groups_[rng() % groups_.size()].get();

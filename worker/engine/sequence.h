@@ -89,8 +89,12 @@ struct SequenceGroup {
   // With params.allowed_token_ids: their mask over the vocabulary, made at admission; rows of
   // the group's sequences without a grammar point at it as is.
   std::vector<uint64_t> allowed_mask;
-  // params.lora_adapter as the backend's adapter index (ForwardBatch::seq_adapter); -1: none.
+  // params.lora_adapter as the engine's adapter id (AdapterTable); -1: none.
   int32_t adapter = -1;
+  // The adapter moves in and out of the backend's slots (loaded while serving): the scheduler
+  // runs at most SchedulerOptions::lora_slots distinct such adapters at once. False for none,
+  // or one fixed in its slot (--lora-modules).
+  bool adapter_swaps = false;
   // The adapter's prefix-cache namespace (PrefixCacheNamespace of its name; 0: the base model),
   // the same in every worker, so that the router can predict hits.
   uint64_t cache_namespace = 0;

@@ -57,8 +57,12 @@ ABSL_FLAG(std::vector<std::string>, lora_modules, {},
           "naming NAME as its model runs the adapter");
 ABSL_FLAG(int64_t, max_lora_rank, 16, "largest LoRA rank --lora-modules may load (1..256)");
 ABSL_FLAG(int64_t, max_loras, 8,
-          "with --allow-runtime-lora-updating: LoRA adapters a worker holds at once (1..64), the "
-          "--lora-modules ones and those loaded while serving");
+          "with --allow-runtime-lora-updating: the backend's LoRA adapter slots (1..64), what one "
+          "batch can mix: the --lora-modules ones and those loaded while serving");
+ABSL_FLAG(int64_t, max_cpu_loras, 0,
+          "with --allow-runtime-lora-updating: LoRA adapters a worker serves at once, held in "
+          "host memory, --max-loras..1024 (0: --max-loras); those loaded while serving move "
+          "into the slots as requests need them");
 ABSL_FLAG(bool, allow_runtime_lora_updating, false,
           "pagellm-worker: serve LoadLoraAdapter/UnloadLoraAdapter (the router's "
           "/v1/load_lora_adapter and /v1/unload_lora_adapter, vLLM's "
@@ -68,6 +72,9 @@ ABSL_FLAG(int64_t, mock_step_delay_us, 0,
 
 namespace pagellm::cli {
 namespace {
+
+// Adapters a worker may hold in host memory (--max-cpu-loras).
+constexpr int64_t kMaxCpuLoras = 1024;
 
 std::string DeviceFromFlags() {
   return IsMockModelFromFlags() ? "mock" : absl::GetFlag(FLAGS_device);
@@ -156,6 +163,14 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   ASSIGN_OR_RETURN(eo.scheduling_policy,
                    ParseSchedulingPolicy(absl::GetFlag(FLAGS_scheduling_policy)));
   eo.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  const int64_t max_loras = absl::GetFlag(FLAGS_max_loras);
+  const int64_t max_cpu_loras = absl::GetFlag(FLAGS_max_cpu_loras);
+  if (max_cpu_loras != 0 && (max_cpu_loras < max_loras || max_cpu_loras > kMaxCpuLoras)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-cpu-loras ", max_cpu_loras,
+                                                   " is not in --max-loras (", max_loras, ")..",
+                                                   kMaxCpuLoras));
+  }
+  eo.max_cpu_loras = AllowRuntimeLoraUpdatingFromFlags() ? max_cpu_loras : 0;
   ASSIGN_OR_RETURN(eo.speculative, ParseSpeculativeConfig(absl::GetFlag(FLAGS_speculative_config)));
   return eo;
 }

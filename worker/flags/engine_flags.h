@@ -3,7 +3,7 @@
 // --swap-space, --max-num-seqs, --max-num-batched-tokens, --long-prefill-token-threshold,
 // --max-model-len, --preemption-mode, --scheduling-policy,
 // --[no-]enable-prefix-caching, --speculative-config, --enable-lora, --lora-modules,
-// --max-lora-rank, --max-loras, --mock-step-delay-us.
+// --max-lora-rank, --max-loras, --max-cpu-loras, --mock-step-delay-us.
 #ifndef PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
 #define PAGELLM_WORKER_FLAGS_ENGINE_FLAGS_H_
 
@@ -26,7 +26,8 @@ bool AllowRuntimeLoraUpdatingFromFlags();
 // otherwise (vLLM's default for its API server).
 int64_t MaxNumBatchedTokensFromFlags(const std::string& device);
 // The engine options the flags describe. InvalidArgument for an unknown --preemption-mode or
-// --scheduling-policy, or a --speculative-config pagellm does not serve.
+// --scheduling-policy, a --speculative-config pagellm does not serve, or a --max-cpu-loras
+// below --max-loras.
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags();
 
 }  // namespace pagellm::cli

@@ -323,6 +323,7 @@ void EngineLoop::PublishLoad() {
                                                  last_stats_.structured_masks_cached);
     metrics_->structured_mask_seconds->Increment(stats.structured_mask_seconds -
                                                  last_stats_.structured_mask_seconds);
+    metrics_->lora_slot_loads->Increment(stats.lora_slot_loads - last_stats_.lora_slot_loads);
     metrics_->spec_draft_tokens->Increment(stats.spec_draft_tokens - last_stats_.spec_draft_tokens);
     metrics_->spec_accepted_tokens->Increment(stats.spec_accepted_tokens -
                                               last_stats_.spec_accepted_tokens);

@@ -95,6 +95,13 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                                  .Help("Engine-thread time spent making structured-output masks")
                                  .Register(r)
                                  .Add({});
+  lora_slot_loads = &prometheus::BuildCounter()
+                         .Name("pagellm_lora_slot_loads_total")
+                         .Help(
+                             "LoRA adapters put into a backend slot (on a GPU: uploaded) because "
+                             "a step needed them (--max-cpu-loras above --max-loras)")
+                         .Register(r)
+                         .Add({});
   spec_draft_tokens = &prometheus::BuildCounter()
                            .Name("pagellm_spec_decode_draft_tokens_total")
                            .Help("Speculated (n-gram) tokens the model checked")

@@ -289,6 +289,19 @@ TEST_P(CudaBackendGpuTest, AnAdapterLoadedWhileServingMatchesTheCpuBackend) {
   ASSERT_TRUE(plain->ForwardLogits(pb, want.data()).ok());
   ASSERT_TRUE(g.ForwardLogits(gb, got.data()).ok());
   EXPECT_LT(RelativeError(got, want), 2e-2);
+
+  // Another adapter in the same slot (the engine moves adapters through slots when it serves
+  // more than they hold): its rows are its own, none of the first one's weights left.
+  const std::shared_ptr<const LoraAdapter> next = RandomAdapter(cfg, 13);
+  ASSERT_TRUE(g.SetAdapter(1, next).ok());
+  ASSERT_TRUE(cpu->SetAdapter(0, nullptr).ok());
+  ASSERT_TRUE(cpu->SetAdapter(0, next).ok());
+  const std::vector<std::pair<int, std::vector<int32_t>>> again = {{0, RandomTokens(1, rng)}};
+  const ForwardBatch cb2 = cpu_steps.Build(again, {0, -1});
+  const ForwardBatch gb2 = gpu_steps.Build(again, {1, -1});
+  ASSERT_TRUE(cpu->ForwardLogits(cb2, want.data()).ok());
+  ASSERT_TRUE(g.ForwardLogits(gb2, got.data()).ok());
+  EXPECT_LT(RelativeError(got, want), 2e-2) << "the slot's next adapter";
 }
 
 TEST_P(CudaBackendGpuTest, CopyOnWriteAndSwapKeepTheNextStepBitIdentical) {
