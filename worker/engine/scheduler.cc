@@ -77,6 +77,7 @@ void Scheduler::AddCopies(const std::vector<KvCopy>& copies) {
 }
 
 void Scheduler::Add(SequenceGroup* group) {
+  latest_arrival_ = std::max(latest_arrival_, group->arrival);
   group->state = GroupState::kWaiting;
   InsertByRank(waiting_, group);
 }
@@ -217,11 +218,12 @@ bool Scheduler::TrySwapIn(SequenceGroup* group, int64_t* budget, int64_t* num_se
   return true;
 }
 
-bool Scheduler::AdapterMayRun(const SequenceGroup* group, bool waits_for_slot) const {
+bool Scheduler::AdapterMayRun(const SequenceGroup* group, const SequenceGroup* blocked) const {
   if (!group->adapter_swaps) return true;
-  if (waits_for_slot) return false;
-  return running_adapters_.contains(group->adapter) ||
-         static_cast<int64_t>(running_adapters_.size()) < options_.lora_slots;
+  if (running_adapters_.contains(group->adapter)) {
+    return blocked == nullptr || group->arrival <= blocked->lora_pass_limit;
+  }
+  return blocked == nullptr && static_cast<int64_t>(running_adapters_.size()) < options_.lora_slots;
 }
 
 void Scheduler::EnterRunning(SequenceGroup* group) {
@@ -292,10 +294,12 @@ const SchedulerOutput& Scheduler::Schedule() {
   // A waiting group whose adapter cannot run yet is passed over (next: the first not passed).
   const bool by_priority = options_.policy == SchedulingPolicy::kPriority;
   size_t next = 0;
-  bool waits_for_slot = false;
+  const SequenceGroup* blocked = nullptr;  // the first group passed over
   while (!preempted && budget > 0) {
-    while (next < waiting_.size() && !AdapterMayRun(waiting_[next], waits_for_slot)) {
-      waits_for_slot = true;
+    while (next < waiting_.size() && !AdapterMayRun(waiting_[next], blocked)) {
+      SequenceGroup* w = waiting_[next];
+      if (w->lora_pass_limit < 0) w->lora_pass_limit = latest_arrival_;
+      if (blocked == nullptr) blocked = w;
       ++next;
     }
     const bool any_waiting = next < waiting_.size();
@@ -303,7 +307,7 @@ const SchedulerOutput& Scheduler::Schedule() {
     const bool admit = swapped_.empty() ||
                        (by_priority && any_waiting && Before(waiting_[next], swapped_.front()));
     if (admit ? !TryAdmit(next, &budget, &num_seqs)
-              : !AdapterMayRun(swapped_.front(), false) ||
+              : !AdapterMayRun(swapped_.front(), nullptr) ||
                     !TrySwapIn(swapped_.front(), &budget, &num_seqs)) {
       break;
     }

@@ -21,10 +21,12 @@
 //      group that outranks the first swapped one goes before it. LoRA adapters that move in and
 //      out of the backend's slots (SequenceGroup::adapter_swaps) run at most lora_slots distinct
 //      ones at once: a group whose adapter would exceed that waits -- a swapped one stops the
-//      admissions, a waiting one is passed over -- and once one waits, later groups pass it only
-//      without such an adapter (base model, or an adapter fixed in its slot), so that the running
-//      adapters drain and its turn comes (vLLM skips such a request; here later requests of the
-//      running adapters cannot starve it). A waiting group never
+//      admissions, a waiting one is passed over. Groups without such an adapter (base model, or
+//      an adapter fixed in its slot) pass it; so do groups of the running adapters, but only
+//      those that had arrived when it was first passed over (a burst of one adapter's requests
+//      runs together), so that the running adapters drain and its turn comes. (vLLM passes such a
+//      request over too, but lets every later request of the running adapters pass it: a busy
+//      adapter can starve it.) A waiting group never
 //      preempts a running one (as in vLLM v1: priority orders the queues and picks the victims).
 //      Admission allocates blocks for every known token (so a prompt admitted in chunks is not
 //      preempted midway); prefix-cache hits start the sequence with those tokens already computed,
@@ -205,10 +207,12 @@ class Scheduler {
   bool TrySwapIn(SequenceGroup* group, int64_t* budget, int64_t* num_seqs);
   // Admits waiting_[index].
   bool TryAdmit(size_t index, int64_t* budget, int64_t* num_seqs);
-  // False when the group's adapter cannot run now (see the file comment): the distinct moving
-  // adapters of the running groups are lora_slots already and it is not one of them, or
-  // `waits_for_slot` (an earlier group waits for one).
-  [[nodiscard]] bool AdapterMayRun(const SequenceGroup* group, bool waits_for_slot) const;
+  // False when the group's adapter cannot run now (see the file comment): it is not one of the
+  // running groups' moving adapters and those are lora_slots already or `blocked` (an earlier
+  // group passed over in this step, or null) waits; or it is one of them but arrived after
+  // `blocked` was first passed over.
+  [[nodiscard]] bool AdapterMayRun(const SequenceGroup* group,
+                                   const SequenceGroup* blocked) const;
   // Counts the group's adapter while it is in running_.
   void EnterRunning(SequenceGroup* group);
   void LeaveRunning(const SequenceGroup* group);
@@ -232,6 +236,7 @@ class Scheduler {
   int64_t prefill_cap_ = 0;    // this step's cap on one prompt chunk (0: none), set by Schedule
   int64_t scored_budget_ = 0;  // this step's extra logits rows left (scoring, then drafts)
   std::vector<int64_t> ids_scratch_;
+  int64_t latest_arrival_ = -1;  // the largest SequenceGroup::arrival added
   // Running groups per moving adapter (SequenceGroup::adapter), for those in use.
   absl::flat_hash_map<int32_t, int64_t> running_adapters_;
 };

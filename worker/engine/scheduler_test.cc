@@ -568,26 +568,29 @@ TEST_F(SchedulerTest, AtMostLoraSlotsMovingAdaptersRunAtOnce) {
   Init({.lora_slots = 1});
   SequenceGroup* a = AddWithAdapter(0, 4, 3);
   SequenceGroup* b = AddWithAdapter(1, 4, 3);  // another adapter: no slot while a runs
-  SequenceGroup* c = AddWithAdapter(0, 4, 3);  // a's adapter, but later than b
+  SequenceGroup* c = AddWithAdapter(0, 4, 3);  // a's adapter, queued with b: runs with a
   SequenceGroup* base = Add(4, 3);             // the base model passes b
   SequenceGroup* fixed = Add(4, 3);            // so does an adapter fixed in its slot
   fixed->adapter = 7;
   SchedulerOutput out = Step();
   EXPECT_TRUE(Has(out, a));
   EXPECT_FALSE(Has(out, b));
-  // c would fit a's slot, but b waits for one: later moving adapters do not pass it, so that a
-  // drains and b's turn comes.
-  EXPECT_FALSE(Has(out, c));
+  EXPECT_TRUE(Has(out, c));
   EXPECT_TRUE(Has(out, base));
   EXPECT_TRUE(Has(out, fixed));
   EXPECT_EQ(b->state, GroupState::kWaiting);
-  EXPECT_EQ(c->state, GroupState::kWaiting);
-  Step();
-  out = Step();  // a's third token: it finishes
+  // Arrived after b was first passed over: a's adapter no longer takes it, so that a's requests
+  // drain and b's turn comes.
+  SequenceGroup* d = AddWithAdapter(0, 4, 3);
+  SequenceGroup* later_base = Add(4, 3);
+  out = Step();
+  EXPECT_FALSE(Has(out, d));
+  EXPECT_TRUE(Has(out, later_base));
+  out = Step();  // a's and c's third token: they finish
   EXPECT_TRUE(Has(out, a));
   out = Step();
   EXPECT_TRUE(Has(out, b));
-  EXPECT_FALSE(Has(out, c));
+  EXPECT_FALSE(Has(out, d));
   EXPECT_TRUE(RunToCompletion());
 }
 

@@ -95,6 +95,9 @@ struct SequenceGroup {
   // runs at most SchedulerOptions::lora_slots distinct such adapters at once. False for none,
   // or one fixed in its slot (--lora-modules).
   bool adapter_swaps = false;
+  // Set by the scheduler when the group is first passed over for want of an adapter slot: the
+  // latest arrival then. Later groups of the running adapters do not pass it. -1: never.
+  int64_t lora_pass_limit = -1;
   // The adapter's prefix-cache namespace (PrefixCacheNamespace of its name; 0: the base model),
   // the same in every worker, so that the router can predict hits.
   uint64_t cache_namespace = 0;
