@@ -182,8 +182,8 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
     ASSIGN_OR_RETURN(adapter, adapters_.Find(params.lora_adapter));
     if (adapters_.moves(adapter) && adapters_.moving_slots() == 0) {
       // Every slot broke (see EmptySlot): it could never run.
-      return absl::UnavailableError(absl::StrCat("no LoRA slot can take adapter `",
-                                                 params.lora_adapter, "` any more"));
+      return absl::UnavailableError(
+          absl::StrCat("no LoRA slot can take adapter `", params.lora_adapter, "` any more"));
     }
   }
   if (groups_.contains(request_id))

@@ -211,8 +211,7 @@ class Scheduler {
   // running groups' moving adapters and those are lora_slots already or `blocked` (an earlier
   // group passed over in this step, or null) waits; or it is one of them but arrived after
   // `blocked` was first passed over.
-  [[nodiscard]] bool AdapterMayRun(const SequenceGroup* group,
-                                   const SequenceGroup* blocked) const;
+  [[nodiscard]] bool AdapterMayRun(const SequenceGroup* group, const SequenceGroup* blocked) const;
   // Counts the group's adapter while it is in running_.
   void EnterRunning(SequenceGroup* group);
   void LeaveRunning(const SequenceGroup* group);
