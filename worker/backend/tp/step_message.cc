@@ -6,7 +6,8 @@
 //     [num_logits]. The block size travels too (i64, after all_decode) so that the follower cuts
 //     the rows the same way; then u8 has_adapters and, when 1, i32 seq_adapter[s].
 //   kCopyKv: i64 count; per copy u8 kind, i32 src, i32 dst.
-//   kSetAdapter: i32 slot; i64 name bytes, name; i64 path bytes, path.
+//   kSetAdapter: i32 slot; u8 fresh; i64 name bytes, name; i64 path bytes, path; i64 count of
+//     forgotten names; per name i64 bytes, name.
 #include "worker/backend/tp/step_message.h"
 
 #include <algorithm>
@@ -106,15 +107,20 @@ void EncodeControlStep(StepKind kind, std::string* out) {
   Put(out, static_cast<uint8_t>(kind));
 }
 
-void EncodeAdapterStep(int32_t slot, std::string_view name, std::string_view path,
-                       std::string* out) {
+void EncodeAdapterStep(int32_t slot, std::string_view name, std::string_view path, bool fresh,
+                       std::span<const std::string> forgotten, std::string* out) {
   out->clear();
   Put(out, static_cast<uint8_t>(StepKind::kSetAdapter));
   Put(out, slot);
-  for (std::string_view s : {name, path}) {
+  Put(out, static_cast<uint8_t>(fresh ? 1 : 0));
+  auto put_string = [out](std::string_view s) {
     Put(out, static_cast<int64_t>(s.size()));
     PutArray(out, s.data(), static_cast<int64_t>(s.size()));
-  }
+  };
+  put_string(name);
+  put_string(path);
+  Put(out, static_cast<int64_t>(forgotten.size()));
+  for (const std::string& f : forgotten) put_string(f);
 }
 
 absl::Status StepMessage::Decode(std::string_view bytes, const ForwardBatchLimits& limits,
@@ -141,13 +147,26 @@ absl::Status StepMessage::Decode(std::string_view bytes, const ForwardBatchLimit
       return r.done() ? absl::OkStatus() : Malformed("trailing bytes");
     }
     case StepKind::kSetAdapter: {
-      if (!r.Get(&adapter_slot_)) return Malformed("truncated adapter step");
-      for (auto [s, max] : {std::pair{&adapter_name_, kMaxAdapterNameBytes},
-                            std::pair{&adapter_path_, kMaxAdapterPathBytes}}) {
+      uint8_t fresh = 0;
+      if (!r.Get(&adapter_slot_) || !r.Get(&fresh) || fresh > 1) {
+        return Malformed("truncated adapter step");
+      }
+      adapter_fresh_ = fresh == 1;
+      auto get_string = [&r](std::string* s, int64_t max) {
         int64_t n = 0;
-        if (!r.Get(&n) || n < 0 || n > max) return Malformed("adapter name or path length");
+        if (!r.Get(&n) || n < 0 || n > max) return false;
         s->resize(n);
-        if (!r.GetArray(s->data(), n)) return Malformed("truncated adapter step");
+        return r.GetArray(s->data(), n);
+      };
+      if (!get_string(&adapter_name_, kMaxAdapterNameBytes) ||
+          !get_string(&adapter_path_, kMaxAdapterPathBytes)) {
+        return Malformed("adapter name or path");
+      }
+      int64_t n = 0;
+      if (!r.Get(&n) || n < 0 || n > kMaxForgottenAdapters) return Malformed("forgotten count");
+      forgotten_adapters_.resize(n);
+      for (std::string& f : forgotten_adapters_) {
+        if (!get_string(&f, kMaxAdapterNameBytes)) return Malformed("forgotten adapter name");
       }
       kind_ = StepKind::kSetAdapter;
       return r.done() ? absl::OkStatus() : Malformed("trailing bytes");

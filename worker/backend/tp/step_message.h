@@ -37,6 +37,8 @@ enum class StepKind : uint8_t {
 // The most bytes of an adapter's name and path in a kSetAdapter step.
 inline constexpr int64_t kMaxAdapterNameBytes = 128;
 inline constexpr int64_t kMaxAdapterPathBytes = 4096;
+// The most adapter names a kSetAdapter step tells the followers to forget.
+inline constexpr int64_t kMaxForgottenAdapters = 4096;
 
 // Appends the encoding of a step to *out (cleared first). `block_size` decides how much of each
 // block table row is sent. REQUIRES: batch meets forward_batch.h's contract.
@@ -44,9 +46,11 @@ void EncodeForwardStep(StepKind kind, const ForwardBatch& batch, int64_t block_s
                        std::string* out);
 void EncodeCopyStep(std::span<const KvCopy> copies, std::string* out);
 void EncodeControlStep(StepKind kind, std::string* out);  // kHeartbeat or kStop
-// An adapter `name` read from `path` into `slot`; empty name and path: empty the slot.
-void EncodeAdapterStep(int32_t slot, std::string_view name, std::string_view path,
-                       std::string* out);
+// An adapter `name` read from `path` into `slot` (`fresh`: read it again, else the copy a
+// follower holds under that name will do); empty name and path: empty the slot. `forgotten`:
+// names whose copies the followers may drop (at most kMaxForgottenAdapters).
+void EncodeAdapterStep(int32_t slot, std::string_view name, std::string_view path, bool fresh,
+                       std::span<const std::string> forgotten, std::string* out);
 
 class StepMessage {
  public:
@@ -64,6 +68,12 @@ class StepMessage {
   [[nodiscard]] int32_t adapter_slot() const { return adapter_slot_; }
   [[nodiscard]] const std::string& adapter_name() const { return adapter_name_; }
   [[nodiscard]] const std::string& adapter_path() const { return adapter_path_; }
+  // The adapter is new to the group (its first slot): read it, not a copy held under its name.
+  [[nodiscard]] bool adapter_fresh() const { return adapter_fresh_; }
+  // Names of adapters the leader no longer holds.
+  [[nodiscard]] const std::vector<std::string>& forgotten_adapters() const {
+    return forgotten_adapters_;
+  }
 
  private:
   StepKind kind_ = StepKind::kHeartbeat;
@@ -73,7 +83,9 @@ class StepMessage {
   std::vector<int64_t> slots_;
   std::vector<KvCopy> copies_;
   int32_t adapter_slot_ = -1;
+  bool adapter_fresh_ = false;
   std::string adapter_name_, adapter_path_;
+  std::vector<std::string> forgotten_adapters_;
 };
 
 }  // namespace pagellm

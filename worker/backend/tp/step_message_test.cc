@@ -112,19 +112,30 @@ TEST(StepMessageTest, CopiesAndControlStepsRoundTrip) {
 TEST(StepMessageTest, AdapterStepsRoundTripAndRefuseOversizedNames) {
   std::string bytes;
   StepMessage m;
-  EncodeAdapterStep(1, "sql-lora", "/adapters/sql", &bytes);
+  const std::vector<std::string> forgotten = {"old-a", "old-b"};
+  EncodeAdapterStep(1, "sql-lora", "/adapters/sql", /*fresh=*/true, forgotten, &bytes);
   ASSERT_TRUE(m.Decode(bytes, Limits(), 16).ok());
   ASSERT_EQ(m.kind(), StepKind::kSetAdapter);
   EXPECT_EQ(m.adapter_slot(), 1);
   EXPECT_EQ(m.adapter_name(), "sql-lora");
   EXPECT_EQ(m.adapter_path(), "/adapters/sql");
-  EncodeAdapterStep(0, "", "", &bytes);  // empty the slot
+  EXPECT_TRUE(m.adapter_fresh());
+  EXPECT_EQ(m.forgotten_adapters(), forgotten);
+  EncodeAdapterStep(0, "", "", /*fresh=*/false, {}, &bytes);  // empty the slot
   ASSERT_TRUE(m.Decode(bytes, Limits(), 16).ok());
   EXPECT_EQ(m.adapter_slot(), 0);
   EXPECT_TRUE(m.adapter_name().empty());
-  EncodeAdapterStep(0, std::string(kMaxAdapterNameBytes + 1, 'x'), "/a", &bytes);
+  EXPECT_FALSE(m.adapter_fresh());
+  EXPECT_TRUE(m.forgotten_adapters().empty());
+  EncodeAdapterStep(0, std::string(kMaxAdapterNameBytes + 1, 'x'), "/a", true, {}, &bytes);
   EXPECT_EQ(m.Decode(bytes, Limits(), 16).code(), absl::StatusCode::kInvalidArgument);
-  EncodeAdapterStep(0, "x", "/a", &bytes);
+  const std::vector<std::string> long_name = {std::string(kMaxAdapterNameBytes + 1, 'x')};
+  EncodeAdapterStep(0, "x", "/a", true, long_name, &bytes);
+  EXPECT_EQ(m.Decode(bytes, Limits(), 16).code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<std::string> too_many(kMaxForgottenAdapters + 1, "x");
+  EncodeAdapterStep(0, "x", "/a", true, too_many, &bytes);
+  EXPECT_EQ(m.Decode(bytes, Limits(), 16).code(), absl::StatusCode::kInvalidArgument);
+  EncodeAdapterStep(0, "x", "/a", false, forgotten, &bytes);
   for (size_t cut = 1; cut < bytes.size(); ++cut) {
     EXPECT_FALSE(m.Decode(std::string_view(bytes).substr(0, cut), Limits(), 16).ok()) << cut;
   }

@@ -4,11 +4,14 @@
 // run it, receive the next.
 #include "worker/backend/tp/tensor_parallel_backend.h"
 
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
@@ -23,8 +26,11 @@ namespace {
 int64_t MaxMessageBytes(const Backend& b) {
   const ForwardBatchLimits l = b.limits();
   const int64_t stride = (l.max_position + l.block_size - 1) / l.block_size;
-  return 64 + l.max_batch_tokens * (4 * 4 + 8 + 4 + 4 + 4 * stride) + 9 * 2 * l.num_kv_blocks +
-         (1 << 16);
+  const int64_t adapter_step =
+      32 + kMaxAdapterPathBytes + (1 + kMaxForgottenAdapters) * (8 + kMaxAdapterNameBytes);
+  return std::max(64 + l.max_batch_tokens * (4 * 4 + 8 + 4 + 4 + 4 * stride) +
+                      9 * 2 * l.num_kv_blocks + (1 << 16),
+                  adapter_step);
 }
 
 int64_t MaxCopies(const Backend& b) { return 2 * (b.num_kv_blocks() + b.num_swap_blocks()); }
@@ -121,7 +127,10 @@ class TensorParallelLeader final : public Backend {
   bool adapters_can_change() const override { return rank0_->adapters_can_change(); }
 
   // Each follower reads the adapter from its path itself (as it read --lora-modules at start)
-  // and takes its slice; a change that fails on any rank is undone on all.
+  // the first time the group takes it, keeps that copy while the caller holds the adapter (an
+  // engine that serves more adapters than slots moves it between slots: the followers neither
+  // read it again nor see other files if its directory changed since), and takes its slice; a
+  // change that fails on any rank is undone on all.
   absl::Status SetAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) override {
     if (!rank0_->adapters_can_change()) return AdaptersFixed();
     if (adapter != nullptr && (adapter->name.empty() || adapter->path.empty() ||
@@ -133,7 +142,23 @@ class TensorParallelLeader final : public Backend {
     absl::MutexLock lock(&mu_);
     const std::string name = adapter != nullptr ? adapter->name : "";
     const std::string path = adapter != nullptr ? adapter->path : "";
-    EncodeAdapterStep(slot, name, path, &message_);
+    bool fresh = false;
+    if (adapter != nullptr) {
+      std::weak_ptr<const LoraAdapter>& held = held_[name];
+      fresh = held.lock() != adapter;
+      held = adapter;
+    }
+    forgotten_.clear();
+    for (auto it = held_.begin();
+         it != held_.end() && static_cast<int64_t>(forgotten_.size()) < kMaxForgottenAdapters;) {
+      if (it->second.expired()) {
+        forgotten_.push_back(it->first);
+        held_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    EncodeAdapterStep(slot, name, path, fresh, forgotten_, &message_);
     RETURN_IF_ERROR(Send());
     const bool loading = adapter != nullptr;
     const absl::Status mine = rank0_->SetAdapter(slot, std::move(adapter));
@@ -205,6 +230,9 @@ class TensorParallelLeader final : public Backend {
   const TensorParallelOptions options_;
   mutable absl::Mutex mu_;
   std::string message_ ABSL_GUARDED_BY(mu_);
+  // The adapters the followers hold a copy of, by name (see SetAdapter), and a buffer.
+  absl::flat_hash_map<std::string, std::weak_ptr<const LoraAdapter>> held_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> forgotten_ ABSL_GUARDED_BY(mu_);
   absl::Time last_send_ ABSL_GUARDED_BY(mu_) = absl::Now();
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -235,6 +263,8 @@ absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm,
   const int64_t max_bytes = MaxMessageBytes(*backend), max_copies = MaxCopies(*backend);
   std::string bytes;
   StepMessage step;
+  // The adapters this rank read while serving, by name, while the leader holds them.
+  absl::flat_hash_map<std::string, std::shared_ptr<const LoraAdapter>> held;
   while (true) {
     RETURN_IF_ERROR(comm->BroadcastBytes(&bytes, 0, max_bytes));
     RETURN_IF_ERROR(step.Decode(bytes, limits, max_copies));
@@ -251,14 +281,22 @@ absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm,
         absl::Status mine;
         if (!loading) {
           mine = backend->SetAdapter(step.adapter_slot(), nullptr);
+        } else if (auto it = held.find(step.adapter_name());
+                   !step.adapter_fresh() && it != held.end()) {
+          mine = backend->SetAdapter(step.adapter_slot(), it->second);  // moved between slots
         } else if (!load_adapter) {
           mine = absl::UnimplementedError("this rank has no LoRA loader");
         } else {
           absl::StatusOr<std::shared_ptr<const LoraAdapter>> adapter =
               load_adapter({step.adapter_name(), step.adapter_path()});
-          mine = adapter.ok() ? backend->SetAdapter(step.adapter_slot(), *std::move(adapter))
-                              : adapter.status();
+          if (adapter.ok()) {
+            held[step.adapter_name()] = *adapter;
+            mine = backend->SetAdapter(step.adapter_slot(), *std::move(adapter));
+          } else {
+            mine = adapter.status();
+          }
         }
+        for (const std::string& name : step.forgotten_adapters()) held.erase(name);
         if (!mine.ok()) {
           PLOG_WARN("tensor-parallel rank {}: LoRA adapter change in slot {} failed: {}",
                     comm->rank(), step.adapter_slot(), mine.ToString());

@@ -4,7 +4,9 @@
 // tests/tensor_parallel_test.cc runs real model slices through the engine.
 #include "worker/backend/tp/tensor_parallel_backend.h"
 
+#include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,9 +84,13 @@ class Group {
         if (fail_follower_step) backend->FailNextForward(absl::InternalError("injected"));
         results_[r] = RunTensorParallelFollower(
             backend.get(), comm->get(),
-            [r](const LoraModuleSpec& spec) -> absl::StatusOr<std::shared_ptr<const LoraAdapter>> {
+            [r, this](
+                const LoraModuleSpec& spec) -> absl::StatusOr<std::shared_ptr<const LoraAdapter>> {
               if (r == 2 && spec.path == "bad") return absl::NotFoundError("no such directory");
-              return Adapter(spec.name, spec.path);
+              std::shared_ptr<const LoraAdapter> a = Adapter(spec.name, spec.path);
+              absl::MutexLock lock(&reads_mu_);
+              reads_.push_back(a);
+              return a;
             });
       });  // the communicator closes its connections here
     }
@@ -105,6 +111,19 @@ class Group {
   absl::StatusOr<std::unique_ptr<pagellm::Backend>>& leader() { return leader_; }
   const std::vector<std::vector<std::vector<int32_t>>>& contexts() { return seen_.contexts; }
   const absl::Status& follower_result(int r) const { return results_[r]; }
+  // Adapters the followers read from a path so far, and how many of those named `name` some
+  // rank still holds.
+  int64_t reads() {
+    absl::MutexLock lock(&reads_mu_);
+    return static_cast<int64_t>(reads_.size());
+  }
+  int64_t held(const std::string& name) {
+    absl::MutexLock lock(&reads_mu_);
+    return std::count_if(reads_.begin(), reads_.end(), [&](const auto& w) {
+      auto a = w.lock();
+      return a != nullptr && a->name == name;
+    });
+  }
 
  private:
   static GlooOptions Options(int rank, int world, absl::Duration timeout) {
@@ -119,6 +138,8 @@ class Group {
   Seen seen_;
   std::vector<absl::Status> results_;
   std::vector<std::thread> followers_;
+  absl::Mutex reads_mu_;
+  std::vector<std::weak_ptr<const LoraAdapter>> reads_ ABSL_GUARDED_BY(reads_mu_);
   absl::StatusOr<std::unique_ptr<pagellm::Backend>> leader_ = absl::UnknownError("not connected");
 };
 
@@ -219,6 +240,34 @@ TEST(TensorParallelBackendTest, AnAdapterChangeReachesEveryRankOrNone) {
   g.Join();
   EXPECT_TRUE(g.follower_result(1).ok()) << g.follower_result(1);
   EXPECT_TRUE(g.follower_result(2).ok()) << g.follower_result(2);
+}
+
+TEST(TensorParallelBackendTest, FollowersReadAnAdapterOnceWhileTheLeaderHoldsIt) {
+  Group g(3, absl::Seconds(20), absl::Seconds(1));
+  ASSERT_TRUE(g.leader().ok()) << g.leader().status();
+  pagellm::Backend* leader = g.leader()->get();
+  std::shared_ptr<const LoraAdapter> sql = Adapter("sql", "ok");
+  ASSERT_TRUE(leader->SetAdapter(0, sql).ok());
+  EXPECT_EQ(g.reads(), 2);  // ranks 1 and 2
+  // Moved to the other slot (an engine serving more adapters than slots): the copies the
+  // followers hold serve, read once.
+  ASSERT_TRUE(leader->SetAdapter(0, nullptr).ok());
+  ASSERT_TRUE(leader->SetAdapter(1, sql).ok());
+  EXPECT_EQ(g.reads(), 2);
+  // Another adapter under the same name (loaded again, perhaps from changed files): read anew.
+  ASSERT_TRUE(leader->SetAdapter(1, nullptr).ok());
+  std::shared_ptr<const LoraAdapter> sql2 = Adapter("sql", "ok");
+  ASSERT_TRUE(leader->SetAdapter(0, sql2).ok());
+  EXPECT_EQ(g.reads(), 4);
+  // Once the leader lets go of it, the followers drop their copies at the next change.
+  ASSERT_TRUE(leader->SetAdapter(0, nullptr).ok());
+  sql.reset();
+  sql2.reset();
+  ASSERT_TRUE(leader->SetAdapter(1, Adapter("chat", "ok")).ok());
+  EXPECT_EQ(g.held("sql"), 0);
+  EXPECT_TRUE(leader->health().ok());
+  g.Join();
+  EXPECT_TRUE(g.follower_result(1).ok()) << g.follower_result(1);
 }
 
 TEST(TensorParallelBackendTest, RanksWhosePoolsDifferAreRefused) {
