@@ -73,7 +73,12 @@ struct Call {
 
 void ChangeWorkerAdapters(WorkerPool* pool, const LoraChangeRequest& change, absl::Duration timeout,
                           std::function<void(absl::Status)> done) {
-  const std::vector<std::shared_ptr<WorkerEndpoint>> workers = pool->ReadyEndpoints();
+  ChangeAdaptersOn(pool, pool->ReadyEndpoints(), change, timeout, std::move(done));
+}
+
+void ChangeAdaptersOn(WorkerPool* pool, const std::vector<std::shared_ptr<WorkerEndpoint>>& workers,
+                      const LoraChangeRequest& change, absl::Duration timeout,
+                      std::function<void(absl::Status)> done) {
   if (workers.empty()) {
     done(absl::UnavailableError("no worker is available"));
     return;

@@ -28,8 +28,10 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options option
   r->queue_ =
       std::make_unique<AdmissionQueue>(AdmissionQueue::Options{o.max_queue, o.priority_scheduling});
   RouterServer* self = r.get();
+  WorkerPool::Options pool_options = o.workers;
+  pool_options.replay_runtime_adapters = o.allow_runtime_lora_updating;
   absl::StatusOr<std::unique_ptr<WorkerPool>> pool =
-      WorkerPool::Create(o.workers, [self] { self->OnPoolChange(); });
+      WorkerPool::Create(std::move(pool_options), [self] { self->OnPoolChange(); });
   if (!pool.ok()) return pool.status();
   r->pool_ = *std::move(pool);
   r->service_ = std::make_unique<GenerationService>(
@@ -173,8 +175,37 @@ void RouterServer::OnPoolChange() {
   }
   queue_->Pump(*pool_);
   UpdateHealth();
+  ReplayAdapters();
   absl::MutexLock lock(&wire_mu_);
   --pool_callbacks_;
+}
+
+void RouterServer::ReplayAdapters() {
+  for (WorkerPool::AdapterReplay& replay : pool_->TakeAdapterReplays()) {
+    for (const v1::LoadLoraAdapterRequest& a : replay.adapters) {
+      {
+        absl::MutexLock lock(&wire_mu_);
+        if (!wired_) return;
+        ++pool_callbacks_;  // Shutdown waits for the worker's answer
+      }
+      LoraChangeRequest change;
+      change.load = true;
+      change.lora_name = a.lora_name();
+      change.lora_path = a.lora_path();
+      ChangeAdaptersOn(
+          pool_.get(), {replay.worker}, change, options_.lora_change_timeout,
+          [this, address = replay.worker->address(), name = a.lora_name()](absl::Status st) {
+            if (!st.ok()) {
+              PLOG_WARN(
+                  "worker {} did not load LoRA adapter {}, which the other "
+                  "workers serve: {}",
+                  address, name, st.ToString());
+            }
+            absl::MutexLock lock(&wire_mu_);
+            --pool_callbacks_;
+          });
+    }
+  }
 }
 
 void RouterServer::UpdateHealth() {

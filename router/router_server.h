@@ -94,6 +94,9 @@ class RouterServer {
   }
   void OnPoolChange();
   void UpdateHealth();
+  // Loads on each worker that just became ready the adapters the others loaded at run time
+  // (WorkerPool::TakeAdapterReplays), with --allow-runtime-lora-updating.
+  void ReplayAdapters();
   void TickerLoop();
   void BootstrapLoop();
   absl::Status FetchModel(WorkerEndpoint& worker);

@@ -181,7 +181,14 @@ void WorkerPool::OnPollDone(PollCall* call, const grpc::Status& status) {
       state = other_model          ? State::kModelMismatch
               : w.load_.draining() ? State::kDraining
                                    : State::kReady;
+      const bool was_ready = w.ready_;
       w.ready_ = state == State::kReady && call->failures_at_send == w.failures_;
+      // Joined, back, or restarted between two polls (a new process at the same address).
+      const bool restarted = w.start_id_ != 0 && w.load_.start_id() != w.start_id_;
+      w.start_id_ = w.load_.start_id();
+      if (w.ready_ && (!was_ready || restarted) && options_.replay_runtime_adapters) {
+        FindReplayLocked(call->worker);
+      }
     } else {
       w.ready_ = false;
     }
@@ -214,6 +221,39 @@ void WorkerPool::OnPollDone(PollCall* call, const grpc::Status& status) {
   // Last: the destructor waits for this, so nothing of the pool is used after it.
   absl::MutexLock lock(&mu_);
   --polls_in_flight_;
+}
+
+void WorkerPool::FindReplayLocked(const std::shared_ptr<WorkerEndpoint>& worker) {
+  std::vector<v1::LoadLoraAdapterRequest> common;
+  bool any = false;
+  auto same = [](const v1::LoadLoraAdapterRequest& a, const v1::LoadLoraAdapterRequest& b) {
+    return a.lora_name() == b.lora_name() && a.lora_path() == b.lora_path();
+  };
+  for (const std::shared_ptr<WorkerEndpoint>& other : workers_) {
+    if (other == worker || !other->ready_) continue;
+    const auto& theirs = other->load_.runtime_lora_adapters();
+    if (!any) {
+      common.assign(theirs.begin(), theirs.end());
+      any = true;
+      continue;
+    }
+    std::erase_if(common, [&](const v1::LoadLoraAdapterRequest& a) {
+      return std::none_of(theirs.begin(), theirs.end(),
+                          [&](const v1::LoadLoraAdapterRequest& b) { return same(a, b); });
+    });
+  }
+  const auto& served = worker->load_.lora_adapters();
+  std::erase_if(common, [&](const v1::LoadLoraAdapterRequest& a) {
+    return std::find(served.begin(), served.end(), a.lora_name()) != served.end();
+  });
+  if (!common.empty()) replays_.push_back({worker, std::move(common)});
+}
+
+std::vector<WorkerPool::AdapterReplay> WorkerPool::TakeAdapterReplays() {
+  absl::MutexLock lock(&mu_);
+  std::vector<AdapterReplay> out;
+  out.swap(replays_);
+  return out;
 }
 
 void WorkerPool::UpdateFilterLocked(WorkerEndpoint& w, v1::WorkerLoad& load) {

@@ -40,7 +40,10 @@
 // LoRA adapters: each poll lists the adapters the worker serves (they may differ between workers,
 // and change while it runs: runtime LoRA updating). A request for an adapter is placed only on a
 // worker that serves it, and rejected with NotFound when no ready worker does. SetAdapters
-// records a change the router made itself at once (polls sent before it do not undo it).
+// records a change the router made itself at once (polls sent before it do not undo it). A
+// worker that becomes ready lacking adapters that every other ready worker loaded at run time
+// (from the same path) is due to load them (TakeAdapterReplays): a restarted or added worker
+// converges on what the fleet serves; one ready worker alone is never changed.
 //
 // Workers must serve the pool's model (SetModelFingerprint): each poll carries the worker's
 // model fingerprint and limits (WorkerLoad), and a worker whose fingerprint differs is not
@@ -114,6 +117,7 @@ class WorkerEndpoint {
   State state_ = State::kUnknown;  // the last state logged
   bool poll_in_flight_ = false;
   v1::WorkerLoad load_;          // the last successful poll (all zero before one), less its filter
+  uint64_t start_id_ = 0;        // load_.start_id as of the poll before
   int64_t reserved_blocks_ = 0;  // placed here and not yet visible in a poll
   int64_t placed_ = 0;           // requests placed here and not yet visible in a poll
   uint64_t polls_sent_ = 0;      // numbers the polls
@@ -159,6 +163,16 @@ class WorkerPool final : public Placer {
     Policy policy = Policy::kPrefixAware;
     int64_t balance_abs = 8;   // requests; see the file comment
     double balance_rel = 1.5;  // see the file comment
+    // Collect adapter replays (TakeAdapterReplays): the router serves runtime LoRA updating.
+    bool replay_runtime_adapters = false;
+  };
+
+  // Adapters loaded at run time on every other ready worker (WorkerLoad.runtime_lora_adapters:
+  // same name, same path) that `worker`, just ready, does not serve: what the router loads on
+  // it, so that a worker that joins or restarts serves what the fleet serves.
+  struct AdapterReplay {
+    std::shared_ptr<WorkerEndpoint> worker;
+    std::vector<v1::LoadLoraAdapterRequest> adapters;
   };
 
   struct Stats {
@@ -211,6 +225,10 @@ class WorkerPool final : public Placer {
   [[nodiscard]] std::vector<std::string> ServedAdapters() const;
   // `worker` serves `adapters` now (the answer to a change the router asked for).
   void SetAdapters(WorkerEndpoint* worker, std::vector<std::string> adapters);
+  // The replays found since the last call (Options::replay_runtime_adapters): one for each
+  // worker that became ready lacking adapters the other ready workers all loaded at run time.
+  // Call from on_change.
+  [[nodiscard]] std::vector<AdapterReplay> TakeAdapterReplays();
   [[nodiscard]] Stats GetStats() const;
 
  private:
@@ -222,6 +240,9 @@ class WorkerPool final : public Placer {
   // Takes the poll's prefix filter (if sent) out of `load` into w.
   void UpdateFilterLocked(WorkerEndpoint& w, v1::WorkerLoad& load)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the replay `worker` (just ready) is due, if any (see AdapterReplay).
+  void FindReplayLocked(const std::shared_ptr<WorkerEndpoint>& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DnsLoop();
 
   const Options options_;
@@ -232,6 +253,7 @@ class WorkerPool final : public Placer {
   std::vector<std::shared_ptr<WorkerEndpoint>> workers_ ABSL_GUARDED_BY(mu_);
   std::string fingerprint_ ABSL_GUARDED_BY(mu_);
   int polls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<AdapterReplay> replays_ ABSL_GUARDED_BY(mu_);
 
   absl::Notification stop_;
   std::thread dns_thread_;

@@ -185,6 +185,23 @@ class WorkerPoolTest : public ::testing::Test {
     return p;
   }
 
+  // a and b serve "sql", loaded at run time from adapters/sql, and poll as processes started
+  // with `start_id`. Returns their model info (listing "sql").
+  v1::ModelInfo BothLoadedSql(uint64_t start_id) {
+    v1::ModelInfo with_sql = FakeWorker::DefaultInfo();
+    with_sql.add_lora_adapters("sql");
+    v1::WorkerLoad loaded = Load(100);
+    loaded.set_start_id(start_id);
+    v1::LoadLoraAdapterRequest* sql = loaded.add_runtime_lora_adapters();
+    sql->set_lora_name("sql");
+    sql->set_lora_path("adapters/sql");
+    for (FakeWorker* w : {a_.get(), b_.get()}) {
+      w->SetInfo(with_sql);
+      w->SetLoad(loaded);
+    }
+    return with_sql;
+  }
+
   std::unique_ptr<FakeWorker> a_, b_;
   std::atomic<int> changes_{0};
 };
@@ -701,6 +718,80 @@ TEST_F(WorkerPoolTest, AnAdapterChangeTheRouterMadeCountsAtOnceAndPollsKeepIt) {
   EXPECT_THAT(pool->ServedAdapters(), ElementsAre("sql"));
   ASSERT_TRUE(PollsAfterNow(*pool, *b_));
   EXPECT_TRUE(pool->ServedAdapters().empty());
+}
+
+TEST_F(WorkerPoolTest, AWorkerThatBecomesReadyIsDueWhatEveryOtherLoadedAtRunTime) {
+  // a and b loaded "sql" at run time (from the same path); c joins later, serving none.
+  const v1::ModelInfo with_sql = BothLoadedSql(0);
+  auto c = FakeWorker::Start({});
+  c->SetLoad(Load(100));
+  c->SetGetLoadFails(true);
+  WorkerPool::Options o;
+  o.addresses = {a_->address(), b_->address(), c->address()};
+  o.replay_runtime_adapters = true;
+  auto pool = MakePool(std::move(o));
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  EXPECT_TRUE(pool->TakeAdapterReplays().empty());  // a and b serve the same
+  c->SetGetLoadFails(false);
+  ASSERT_TRUE(PollUntilReady(*pool, 3));
+  std::vector<WorkerPool::AdapterReplay> replays = pool->TakeAdapterReplays();
+  ASSERT_EQ(replays.size(), 1u);
+  EXPECT_EQ(replays[0].worker->address(), c->address());
+  ASSERT_EQ(replays[0].adapters.size(), 1u);
+  EXPECT_EQ(replays[0].adapters[0].lora_name(), "sql");
+  EXPECT_EQ(replays[0].adapters[0].lora_path(), "adapters/sql");
+  EXPECT_TRUE(pool->TakeAdapterReplays().empty());  // taken once
+
+  // Down and back, now serving it (its load answered): nothing is due.
+  c->SetInfo(with_sql);
+  c->SetGetLoadFails(true);
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  c->SetGetLoadFails(false);
+  ASSERT_TRUE(PollUntilReady(*pool, 3));
+  EXPECT_TRUE(pool->TakeAdapterReplays().empty());
+
+  // An adapter only some workers loaded (b's load failed, say) is not due on a new one.
+  b_->SetLoad(Load(100));
+  ASSERT_TRUE(PollsAfterNow(*pool, *b_));
+  c->SetInfo(FakeWorker::DefaultInfo());
+  c->SetGetLoadFails(true);
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  c->SetGetLoadFails(false);
+  ASSERT_TRUE(PollUntilReady(*pool, 3));
+  EXPECT_TRUE(pool->TakeAdapterReplays().empty());
+}
+
+TEST_F(WorkerPoolTest, AWorkerRestartedBetweenTwoPollsIsDueThemToo) {
+  BothLoadedSql(/*start_id=*/1);
+  WorkerPool::Options o;
+  o.addresses = {a_->address(), b_->address()};
+  o.replay_runtime_adapters = true;
+  auto pool = MakePool(std::move(o));
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  EXPECT_TRUE(pool->TakeAdapterReplays().empty());
+  // b is a new process at the same address before any poll failed: it lost the adapter.
+  v1::WorkerLoad fresh = Load(100);
+  fresh.set_start_id(2);
+  b_->SetInfo(FakeWorker::DefaultInfo());
+  b_->SetLoad(fresh);
+  ASSERT_TRUE(PollsAfterNow(*pool, *b_));
+  std::vector<WorkerPool::AdapterReplay> replays = pool->TakeAdapterReplays();
+  ASSERT_EQ(replays.size(), 1u);
+  EXPECT_EQ(replays[0].worker->address(), b_->address());
+  ASSERT_EQ(replays[0].adapters.size(), 1u);
+  EXPECT_EQ(replays[0].adapters[0].lora_name(), "sql");
+}
+
+TEST_F(WorkerPoolTest, NoReplaysWithoutRuntimeLoraUpdating) {
+  v1::WorkerLoad loaded = Load(100);
+  loaded.add_runtime_lora_adapters()->set_lora_name("sql");
+  a_->SetLoad(loaded);
+  b_->SetGetLoadFails(true);
+  auto pool = MakePool();
+  ASSERT_TRUE(PollUntilReady(*pool, 1));
+  b_->SetGetLoadFails(false);
+  ASSERT_TRUE(PollUntilReady(*pool, 2));
+  EXPECT_TRUE(pool->TakeAdapterReplays().empty());
 }
 
 TEST(ResolveHostTest, ResolvesLocalhost) {

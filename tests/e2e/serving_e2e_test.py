@@ -9,7 +9,8 @@ Python client in tools/client/pagellm_client.py:
   - cancelled, timed-out and router-queued requests leave every worker with no KV block and no
     running request within a second;
   - kill -9 of a worker: its clients get UNAVAILABLE promptly, others keep working, a restarted
-    worker is used again;
+    worker is used again, and gets the LoRA adapters the others loaded at run time (not those
+    unloaded since);
   - bad requests get INVALID_ARGUMENT saying what is wrong; a full queue RESOURCE_EXHAUSTED;
   - grpc.health.v1 and server reflection; /metrics names, movement and `promtool check metrics`.
 
@@ -18,6 +19,7 @@ Run from the repository root: .venv/bin/python tests/e2e/serving_e2e_test.py [-v
 PAGELLM_REQUIRE_MODELS=1.)
 """
 import concurrent.futures
+import json
 import os
 import re
 import shutil
@@ -457,6 +459,52 @@ class FailureTest(unittest.TestCase):
         b.kill()  # ends the surviving streams
         for t in threads:
             t.join(timeout=10)
+
+    def test_a_restarted_worker_gets_the_adapters_loaded_at_run_time(self):
+        # Two workers, an adapter loaded through the router while they serve; one restarts (as a
+        # pod does) and the router loads the adapter on it again, from the same path.
+        lora_dir = tempfile.mkdtemp(prefix="pagellm-lora-dir-")
+        os.mkdir(os.path.join(lora_dir, "tenant-a"))
+        lora = ["--allow-runtime-lora-updating", "--lora-dir", lora_dir]
+        a = StartWorker("replay-a", mock=True, extra=lora)
+        b = StartWorker("replay-b", mock=True, extra=lora)
+        self.procs = [a, b]
+        a.WaitServing()
+        b.WaitServing()
+        router = StartRouter("replay-router", [a, b], extra=["--allow-runtime-lora-updating"])
+        self.procs.append(router)
+        router.WaitServing()
+
+        def Post(path, body):
+            req = urllib.request.Request(f"http://127.0.0.1:{router.http_port}{path}",
+                                         data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status
+
+        def Served(worker):
+            stub = WORKER_GRPC.WorkerStub(Channel(worker.target))
+            return list(stub.GetLoad(WORKER_PB2.GetLoadRequest(), timeout=5).lora_adapters)
+
+        self.assertEqual(Post("/v1/load_lora_adapter",
+                              {"lora_name": "tenant-a", "lora_path": "tenant-a"}), 200)
+        self.assertEqual((Served(a), Served(b)), (["tenant-a"], ["tenant-a"]))
+        b.kill()
+        b2 = StartWorker("replay-b2", mock=True, port=b.port, extra=lora)
+        self.procs.append(b2)
+        b2.WaitServing()
+        WaitFor(lambda: Served(b2) == ["tenant-a"], 10, "the restarted worker serves the adapter")
+        # Unloaded everywhere: a worker restarted after that does not get it back.
+        self.assertEqual(Post("/v1/unload_lora_adapter", {"lora_name": "tenant-a"}), 200)
+        b2.kill()
+        b3 = StartWorker("replay-b3", mock=True, port=b.port, extra=lora)
+        self.procs.append(b3)
+        b3.WaitServing()
+        WaitFor(lambda: router.Metric("pagellm_router_workers_ready") == 2, 10,
+                "the restarted worker counted ready")
+        time.sleep(0.5)
+        self.assertEqual((Served(a), Served(b3)), ([], []))
+        shutil.rmtree(lora_dir)
 
     def test_full_queue_is_refused_at_once_and_the_queue_is_fcfs(self):
         # One slow worker whose KV pool holds one request at a time (a 100-token prompt needs 7

@@ -103,7 +103,16 @@ void RuntimeLora::Load(std::string name, std::string path, Done done) {
     done(absl::UnavailableError("the worker is shutting down"), loop_->served_adapters());
     return;
   }
-  jobs_.push_back({{std::move(name), *std::move(resolved)}, std::move(done)});
+  // Listed under the path as given (another worker resolves it inside its own --lora-dir).
+  Done listed = [this, spec = LoraModuleSpec{name, path}, done = std::move(done)](
+                    const absl::Status& st, const std::vector<std::string>& served) {
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(loaded_mu_);
+      loaded_.push_back(spec);
+    }
+    done(st, served);
+  };
+  jobs_.push_back({{std::move(name), *std::move(resolved)}, std::move(listed)});
   cv_.notify_one();
 }
 
@@ -113,8 +122,21 @@ void RuntimeLora::Unload(std::string name, Done done) {
     return;
   }
   EngineLoop::AdapterChange change;
-  change.unload = std::move(name);
-  loop_->ChangeAdapters(std::move(change), std::move(done));
+  change.unload = name;
+  loop_->ChangeAdapters(
+      std::move(change), [this, name, done = std::move(done)](
+                             const absl::Status& st, const std::vector<std::string>& served) {
+        if (st.ok()) {
+          std::lock_guard<std::mutex> lock(loaded_mu_);
+          std::erase_if(loaded_, [&](const LoraModuleSpec& s) { return s.name == name; });
+        }
+        done(st, served);
+      });
+}
+
+std::vector<LoraModuleSpec> RuntimeLora::Loaded() const {
+  std::lock_guard<std::mutex> lock(loaded_mu_);
+  return loaded_;
 }
 
 void RuntimeLora::Run() {

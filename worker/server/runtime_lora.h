@@ -8,7 +8,8 @@
 // (worker/model/lora_adapter.h). An adapter is read and checked on this object's own thread --
 // neither a gRPC thread nor the engine thread waits on the disk -- and then handed to the engine
 // thread, which puts it in an empty slot between two steps (EngineLoop::ChangeAdapters).
-// Unloading refuses new requests at once; running ones finish with the adapter.
+// Unloading refuses new requests at once; running ones finish with the adapter. What was
+// loaded here, and from which path, is listed (Loaded) for a router to load on other workers.
 //
 // Thread-safe. The destructor waits for the load in progress and answers the queued ones with
 // Unavailable.
@@ -67,6 +68,9 @@ class RuntimeLora {
   void Load(std::string name, std::string path, Done done);
   // FailedPrecondition when not enabled; NotFound when the name is not served.
   void Unload(std::string name, Done done);
+  // The adapters loaded here and not unloaded since, each with the path its Load gave (as given,
+  // not resolved), in load order.
+  [[nodiscard]] std::vector<LoraModuleSpec> Loaded() const;
 
  private:
   RuntimeLora(EngineLoop* loop, RuntimeLoraOptions options);
@@ -85,6 +89,9 @@ class RuntimeLora {
   std::deque<Job> jobs_;  // guarded by mu_
   bool stop_ = false;     // guarded by mu_
   std::thread thread_;    // started when enabled
+
+  mutable std::mutex loaded_mu_;
+  std::vector<LoraModuleSpec> loaded_;  // guarded by loaded_mu_; see Loaded()
 };
 
 }  // namespace pagellm

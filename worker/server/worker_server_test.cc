@@ -327,6 +327,17 @@ class RuntimeLoraServerTest : public WorkerServerTest {
     EXPECT_TRUE(stub_->GetLoad(&ctx, {}, &load).ok());
     return {load.lora_adapters().begin(), load.lora_adapters().end()};
   }
+  // The runtime-loaded adapters a poll lists, as "name=path".
+  std::vector<std::string> PolledRuntime() {
+    grpc::ClientContext ctx;
+    v1::WorkerLoad load;
+    EXPECT_TRUE(stub_->GetLoad(&ctx, {}, &load).ok());
+    std::vector<std::string> out;
+    for (const auto& a : load.runtime_lora_adapters()) {
+      out.push_back(a.lora_name() + "=" + a.lora_path());
+    }
+    return out;
+  }
   std::filesystem::path dir_;
 };
 
@@ -356,12 +367,15 @@ TEST_F(RuntimeLoraServerTest, AdaptersLoadServeAndUnload) {
   std::tie(st, served) = Load("chat", (dir_ / "b").string());
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(served, (std::vector<std::string>{"sql", "chat"}));
+  // Polls list them with their paths as given, for a router to load on workers that join later.
+  EXPECT_EQ(PolledRuntime(), (std::vector<std::string>{"sql=a", "chat=" + (dir_ / "b").string()}));
 
   EXPECT_EQ(Load("sql", "c").first.error_code(), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_EQ(Load("third", "c").first.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 
   ASSERT_TRUE(Unload("sql").ok());
   EXPECT_EQ(Polled(), std::vector<std::string>{"chat"});
+  EXPECT_EQ(PolledRuntime(), std::vector<std::string>{"chat=" + (dir_ / "b").string()});
   {
     grpc::ClientContext ctx;
     EXPECT_EQ(Generate(r, &ctx).first.error_code(), grpc::StatusCode::NOT_FOUND);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +15,11 @@
 
 namespace pagellm {
 namespace {
+
+uint64_t RandomStartId() {
+  std::random_device entropy;
+  return ((uint64_t{entropy()} << 32) | entropy()) | 1;  // never 0 (unknown)
+}
 
 const grpc::Status& Untrusted() {
   static const grpc::Status s(grpc::StatusCode::UNAUTHENTICATED,
@@ -38,7 +45,8 @@ WorkerService::WorkerService(EngineLoop* loop, const Tokenizer* tokenizer, v1::M
       health_(std::move(health)),
       on_unhealthy_(std::move(on_unhealthy)),
       token_(std::move(token)),
-      lora_(lora) {}
+      lora_(lora),
+      start_id_(RandomStartId()) {}
 
 bool WorkerService::Trusted(const grpc::CallbackServerContext* context) const {
   if (token_.empty()) return true;
@@ -96,10 +104,18 @@ grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* co
   response->set_swapped(l.swapped);
   response->set_max_num_seqs(static_cast<int32_t>(std::min<int64_t>(l.max_num_seqs, INT32_MAX)));
   response->set_draining(l.draining);
+  response->set_start_id(start_id_);
   response->set_model_fingerprint(info_.model_fingerprint());
   response->set_max_model_len(info_.max_model_len());
   response->set_max_parallel_samples(info_.max_parallel_samples());
   for (std::string& name : loop_->served_adapters()) response->add_lora_adapters(std::move(name));
+  if (lora_ != nullptr) {
+    for (LoraModuleSpec& spec : lora_->Loaded()) {
+      v1::LoadLoraAdapterRequest* a = response->add_runtime_lora_adapters();
+      a->set_lora_name(std::move(spec.name));
+      a->set_lora_path(std::move(spec.path));
+    }
+  }
   if (const CountingPrefixFilter* filter = loop_->prefix_filter(); filter != nullptr) {
     response->set_prefix_filter_hashes(kPrefixFilterHashes);
     if (filter->version() == request->prefix_filter_version()) {

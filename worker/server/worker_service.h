@@ -65,6 +65,7 @@ class WorkerService final
   std::atomic<uint64_t> next_id_{0};
   const SecretSet token_;
   RuntimeLora* const lora_;
+  const uint64_t start_id_;  // WorkerLoad.start_id
 
   // Whether the call carries the worker token (always, without one).
   [[nodiscard]] bool Trusted(const grpc::CallbackServerContext* context) const;
