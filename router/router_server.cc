@@ -196,10 +196,8 @@ void RouterServer::ReplayAdapters() {
           pool_.get(), {replay.worker}, change, options_.lora_change_timeout,
           [this, address = replay.worker->address(), name = a.lora_name()](absl::Status st) {
             if (!st.ok()) {
-              PLOG_WARN(
-                  "worker {} did not load LoRA adapter {}, which the other "
-                  "workers serve: {}",
-                  address, name, st.ToString());
+              PLOG_WARN("worker {} did not load LoRA adapter {}, which the others serve: {}",
+                        address, name, st.ToString());
             }
             absl::MutexLock lock(&wire_mu_);
             --pool_callbacks_;

@@ -278,6 +278,9 @@ absl::Status RunTensorParallelFollower(Backend* backend, Communicator* comm,
         break;
       case StepKind::kSetAdapter: {
         const bool loading = !step.adapter_name().empty();
+        // A new adapter under this name: a copy held under it is of an older one, even when
+        // reading the new one fails here.
+        if (step.adapter_fresh()) held.erase(step.adapter_name());
         absl::Status mine;
         if (!loading) {
           mine = backend->SetAdapter(step.adapter_slot(), nullptr);

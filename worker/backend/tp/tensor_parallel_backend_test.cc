@@ -259,6 +259,13 @@ TEST(TensorParallelBackendTest, FollowersReadAnAdapterOnceWhileTheLeaderHoldsIt)
   std::shared_ptr<const LoraAdapter> sql2 = Adapter("sql", "ok");
   ASSERT_TRUE(leader->SetAdapter(0, sql2).ok());
   EXPECT_EQ(g.reads(), 4);
+  // A new "sql" that rank 2 cannot read: refused, and rank 2 keeps no copy of the old one under
+  // the name, so a retry reads again (and is refused again) rather than using the old weights.
+  ASSERT_TRUE(leader->SetAdapter(0, nullptr).ok());
+  std::shared_ptr<const LoraAdapter> unreadable = Adapter("sql", "bad");
+  EXPECT_EQ(leader->SetAdapter(0, unreadable).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(leader->SetAdapter(0, unreadable).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(leader->SetAdapter(0, sql2).ok());  // sql2 again: read anew on every follower
   // Once the leader lets go of it, the followers drop their copies at the next change.
   ASSERT_TRUE(leader->SetAdapter(0, nullptr).ok());
   sql.reset();
