@@ -17,6 +17,7 @@ token: vLLM may read the adapter only then), and the running streams' longest pa
 chunks during the loads against their median pause. Prints JSON, then a table.
 """
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -106,27 +107,34 @@ def Measure(port, model, lora_path, args):
     }
 
 
-def RunPagellm(args):
+@contextlib.contextmanager
+def PagellmServer(name, worker_extra):
+    """One worker (`worker_extra` flags, runtime LoRA updating on) behind a router, both with
+    --allow-runtime-lora-updating; killed on exit. Yields (router HTTP port, model id, worker)."""
     procs = []
     try:
-        lora = ("--allow-runtime-lora-updating", "--lora-dir", os.path.dirname(ADAPTER_DIR))
-        worker = e2e.StartWorker("lora-bench-worker", lora)
+        lora = ("--allow-runtime-lora-updating", "--lora-dir", os.path.dirname(ADAPTER_DIR),
+                *worker_extra)
+        worker = e2e.StartWorker(f"{name}-worker", lora)
         procs.append(worker)
         worker.WaitServing(timeout=120)
-        router = e2e.StartRouter("lora-bench-router", [worker],
-                                 ("--allow-runtime-lora-updating",))
+        router = e2e.StartRouter(f"{name}-router", [worker], ("--allow-runtime-lora-updating",))
         procs.append(router)
         router.WaitServing()
-        port = router.http_port
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn = http.client.HTTPConnection("127.0.0.1", router.http_port, timeout=60)
         conn.request("GET", "/v1/models")
         model = json.loads(conn.getresponse().read())["data"][0]["id"]
         conn.close()
-        peer.Stream(port, model, "Warm-up.", 2)
-        return Measure(port, model, os.path.basename(ADAPTER_DIR), args)
+        yield router.http_port, model, worker
     finally:
         for p in procs:
             p.terminate()
+
+
+def RunPagellm(args):
+    with PagellmServer("lora-bench", ()) as (port, model, _):
+        peer.Stream(port, model, "Warm-up.", 2)
+        return Measure(port, model, os.path.basename(ADAPTER_DIR), args)
 
 
 def RunVllm(args):

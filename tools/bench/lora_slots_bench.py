@@ -31,9 +31,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 import compare_routing_vllm as peer  # noqa: E402  pylint: disable=wrong-import-position
-import serving_e2e_test as e2e  # noqa: E402  pylint: disable=wrong-import-position
+import lora_load_bench as load_bench  # noqa: E402  pylint: disable=wrong-import-position
 
-ADAPTER_DIR = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct-lora-test")
+ADAPTER_DIR = load_bench.ADAPTER_DIR
 ADAPTERS = [f"tenant-{i}" for i in range(4)]
 
 
@@ -95,28 +95,11 @@ def Measure(port, base_model, lora_path, args):
 
 
 def RunPagellm(args, slots):
-    procs = []
-    try:
-        lora = ("--allow-runtime-lora-updating", "--lora-dir", os.path.dirname(ADAPTER_DIR),
-                "--max-loras", str(slots), "--max-cpu-loras", "4", "--max-lora-rank", "8")
-        worker = e2e.StartWorker(f"lora-slots-worker-{slots}", lora)
-        procs.append(worker)
-        worker.WaitServing(timeout=120)
-        router = e2e.StartRouter(f"lora-slots-router-{slots}", [worker],
-                                 ("--allow-runtime-lora-updating",))
-        procs.append(router)
-        router.WaitServing()
-        port = router.http_port
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        conn.request("GET", "/v1/models")
-        model = json.loads(conn.getresponse().read())["data"][0]["id"]
-        conn.close()
+    flags = ("--max-loras", str(slots), "--max-cpu-loras", "4", "--max-lora-rank", "8")
+    with load_bench.PagellmServer(f"lora-slots-{slots}", flags) as (port, model, worker):
         result = Measure(port, model, os.path.basename(ADAPTER_DIR), args)
         result["slot_loads"] = worker.Metric("pagellm_lora_slot_loads_total")
         return result
-    finally:
-        for p in procs:
-            p.terminate()
 
 
 def RunVllm(args, slots):
