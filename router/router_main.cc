@@ -76,6 +76,10 @@ ABSL_FLAG(bool, allow_runtime_lora_updating, false,
           "serve /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's "
           "VLLM_ALLOW_RUNTIME_LORA_UPDATING), applied to every ready worker (each needs "
           "--allow-runtime-lora-updating --lora-dir)");
+ABSL_FLAG(bool, resolve_lora_adapters, false,
+          "with --allow-runtime-lora-updating: an OpenAI request naming a model that is neither "
+          "served nor a served adapter first loads the adapter of that name from the directory "
+          "of that name in the workers' --lora-dir (vLLM's lora_filesystem_resolver)");
 ABSL_FLAG(double, request_timeout, 600.0,
           "Deadline in seconds for requests whose client sets none");
 ABSL_FLAG(double, shutdown_grace, 30.0, "Seconds open streams get to finish after SIGTERM/SIGINT");
@@ -233,6 +237,11 @@ int main(int argc, char** argv) {
   }
   options.max_queue = static_cast<size_t>(absl::GetFlag(FLAGS_max_queue));
   options.allow_runtime_lora_updating = absl::GetFlag(FLAGS_allow_runtime_lora_updating);
+  options.openai.load_adapters_on_demand = absl::GetFlag(FLAGS_resolve_lora_adapters);
+  if (options.openai.load_adapters_on_demand && !options.allow_runtime_lora_updating) {
+    std::fprintf(stderr, "--resolve-lora-adapters needs --allow-runtime-lora-updating\n");
+    return 2;
+  }
   if (const std::string policy = absl::GetFlag(FLAGS_scheduling_policy);
       policy == "fcfs" || policy == "priority") {
     options.priority_scheduling = policy == "priority";

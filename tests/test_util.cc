@@ -248,10 +248,16 @@ absl::Status AddTop1Agreement(Backend* backend, const std::vector<int32_t>& toke
   return absl::OkStatus();
 }
 
-absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps) {
+absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps,
+                                    const std::function<bool()>& between_steps) {
   EngineRun run;
   std::vector<SequenceOutput> step;
-  for (int i = 0; i < max_steps && engine->HasUnfinished(); ++i) {
+  for (int i = 0; i < max_steps; ++i) {
+    const bool worked = between_steps && between_steps();
+    if (!engine->HasUnfinished()) {
+      if (worked) continue;
+      break;
+    }
     step.clear();
     RETURN_IF_ERROR(engine->Step(&step));
     for (const SequenceOutput& o : step) {
@@ -262,7 +268,7 @@ absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps) {
       run.cumulative_logprob[key] = o.cumulative_logprob;
     }
   }
-  if (engine->HasUnfinished()) {
+  if (engine->HasUnfinished() || engine->num_waiting() > 0) {
     return absl::InternalError(absl::StrCat("unfinished after ", max_steps, " steps"));
   }
   const BlockManager::Stats bm = engine->block_manager().GetStats();

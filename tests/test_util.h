@@ -106,8 +106,11 @@ struct EngineRun {
 
 // Steps `engine` until it has nothing unfinished. Internal error if that takes more than
 // `max_steps` (a livelock), if a step fails, or if KV blocks (device or swap) are still held
-// at the end.
-absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps = 100000);
+// at the end. `between_steps`, when given, runs before each step (a test's adapter reads end
+// there: Engine::AdapterRead) and says whether it did anything: the run goes on while it does,
+// even with nothing for a step.
+absl::StatusOr<EngineRun> RunEngine(Engine* engine, int max_steps = 100000,
+                                    const std::function<bool()>& between_steps = nullptr);
 
 // A new engine with `options` over m's backend runs `prompts` (request i is "i"; the tokenizer
 // adds its BOS) with `params`, as RunEngine.

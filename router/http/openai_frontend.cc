@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/api/proto_convert.h"
+#include "common/sampling/sampling_params.h"
 #include "nlohmann/json.hpp"
 #include "router/http/embedding_response.h"
 #include "router/http/openai_request.h"
@@ -315,7 +316,11 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
 };
 
 OpenAiFrontend::OpenAiFrontend(Options options, Deps deps)
-    : options_(std::move(options)), deps_(std::move(deps)) {}
+    : options_(std::move(options)), deps_(std::move(deps)) {
+  if (options_.load_adapters_on_demand && deps_.change_adapters) {
+    on_demand_ = std::make_unique<AdaptersOnDemand>(deps_.change_adapters);
+  }
+}
 
 int OpenAiFrontend::open_requests() const {
   absl::MutexLock lock(&mu_);
@@ -525,17 +530,23 @@ void OpenAiFrontend::ChangeAdapters(const HttpRequest& http, bool load,
   });
 }
 
-OpenAiFrontend::Served OpenAiFrontend::Resolve(const std::string& asked, HttpExchange& exchange) {
+OpenAiFrontend::Served OpenAiFrontend::Resolve(
+    const std::string& asked, const std::shared_ptr<HttpExchange>& exchange,
+    const std::function<std::function<void()>()>& retry) {
   Served out;
   std::shared_ptr<const ModelContext> model = deps_.model();
   if (model == nullptr) {
-    ReplyError(exchange, absl::UnavailableError("the router has not reached a worker yet"));
+    ReplyError(*exchange, absl::UnavailableError("the router has not reached a worker yet"));
     return out;
   }
   out.name = ServedName(options_.served_model_name, *model);
   const std::optional<std::string> adapter = AdapterOf(asked, out.name, Adapters(*model));
   if (!adapter) {
-    ReplyUnknownModel(exchange, asked, out.name);
+    if (on_demand_ != nullptr && retry != nullptr && CheckLoraAdapterName(asked, "model").ok()) {
+      LoadThenRetry(asked, exchange, retry());
+    } else {
+      ReplyUnknownModel(*exchange, asked, out.name);
+    }
     return out;
   }
   out.adapter = *adapter;
@@ -543,12 +554,38 @@ OpenAiFrontend::Served OpenAiFrontend::Resolve(const std::string& asked, HttpExc
   return out;
 }
 
+void OpenAiFrontend::LoadThenRetry(const std::string& asked, std::shared_ptr<HttpExchange> exchange,
+                                   std::function<void()> retry) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++open_requests_;
+  }
+  on_demand_->Load(asked, [this, asked, exchange = std::move(exchange),
+                           retry = std::move(retry)](absl::Status st) {
+    std::shared_ptr<const ModelContext> model = deps_.model();
+    if (model == nullptr) {
+      ReplyError(*exchange, absl::UnavailableError("no worker is ready"));
+    } else if (AdapterOf(asked, "", Adapters(*model)).has_value()) {
+      retry();  // served now (by the workers where the load succeeded, at least)
+    } else if (st.ok() || absl::IsNotFound(st)) {
+      ReplyUnknownModel(*exchange, asked, ServedName(options_.served_model_name, *model));
+    } else {
+      ReplyError(*exchange, st);
+    }
+    RequestDone();
+  });
+}
+
 void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
-                              std::shared_ptr<HttpExchange> exchange) {
+                              std::shared_ptr<HttpExchange> exchange, bool on_demand) {
   absl::StatusOr<OpenAiRequest> request =
       chat ? ParseChatRequest(http.body) : ParseCompletionRequest(http.body);
   if (!request.ok()) return ReplyError(*exchange, request.status());
-  Served served = Resolve(request->model, *exchange);
+  std::function<std::function<void()>()> retry;
+  if (on_demand) {  // copies the request only if its adapter is to be loaded
+    retry = [&] { return [this, http, chat, exchange] { Generate(http, chat, exchange, false); }; };
+  }
+  Served served = Resolve(request->model, exchange, retry);
   if (served.model == nullptr) return;
   std::shared_ptr<const ModelContext> model = std::move(served.model);
   const std::string& name = served.name;
@@ -604,7 +641,7 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
 }
 
 void OpenAiFrontend::Embed(const HttpRequest& http, EmbedRoute route,
-                           std::shared_ptr<HttpExchange> exchange) {
+                           std::shared_ptr<HttpExchange> exchange, bool on_demand) {
   OpenAiRequest request;
   ScoreHttpRequest score;
   if (route == EmbedRoute::kEmbeddings) {
@@ -618,7 +655,11 @@ void OpenAiFrontend::Embed(const HttpRequest& http, EmbedRoute route,
     score = *std::move(parsed);
     request = std::move(score.embed);
   }
-  Served served = Resolve(request.model, *exchange);
+  std::function<std::function<void()>()> retry;
+  if (on_demand) {
+    retry = [&] { return [this, http, route, exchange] { Embed(http, route, exchange, false); }; };
+  }
+  Served served = Resolve(request.model, exchange, retry);
   if (served.model == nullptr) return;
   const std::string id = RandomId(route == EmbedRoute::kEmbeddings ? "embd-"
                                   : route == EmbedRoute::kScore    ? "score-"

@@ -34,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pagellm/v1/generation.pb.h"
+#include "router/http/adapters_on_demand.h"
 #include "router/http/http_server.h"
 #include "router/http/openai_request.h"
 #include "router/http/reasoning.h"
@@ -55,6 +56,10 @@ class OpenAiFrontend final : public HttpHandler {
     // How chat replies are split into reasoning and answer (reasoning.h); none: not split.
     // Replies under a structured output (a named or "required" tool choice too) are not split.
     std::optional<ReasoningFormat> reasoning_format;
+    // A request naming a model that is neither served nor a served adapter loads the adapter
+    // of that name from the workers' --lora-dir first (AdaptersOnDemand; needs
+    // Deps::change_adapters), as vLLM's lora_filesystem_resolver does.
+    bool load_adapters_on_demand = false;
   };
   // Opens a stream on the router's Generation service (GenerationService::Open), not started.
   using OpenStream = std::function<absl::StatusOr<std::unique_ptr<RoutedStream>>(
@@ -96,11 +101,22 @@ class OpenAiFrontend final : public HttpHandler {
     std::string name;     // the served model's name
     std::string adapter;  // the LoRA adapter named; "" for the base model
   };
-  Served Resolve(const std::string& asked, HttpExchange& exchange);
-  void Generate(const HttpRequest& request, bool chat, std::shared_ptr<HttpExchange> exchange);
+  // With `retry` (and Options::load_adapters_on_demand), a name no worker serves is loaded as
+  // an adapter first and what `retry` makes runs once it is served (nothing is replied yet);
+  // else 404.
+  Served Resolve(const std::string& asked, const std::shared_ptr<HttpExchange>& exchange,
+                 const std::function<std::function<void()>()>& retry);
+  // `on_demand`: Resolve may load the adapter the request names (not again after that load).
+  void Generate(const HttpRequest& request, bool chat, std::shared_ptr<HttpExchange> exchange,
+                bool on_demand = true);
   // POST /v1/embeddings, or vLLM's /v1/score and /v1/rerank over the texts' embeddings.
   enum class EmbedRoute { kEmbeddings, kScore, kRerank };
-  void Embed(const HttpRequest& request, EmbedRoute route, std::shared_ptr<HttpExchange> exchange);
+  void Embed(const HttpRequest& request, EmbedRoute route, std::shared_ptr<HttpExchange> exchange,
+             bool on_demand = true);
+  // Loads adapter `asked` (AdaptersOnDemand), then runs `retry` if the workers serve it, or
+  // answers 404 (none has it) or the load's error. Counted as an open request meanwhile.
+  void LoadThenRetry(const std::string& asked, std::shared_ptr<HttpExchange> exchange,
+                     std::function<void()> retry);
   // Starts the request's streams, which feed `response`.
   void Run(std::shared_ptr<const ModelContext> model, std::shared_ptr<HttpExchange> exchange,
            OpenAiRequest request, std::unique_ptr<ResponseBuilder> response);
@@ -116,6 +132,7 @@ class OpenAiFrontend final : public HttpHandler {
 
   const Options options_;
   const Deps deps_;
+  std::unique_ptr<AdaptersOnDemand> on_demand_;  // null unless Options::load_adapters_on_demand
   mutable absl::Mutex mu_;
   int open_requests_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -114,5 +114,48 @@ TEST_F(OpenAiFrontendTest, RuntimeLoraAdaptersLoadOnEveryWorkerAndUnload) {
   EXPECT_EQ(r.status, 404) << r.body;
 }
 
+TEST_F(OpenAiFrontendTest, AnAdapterNoWorkerServesIsLoadedWhenARequestNamesIt) {
+  // vLLM's lora_filesystem_resolver: the name is the adapter's directory in each worker's
+  // --lora-dir; the request runs once the workers have loaded it.
+  FakeWorker& a = AddWorker();
+  FakeWorker& b = AddWorker();
+  runtime_lora_ = true;
+  OpenAiFrontend::Options openai;
+  openai.load_adapters_on_demand = true;
+  StartRouter(1024, 1 << 20, nullptr, openai);
+  HttpResult r =
+      Post(port(), "/v1/completions", {{"model", "sql"}, {"prompt", "hi"}, {"max_tokens", 1}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["model"], "sql");
+  r = Call(port(), http::verb::get, "/v1/models");
+  ASSERT_EQ(r.status, 200);
+  ASSERT_EQ(Json::parse(r.body)["data"].size(), 2u);
+  EXPECT_EQ(Json::parse(r.body)["data"][1]["id"], "sql");
+  for (FakeWorker* w : {&a, &b}) {
+    for (const auto& seen : w->requests()) EXPECT_EQ(seen.sampling().lora_adapter(), "sql");
+  }
+  EXPECT_EQ(a.requests().size() + b.requests().size(), 1u);
+  // Loaded for an embeddings request too.
+  r = Post(port(), "/v1/embeddings", {{"model", "emb-lora"}, {"input", "hi"}});
+  EXPECT_NE(r.status, 404) << r.body;
+  r = Call(port(), http::verb::get, "/v1/models");
+  EXPECT_EQ(Json::parse(r.body)["data"].size(), 3u);
+
+  // No such directory on any worker: the unknown model's 404, as vLLM answers.
+  r = Post(port(), "/v1/completions",
+           {{"model", "missing-lora"}, {"prompt", "hi"}, {"max_tokens", 1}});
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("does not exist"));
+  // A directory that is no adapter of this model: the workers' refusal.
+  r = Post(port(), "/v1/completions", {{"model", "bad"}, {"prompt", "hi"}, {"max_tokens", 1}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("not an adapter"));
+  // Not a name an adapter may have: nothing is loaded.
+  r = Post(port(), "/v1/completions", {{"model", "a b"}, {"prompt", "hi"}, {"max_tokens", 1}});
+  EXPECT_EQ(r.status, 404) << r.body;
+  r = Call(port(), http::verb::get, "/v1/models");
+  EXPECT_EQ(Json::parse(r.body)["data"].size(), 3u);
+}
+
 }  // namespace
 }  // namespace pagellm::openai_test

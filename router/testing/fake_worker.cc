@@ -348,7 +348,8 @@ class FakeService final : public v1::Worker::CallbackService {
   }
 
   // Runtime LoRA updating as a worker with room for any number of adapters does it: the name
-  // joins or leaves ModelInfo.lora_adapters; a path named "bad" is not an adapter.
+  // joins or leaves ModelInfo.lora_adapters; a path named "bad" is not an adapter, and one that
+  // starts with "missing" is not in the worker's --lora-dir.
   grpc::ServerUnaryReactor* LoadLoraAdapter(grpc::CallbackServerContext* context,
                                             const v1::LoadLoraAdapterRequest* request,
                                             v1::LoraAdaptersResponse* response) override {
@@ -359,6 +360,8 @@ class FakeService final : public v1::Worker::CallbackService {
       status = grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "fake worker: already served");
     } else if (request->lora_path() == "bad") {
       status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "fake worker: not an adapter");
+    } else if (request->lora_path().starts_with("missing")) {
+      status = grpc::Status(grpc::StatusCode::NOT_FOUND, "fake worker: no such directory");
     } else {
       names.Add(std::string(request->lora_name()));
     }

@@ -13,8 +13,11 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
     loaded at run time (/v1/load_lora_adapter, from inside the workers' --lora-dir) under another
     name writes the same text, is refused outside that directory or twice, and once unloaded is
     a 404 (vLLM's runtime LoRA updating); with one slot for adapters loaded at run time
-    (--max-loras 2, one held by --lora-modules) and room for three (--max-cpu-loras), two such
-    adapters take turns in the slot, both writing that text;
+    (--max-loras 2, one held by --lora-modules) and room for three in host memory
+    (--max-cpu-loras), two such adapters take turns in the slot, both writing that text, and a
+    third loaded makes the least recently used one let go of its weights, which are read again
+    from its directory when a request names it; with --resolve-lora-adapters, a request naming a
+    directory of the --lora-dir loads that adapter first (vLLM's lora_filesystem_resolver);
   - tool calling: named and "required" tool_choice (the SDK's parse() with
     pydantic_function_tool), streamed and not, a tool result sent back, "auto" with the hermes
     parser;
@@ -82,7 +85,8 @@ class OpenAiApiTest(unittest.TestCase):
             w.WaitServing(timeout=120)
         cls.router = e2e.StartRouter("oa_router", cls.workers,
                                      extra=debug + ("--tool-call-parser", "hermes",
-                                                    "--allow-runtime-lora-updating"))
+                                                    "--allow-runtime-lora-updating",
+                                                    "--resolve-lora-adapters"))
         cls.router.WaitServing()
         cls.base = f"http://127.0.0.1:{cls.router.http_port}"
         cls.client = openai.OpenAI(base_url=cls.base + "/v1", api_key="unused", max_retries=0,
@@ -180,11 +184,29 @@ class OpenAiApiTest(unittest.TestCase):
                 while loads() < 3 and time.monotonic() < deadline:
                     time.sleep(0.05)
                 self.assertGreaterEqual(loads(), 3)
-                status, body = self.Raw("POST", "/v1/load_lora_adapter",
-                                        {"lora_name": "a-fourth", "lora_path": path})
-                self.assertEqual(status, 429, body)
-                self.assertIn("--max-cpu-loras", body["error"]["message"])
+                # Host memory holds three (the --lora-modules one included): two more are
+                # served too, and the two used before them let go of their weights...
+                for extra in ("a-fourth", "a-fifth"):
+                    status, body = self.Raw("POST", "/v1/load_lora_adapter",
+                                            {"lora_name": extra, "lora_path": path})
+                    self.assertEqual(status, 200, body)
+                served = {m.id for m in self.client.models.list().data}
+                self.assertLessEqual({name, second, "a-fourth", "a-fifth"}, served)
+                # ...and a request for it waits while they are read again, writing the same.
+                r = self.client.completions.create(model=name, prompt=prompt, max_tokens=16,
+                                                   temperature=0)
+                self.assertEqual((r.model, r.choices[0].text), (name, want))
+
+                def reads():
+                    return sum(w.Metric("pagellm_lora_adapter_reads_total")
+                               for w in self.workers)
+                deadline = time.monotonic() + 5
+                while reads() < 1 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertGreaterEqual(reads(), 1)
             finally:
+                self.Raw("POST", "/v1/unload_lora_adapter", {"lora_name": "a-fourth"})
+                self.Raw("POST", "/v1/unload_lora_adapter", {"lora_name": "a-fifth"})
                 self.Raw("POST", "/v1/unload_lora_adapter", {"lora_name": second})
             for outside in ("/etc", "../../..", "no-such-adapter"):
                 status, body = self.Raw("POST", "/v1/load_lora_adapter",
@@ -198,6 +220,17 @@ class OpenAiApiTest(unittest.TestCase):
         with self.assertRaises(openai.NotFoundError):
             self.client.completions.create(model=name, prompt=prompt, max_tokens=2)
         self.assertNotIn(name, [m.id for m in self.client.models.list().data])
+        # --resolve-lora-adapters: a model named as a directory of the workers' --lora-dir is
+        # loaded on the first request that names it, and writes what the adapter writes.
+        self.assertNotIn(path, [m.id for m in self.client.models.list().data])
+        try:
+            r = self.client.completions.create(model=path, prompt=prompt, max_tokens=16,
+                                               temperature=0)
+            GENERATED.append(r.choices[0].text)
+            self.assertEqual((r.model, r.choices[0].text), (path, want))
+            self.assertIn(path, [m.id for m in self.client.models.list().data])
+        finally:
+            self.Raw("POST", "/v1/unload_lora_adapter", {"lora_name": path})
 
     def test_greedy_completions_equal_the_grpc_api(self):
         for prompt in PROMPTS:

@@ -374,7 +374,7 @@ class ServingTest(unittest.TestCase):
                         "pagellm_structured_output_mask_seconds_total",
                         "pagellm_spec_decode_draft_tokens_total",
                         "pagellm_spec_decode_accepted_tokens_total",
-                        "pagellm_lora_slot_loads_total",
+                        "pagellm_lora_slot_loads_total", "pagellm_lora_adapter_reads_total",
                         "pagellm_time_to_first_token_seconds", "pagellm_inter_token_latency_seconds",
                         "pagellm_e2e_request_latency_seconds", "pagellm_queue_time_seconds"]
         router_names = ["pagellm_router_queue_length", "pagellm_router_requests_total",

@@ -10,40 +10,62 @@
 #include "worker/model/lora_adapter.h"
 
 namespace pagellm {
+namespace {
 
-AdapterTable::AdapterTable(const std::vector<std::string>& slots, int64_t capacity)
-    : entries_(std::max<size_t>(slots.size(), static_cast<size_t>(std::max<int64_t>(capacity, 0)))),
+// Names listed in a NotFound message at most.
+constexpr size_t kNamesListed = 16;
+
+}  // namespace
+
+AdapterTable::AdapterTable(const std::vector<std::string>& slots, int64_t capacity,
+                           int64_t max_adapters)
+    : capacity_(std::max<int64_t>(static_cast<int64_t>(slots.size()), capacity)),
+      max_adapters_(std::max(capacity_, max_adapters)),
       slots_(slots.size(), kEmpty) {
   for (size_t i = 0; i < slots.size(); ++i) {
     if (slots[i].empty()) continue;
     const int32_t id = NewEntry(slots[i]);
+    entries_[id].fixed = true;
     entries_[id].slot = static_cast<int32_t>(i);
     slots_[i] = id;
+    ++held_;
   }
+}
+
+uint64_t AdapterTable::NextNamespace(const std::string& name) {
+  const int64_t earlier = installs_[name]++;
+  return earlier == 0 ? PrefixCacheNamespace(name)
+                      : PrefixCacheNamespace(absl::StrCat(name, "\n", earlier));
 }
 
 int32_t AdapterTable::NewEntry(const std::string& name) {
-  auto it =
-      std::find_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.name.empty(); });
-  PAGELLM_CHECK(it != entries_.end() && !name.empty(), "no free adapter id for a new adapter");
-  *it = Entry{};
-  it->name = name;
-  const int64_t earlier = installs_[name]++;
-  it->cache_namespace = earlier == 0 ? PrefixCacheNamespace(name)
-                                     : PrefixCacheNamespace(absl::StrCat(name, "\n", earlier));
-  return static_cast<int32_t>(it - entries_.begin());
+  PAGELLM_CHECK(live_ < max_adapters_ && !name.empty(), "no free adapter id for a new adapter");
+  int32_t id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<int32_t>(entries_.size());
+    entries_.emplace_back();
+  }
+  Entry& e = entries_[id];
+  e = Entry{};
+  e.name = name;
+  e.cache_namespace = NextNamespace(name);
+  served_[name] = id;
+  ++live_;
+  return id;
 }
 
 absl::StatusOr<int32_t> AdapterTable::Find(const std::string& name) const {
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    if (!entries_[i].retiring && entries_[i].name == name && !name.empty()) {
-      return static_cast<int32_t>(i);
-    }
-  }
-  const std::vector<std::string> served = Served();
+  if (auto it = served_.find(name); it != served_.end()) return it->second;
+  std::vector<std::string> served = Served();
+  const size_t total = served.size();
+  if (total > kNamesListed) served.resize(kNamesListed);
   return absl::NotFoundError(absl::StrCat(
       "LoRA adapter `", name, "` is not served here (",
-      served.empty() ? "none is: see --lora-modules" : absl::StrJoin(served, ", "), ")"));
+      served.empty() ? "none is: see --lora-modules" : absl::StrJoin(served, ", "),
+      total > kNamesListed ? absl::StrCat(", and ", total - kNamesListed, " more") : "", ")"));
 }
 
 void AdapterTable::Acquire(int32_t id) {
@@ -60,20 +82,21 @@ bool AdapterTable::Release(int32_t id) {
 
 absl::StatusOr<int32_t> AdapterTable::Add(std::shared_ptr<const LoraAdapter> adapter) {
   PAGELLM_CHECK(adapter != nullptr && !adapter->name.empty(), "adding an unnamed LoRA adapter");
-  if (Find(adapter->name).ok()) {
+  if (served_.contains(adapter->name)) {
     return absl::AlreadyExistsError(
         absl::StrCat("LoRA adapter `", adapter->name, "` is already served"));
   }
-  int64_t used = 0;
-  int64_t retiring = 0;
-  for (const Entry& e : entries_) {
-    used += e.name.empty() ? 0 : 1;
-    retiring += e.retiring ? 1 : 0;
+  if (live_ >= max_adapters_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this worker serves ", live_, " LoRA adapters already (at most ",
+                     max_adapters_, "; ", live_ - static_cast<int64_t>(served_.size()),
+                     " of them being unloaded once their requests end): unload one first"));
   }
-  if (used == static_cast<int64_t>(entries_.size())) {
+  if (full()) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "this worker serves ", entries_.size(), " LoRA adapters already (--max-cpu-loras; ",
-        retiring, " of them being unloaded once their requests end)"));
+        "this worker holds ", held_, " LoRA adapters in host memory already (--max-cpu-loras; ",
+        live_ - static_cast<int64_t>(served_.size()),
+        " of them being unloaded once their requests end)"));
   }
   if (moving_slots() == 0) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -81,7 +104,11 @@ absl::StatusOr<int32_t> AdapterTable::Add(std::shared_ptr<const LoraAdapter> ada
         " LoRA adapter slots (--max-loras) holds a --lora-modules adapter: unload one first"));
   }
   const int32_t id = NewEntry(adapter->name);
-  entries_[id].weights = std::move(adapter);
+  Entry& e = entries_[id];
+  e.path = adapter->path;
+  e.files = adapter->files;
+  e.weights = std::move(adapter);
+  ++held_;
   return id;
 }
 
@@ -89,6 +116,7 @@ bool AdapterTable::Retire(int32_t id) {
   Entry& e = entries_[id];
   PAGELLM_CHECK(!e.name.empty() && !e.retiring, "retiring LoRA adapter {}", id);
   e.retiring = true;
+  served_.erase(e.name);
   return e.users == 0;
 }
 
@@ -97,8 +125,62 @@ int32_t AdapterTable::Drop(int32_t id) {
   PAGELLM_CHECK(e.retiring && e.users == 0, "dropping LoRA adapter {}", id);
   const int32_t slot = e.slot;
   if (slot >= 0) slots_[slot] = kEmpty;
+  if (e.fixed || e.weights != nullptr || e.read != 0) --held_;
   e = Entry{};
+  free_ids_.push_back(id);
+  --live_;
   return slot;
+}
+
+int32_t AdapterTable::EvictionCandidate() const {
+  int32_t best = -1;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    if (e.name.empty() || e.fixed || e.weights == nullptr || e.users > 0 || e.read != 0) continue;
+    if (best < 0 || e.last_used < entries_[best].last_used) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+int32_t AdapterTable::Evict(int32_t id) {
+  Entry& e = entries_[id];
+  PAGELLM_CHECK(!e.fixed && e.weights != nullptr && e.users == 0 && e.read == 0,
+                "evicting LoRA adapter {}", id);
+  e.weights.reset();
+  --held_;
+  const int32_t slot = e.slot;
+  if (slot >= 0) {
+    slots_[slot] = kEmpty;
+    e.slot = -1;
+  }
+  return slot;
+}
+
+uint64_t AdapterTable::BeginRead(int32_t id) {
+  PAGELLM_CHECK(NeedsRead(id) && !full(), "reading LoRA adapter {} again", id);
+  entries_[id].read = next_ticket_++;
+  ++held_;
+  return entries_[id].read;
+}
+
+bool AdapterTable::EndRead(int32_t id, uint64_t ticket, std::shared_ptr<const LoraAdapter> weights,
+                           bool* renamespaced) {
+  *renamespaced = false;
+  if (id < 0 || static_cast<size_t>(id) >= entries_.size()) return false;
+  Entry& e = entries_[id];
+  if (ticket == 0 || e.read != ticket) return false;
+  e.read = 0;
+  if (weights == nullptr) {
+    --held_;
+    return true;
+  }
+  if (weights->files != e.files) {
+    e.files = weights->files;
+    e.cache_namespace = NextNamespace(e.name);
+    *renamespaced = true;
+  }
+  e.weights = std::move(weights);
+  return true;
 }
 
 int32_t AdapterTable::SlotToFill(int64_t step) const {
@@ -126,7 +208,7 @@ bool AdapterTable::Vacate(int32_t slot) {
 }
 
 void AdapterTable::Place(int32_t id, int32_t slot) {
-  PAGELLM_CHECK(slots_[slot] == kEmpty && moves(id) && entries_[id].slot < 0,
+  PAGELLM_CHECK(slots_[slot] == kEmpty && moves(id) && held(id) && entries_[id].slot < 0,
                 "placing LoRA adapter {} in slot {}", id, slot);
   slots_[slot] = id;
   entries_[id].slot = slot;

@@ -10,9 +10,13 @@
 namespace pagellm {
 namespace {
 
-std::shared_ptr<const LoraAdapter> Weights(const std::string& name) {
+// An adapter as read from `files` (LoraAdapter::files: what the file system said of them).
+std::shared_ptr<const LoraAdapter> Weights(const std::string& name,
+                                           const std::string& files = "v1") {
   auto a = std::make_shared<LoraAdapter>();
   a->name = name;
+  a->path = "/adapters/" + name;
+  a->files = files;
   a->rank = 8;
   return a;
 }
@@ -89,6 +93,7 @@ TEST(AdapterTableTest, ARetiredAdapterStaysUntilItsLastRequestEnds) {
   const absl::StatusOr<int32_t> full = t.Add(Weights("sql"));
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(full.status().message().find("1 of them being unloaded"), std::string::npos);
+  EXPECT_NE(full.status().message().find("--max-cpu-loras"), std::string::npos);
   EXPECT_FALSE(t.Release(sql));
   EXPECT_TRUE(t.Release(sql));  // the last one: the caller drops it
   EXPECT_EQ(t.Drop(sql), 0);    // its slot, to be emptied in the backend
@@ -125,6 +130,94 @@ TEST(AdapterTableTest, AReloadedNameGetsAPrefixCacheNamespaceOfItsOwn) {
   EXPECT_EQ(*t.Find("sql"), second);
   EXPECT_NE(t.cache_namespace(second), t.cache_namespace(first));
   EXPECT_NE(t.cache_namespace(second), PrefixCacheNamespace(""));
+}
+
+TEST(AdapterTableTest, ServesMoreAdaptersThanItHoldsLettingTheLeastRecentlyUsedGo) {
+  AdapterTable t({"", ""}, 3, /*max_adapters=*/5);
+  const int32_t a = *t.Add(Weights("a"));
+  const int32_t b = *t.Add(Weights("b"));
+  const int32_t c = *t.Add(Weights("c"));
+  EXPECT_TRUE(t.full());
+  EXPECT_EQ(t.Add(Weights("d")).status().code(), absl::StatusCode::kResourceExhausted);
+  // Used in the order b, a (in a slot), c: b goes first.
+  t.Touch(b, 1);
+  t.Touch(a, 2);
+  t.Place(a, t.SlotToFill(2));
+  t.Touch(c, 3);
+  EXPECT_EQ(t.EvictionCandidate(), b);
+  t.Acquire(b);  // a request holds it: it stays
+  EXPECT_EQ(t.EvictionCandidate(), a);
+  EXPECT_EQ(t.Evict(a), 0);  // its slot, for the caller to empty
+  EXPECT_EQ(t.slot(a), -1);
+  EXPECT_EQ(t.SlotToFill(4), 0);
+  EXPECT_FALSE(t.held(a));
+  EXPECT_TRUE(t.NeedsRead(a));
+  EXPECT_EQ(*t.Find("a"), a);  // still served
+  EXPECT_EQ(t.num_held(), 2);
+  const int32_t d = *t.Add(Weights("d"));
+  t.Touch(d, 4);
+  EXPECT_EQ(t.EvictionCandidate(), c);
+  EXPECT_EQ(t.Evict(c), -1);
+  const int32_t e = *t.Add(Weights("e"));
+  t.Touch(e, 5);
+  EXPECT_EQ(t.Served().size(), 5u);
+  // Five served (three held): the most this table serves.
+  const absl::StatusOr<int32_t> most = t.Add(Weights("f"));
+  EXPECT_EQ(most.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(most.status().message().find("at most 5"), std::string::npos) << most.status();
+  EXPECT_FALSE(t.Release(b));
+  EXPECT_EQ(t.EvictionCandidate(), b);  // no request holds it any more
+}
+
+TEST(AdapterTableTest, AnAdapterReadAgainIsHeldAgainUnderTheSameNamespaceIfItsFilesAreTheSame) {
+  AdapterTable t({""}, 1);
+  const int32_t a = *t.Add(Weights("a", "v1"));
+  // Full: a must go first.
+  EXPECT_EQ(t.Add(Weights("b")).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(t.Evict(t.EvictionCandidate()), -1);
+  EXPECT_TRUE(t.NeedsRead(a));
+  const uint64_t ticket = t.BeginRead(a);
+  EXPECT_FALSE(t.NeedsRead(a));  // once
+  EXPECT_FALSE(t.held(a));       // not until it is read...
+  EXPECT_TRUE(t.full());         // ...but it has its place
+  EXPECT_EQ(t.EvictionCandidate(), -1);
+  bool renamespaced = true;
+  EXPECT_FALSE(t.EndRead(a, ticket + 1, Weights("a", "v1"), &renamespaced));  // not its read
+  EXPECT_TRUE(t.EndRead(a, ticket, Weights("a", "v1"), &renamespaced));
+  EXPECT_FALSE(renamespaced);
+  EXPECT_TRUE(t.held(a));
+  EXPECT_EQ(t.cache_namespace(a), PrefixCacheNamespace("a"));
+
+  // Read again after its files changed: its requests must not read the KV cached before.
+  EXPECT_EQ(t.Evict(a), -1);
+  const uint64_t again = t.BeginRead(a);
+  EXPECT_TRUE(t.EndRead(a, again, Weights("a", "v2"), &renamespaced));
+  EXPECT_TRUE(renamespaced);
+  EXPECT_NE(t.cache_namespace(a), PrefixCacheNamespace("a"));
+  EXPECT_NE(t.cache_namespace(a), PrefixCacheNamespace(""));
+
+  // A read that fails gives its place back.
+  EXPECT_EQ(t.Evict(a), -1);
+  const uint64_t failing = t.BeginRead(a);
+  EXPECT_TRUE(t.EndRead(a, failing, nullptr, &renamespaced));
+  EXPECT_EQ(t.num_held(), 0);
+  EXPECT_TRUE(t.NeedsRead(a));
+}
+
+TEST(AdapterTableTest, AReadThatEndsAfterItsAdapterWasDroppedChangesNothing) {
+  AdapterTable t({""}, 1);
+  const int32_t a = *t.Add(Weights("a"));
+  EXPECT_EQ(t.Evict(a), -1);
+  const uint64_t ticket = t.BeginRead(a);
+  ASSERT_TRUE(t.Retire(a));
+  EXPECT_EQ(t.Drop(a), -1);
+  EXPECT_EQ(t.num_held(), 0);  // the pending read's place is free again
+  const int32_t b = *t.Add(Weights("b"));
+  EXPECT_EQ(b, a);  // the id is reused...
+  bool renamespaced = false;
+  EXPECT_FALSE(t.EndRead(a, ticket, Weights("a"), &renamespaced));  // ...not by the old read
+  EXPECT_EQ(t.name(b), "b");
+  EXPECT_EQ(t.num_held(), 1);
 }
 
 }  // namespace

@@ -111,7 +111,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const T
 }
 
 Engine::~Engine() {
-  for (auto& [id, group] : groups_) scheduler_->Remove(group.get());
+  for (auto& [id, group] : groups_) {
+    if (!group->parked) scheduler_->Remove(group.get());
+  }
 }
 
 std::unique_ptr<Sequence> Engine::NewSequence(const SequenceGroup& group, int32_t sample_index,
@@ -210,8 +212,13 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   group->seqs.push_back(
       NewSequence(*group, 0, std::move(prompt_ids), SamplingRng::ForRequest(params)));
   if (grammar != nullptr) group->seqs.front()->grammar.emplace(std::move(grammar));
-  scheduler_->Add(group.get());
+  SequenceGroup* g = group.get();
   groups_.emplace(request_id, std::move(group));
+  if (adapter >= 0 && !adapters_.held(adapter)) {
+    ParkForAdapter(g);  // until its weights are read again
+  } else {
+    scheduler_->Add(g);
+  }
   return absl::OkStatus();
 }
 
@@ -224,89 +231,18 @@ absl::Status Engine::Abort(const std::string& request_id) {
 }
 
 void Engine::RemoveGroup(SequenceGroup* group) {
-  scheduler_->Remove(group);
+  if (group->parked) {
+    std::erase(parked_, group);
+  } else {
+    scheduler_->Remove(group);
+  }
   EraseGroup(group);
 }
 
 void Engine::EraseGroup(SequenceGroup* group) {
-  if (group->adapter >= 0 && adapters_.Release(group->adapter)) DropAdapter(group->adapter);
+  const int32_t adapter = group->adapter;
   groups_.erase(group->request_id);
-}
-
-absl::Status Engine::LoadAdapter(std::shared_ptr<const LoraAdapter> adapter) {
-  if (adapter == nullptr || adapter->name.empty()) {
-    return absl::InvalidArgumentError("a LoRA adapter needs a name");
-  }
-  if (!backend_->adapters_can_change()) return backend_->AdaptersFixed();
-  ASSIGN_OR_RETURN(const int32_t id, adapters_.Add(std::move(adapter)));
-  // Into a slot now where one is free (or idle): the backend checks that it fits.
-  const int32_t slot = adapters_.SlotToFill(adapter_step_);
-  if (slot < 0) return absl::OkStatus();
-  if (absl::Status st = PlaceAdapter(id, slot); !st.ok()) {
-    PAGELLM_CHECK(adapters_.Retire(id), "a new LoRA adapter has requests");
-    DropAdapter(id);
-    return st;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Engine::UnloadAdapter(const std::string& name) {
-  if (!backend_->adapters_can_change()) return backend_->AdaptersFixed();
-  ASSIGN_OR_RETURN(const int32_t id, adapters_.Find(name));
-  if (adapters_.Retire(id)) DropAdapter(id);
-  return absl::OkStatus();
-}
-
-void Engine::DropAdapter(int32_t id) {
-  const int32_t slot = adapters_.Drop(id);
-  if (slot >= 0) EmptySlot(slot);
-  // A fixed adapter's slot now takes moving ones.
-  scheduler_->set_lora_slots(adapters_.moving_slots());
-}
-
-bool Engine::EmptySlot(int32_t slot) {
-  // A backend that cannot let go of an adapter (a broken tensor-parallel group) keeps the slot
-  // out of use: never named, never reused.
-  if (const absl::Status st = backend_->SetAdapter(slot, nullptr); !st.ok()) {
-    PLOG_ERROR("LoRA slot {} stays out of use: emptying it failed: {}", slot, st.ToString());
-    adapters_.BreakSlot(slot);
-    scheduler_->set_lora_slots(adapters_.moving_slots());
-    return false;
-  }
-  return true;
-}
-
-absl::Status Engine::PlaceAdapter(int32_t id, int32_t slot) {
-  if (adapters_.slot(id) >= 0) return absl::OkStatus();
-  if (adapters_.Vacate(slot) && !EmptySlot(slot)) {
-    return absl::InternalError(absl::StrCat("LoRA slot ", slot, " could not be emptied"));
-  }
-  RETURN_IF_ERROR(backend_->SetAdapter(slot, adapters_.weights(id)));
-  adapters_.Place(id, slot);
-  ++adapter_loads_;
-  return absl::OkStatus();
-}
-
-absl::Status Engine::PlaceAdapters(const SchedulerOutput& sched) {
-  bool any = false;
-  for (const ScheduledSeq& s : sched.seqs) any = any || s.group->adapter_swaps;
-  if (!any) return absl::OkStatus();
-  const int64_t step = ++adapter_step_;
-  for (const ScheduledSeq& s : sched.seqs) {
-    if (s.group->adapter >= 0) adapters_.Touch(s.group->adapter, step);
-  }
-  for (const ScheduledSeq& s : sched.seqs) {
-    const int32_t id = s.group->adapter;
-    if (!s.group->adapter_swaps || adapters_.slot(id) >= 0) continue;
-    const int32_t slot = adapters_.SlotToFill(step);
-    if (slot < 0) {
-      return absl::InternalError(
-          absl::StrCat("no LoRA slot for adapter `", adapters_.weights(id)->name,
-                       "`: the step needs more adapters than the slots hold"));
-    }
-    RETURN_IF_ERROR(PlaceAdapter(id, slot));
-  }
-  return absl::OkStatus();
+  if (adapter >= 0) ReleaseAdapter(adapter);
 }
 
 std::optional<GroupState> Engine::RequestState(const std::string& request_id) const {
@@ -342,6 +278,7 @@ EngineStats Engine::stats() const {
   e.structured_masks_cached = structured_->masks_cached();
   e.structured_mask_seconds = structured_->mask_seconds();
   e.lora_slot_loads = adapter_loads_;
+  e.lora_adapter_reads = adapter_reads_;
   return e;
 }
 

@@ -12,6 +12,8 @@
 #ifndef PAGELLM_WORKER_ENGINE_ENGINE_H_
 #define PAGELLM_WORKER_ENGINE_ENGINE_H_
 
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -58,10 +60,12 @@ struct EngineOptions {
   // steps they stand for would).
   // Not for beam search; a structured output's drafts stop where its grammar refuses them.
   NgramOptions speculative = {};
-  // LoRA adapters served at once (vLLM's --max-cpu-loras), held in host memory: those loaded
-  // while serving (LoadAdapter) move into the backend's slots as steps need them, so a worker
-  // can serve more adapters than a batch can mix (the slots, --max-loras). At least the slots
-  // (0, the default: as many as there are).
+  // LoRA adapters held in host memory (vLLM's --max-cpu-loras): those loaded while serving
+  // (LoadAdapter) move into the backend's slots as steps need them, so a worker can serve more
+  // adapters than a batch can mix (the slots, --max-loras). At least the slots (0, the default:
+  // as many as there are). With an adapter reader (set_adapter_reader), more adapters than these
+  // are served (up to kMaxServedLoraAdapters): the least recently used one without requests lets
+  // go of its weights, and they are read again when a request needs them.
   int64_t max_cpu_loras = 0;
 };
 
@@ -122,6 +126,9 @@ struct EngineStats {
   // LoRA adapters loaded while serving that a step put into a backend slot (on a GPU: uploaded),
   // the first time or after another took their slot.
   int64_t lora_slot_loads = 0;
+  // Adapters read again from their directories after their host copies were let go
+  // (EngineOptions::max_cpu_loras).
+  int64_t lora_adapter_reads = 0;
   [[nodiscard]] int64_t preemptions() const { return preemptions_recompute + preemptions_swap; }
 };
 
@@ -151,13 +158,30 @@ class Engine {
 
   // Serves `adapter` from now on. It goes into a backend slot at once when one is empty or
   // holds a moving adapter that the last step did not use (the backend checks that it fits),
-  // else when a step needs it (see AdapterTable). AlreadyExists when an adapter of that name is
-  // served, ResourceExhausted when max_cpu_loras are (or every slot holds a fixed adapter), the
-  // backend's error when it cannot take it (InvalidArgument: it does not fit; Unimplemented).
+  // else when a step needs it (see AdapterTable). When max_cpu_loras are held, the least
+  // recently used one without requests lets go of its weights first (with an adapter reader).
+  // AlreadyExists when an adapter of that name is served; ResourceExhausted when
+  // kMaxServedLoraAdapters are, when max_cpu_loras are held and none can let go (no reader, or
+  // each has requests), or when every slot holds a fixed adapter; the backend's error when it
+  // cannot take it (InvalidArgument: it does not fit; Unimplemented).
   absl::Status LoadAdapter(std::shared_ptr<const LoraAdapter> adapter);
   // Stops serving the adapter `name`: new requests for it get NotFound at once; those admitted
   // finish with it, and its slot is emptied after the last. NotFound when not served.
   absl::Status UnloadAdapter(const std::string& name);
+  // Reads adapter `spec` (its name and directory) again, after the engine let go of its host
+  // copy; `ticket` goes back with the result to AdapterRead. Called on the engine thread: it
+  // must not block (queue the read and return).
+  using AdapterReader =
+      std::function<void(int32_t id, uint64_t ticket, const LoraModuleSpec& spec)>;
+  // Without one (the default), the engine never lets go of an adapter: LoadAdapter refuses one
+  // beyond max_cpu_loras.
+  void set_adapter_reader(AdapterReader reader);
+  // The read `ticket` of adapter `id` ended. The requests that waited for it are scheduled; or,
+  // when it failed, they end (their ids are appended to `failed`; the caller tells them
+  // `result`'s error). A read of an adapter forgotten meanwhile is ignored.
+  void AdapterRead(int32_t id, uint64_t ticket,
+                   absl::StatusOr<std::shared_ptr<const LoraAdapter>> result,
+                   std::vector<std::string>* failed);
   // The LoRA adapters served now (unloading ones excluded).
   [[nodiscard]] std::vector<std::string> served_adapters() const { return adapters_.Served(); }
 
@@ -165,11 +189,15 @@ class Engine {
   // is returned and fails the step's requests; the engine stays usable.
   absl::Status Step(std::vector<SequenceOutput>* outputs);
 
-  [[nodiscard]] bool HasUnfinished() const { return !groups_.empty(); }
+  // Requests a Step would work on (not those waiting for their adapter to be read).
+  [[nodiscard]] bool HasUnfinished() const { return groups_.size() > parked_.size(); }
   // Where the request is (waiting, running, swapped out); nullopt once finished or unknown.
   [[nodiscard]] std::optional<GroupState> RequestState(const std::string& request_id) const;
   [[nodiscard]] EngineStats stats() const;
-  [[nodiscard]] int64_t num_waiting() const { return scheduler_->num_waiting(); }
+  // Waiting to be scheduled, or for their adapter's weights to be read again.
+  [[nodiscard]] int64_t num_waiting() const {
+    return scheduler_->num_waiting() + static_cast<int64_t>(parked_.size());
+  }
   [[nodiscard]] int64_t num_running() const { return scheduler_->num_running(); }
   [[nodiscard]] int64_t num_swapped() const { return scheduler_->num_swapped(); }
   [[nodiscard]] int64_t max_model_len() const { return max_model_len_; }
@@ -252,8 +280,16 @@ class Engine {
   // (EraseGroup: for groups the scheduler has already let go).
   void RemoveGroup(SequenceGroup* group);
   void EraseGroup(SequenceGroup* group);
+  // A request holding adapter `id` ended: drops it if it was retiring and this was the last.
+  void ReleaseAdapter(int32_t id);
   // Forgets the retired adapter `id` that no request holds, emptying its slot.
   void DropAdapter(int32_t id);
+  // Lets go of `id`'s host copy (AdapterTable::EvictionCandidate), emptying its slot.
+  void EvictAdapter(int32_t id);
+  // Holds `group` (its adapter not held) until the adapter's read ends, starting it if due.
+  void ParkForAdapter(SequenceGroup* group);
+  // Starts the reads due, in order, while host memory has room or can make it.
+  void StartReads();
   // Empties `slot` in the backend; if the backend fails to, the slot is never used again.
   // False then.
   bool EmptySlot(int32_t slot);
@@ -277,6 +313,10 @@ class Engine {
   AdapterTable adapters_{{}, 0};
   int64_t adapter_step_ = 0;   // steps that used an adapter, for AdapterTable::Touch
   int64_t adapter_loads_ = 0;  // moving adapters put into a slot (EngineStats)
+  int64_t adapter_reads_ = 0;  // adapters read again (EngineStats)
+  AdapterReader adapter_reader_;
+  std::vector<SequenceGroup*> parked_;  // waiting for their adapter's read, in arrival order
+  std::deque<int32_t> reads_due_;       // adapters to read again once host memory has room
   int64_t next_arrival_ = 0;
   int64_t next_seq_id_ = 0;
   int64_t generated_tokens_ = 0;

@@ -95,6 +95,9 @@ struct SequenceGroup {
   // runs at most SchedulerOptions::lora_slots distinct such adapters at once. False for none,
   // or one fixed in its slot (--lora-modules).
   bool adapter_swaps = false;
+  // Held by the engine outside the scheduler while its adapter's weights are read again
+  // (Engine::AdapterRead).
+  bool parked = false;
   // Set by the scheduler when the group is first passed over for want of an adapter slot: the
   // latest arrival then. Later groups of the running adapters do not pass it. -1: never.
   int64_t lora_pass_limit = -1;

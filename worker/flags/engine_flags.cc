@@ -60,9 +60,10 @@ ABSL_FLAG(int64_t, max_loras, 8,
           "with --allow-runtime-lora-updating: the backend's LoRA adapter slots (1..64), what one "
           "batch can mix: the --lora-modules ones and those loaded while serving");
 ABSL_FLAG(int64_t, max_cpu_loras, 0,
-          "with --allow-runtime-lora-updating: LoRA adapters a worker serves at once, held in "
-          "host memory, --max-loras..1024 (0: --max-loras); those loaded while serving move "
-          "into the slots as requests need them");
+          "with --allow-runtime-lora-updating: LoRA adapters a worker holds in host memory, "
+          "--max-loras..1024 (0: --max-loras); those loaded while serving move into the slots "
+          "as requests need them, and beyond this many (up to 4096 served) the least recently "
+          "used one lets go of its weights until a request needs them again");
 ABSL_FLAG(bool, allow_runtime_lora_updating, false,
           "pagellm-worker: serve LoadLoraAdapter/UnloadLoraAdapter (the router's "
           "/v1/load_lora_adapter and /v1/unload_lora_adapter, vLLM's "

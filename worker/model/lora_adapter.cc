@@ -4,6 +4,8 @@
 // converted to fp32 in the kernels' layout.
 #include "worker/model/lora_adapter.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -26,6 +28,14 @@ using Json = nlohmann::ordered_json;
 
 constexpr char kConfigFile[] = "adapter_config.json";
 constexpr char kWeightsFile[] = "adapter_model.safetensors";
+
+// What stat(2) says of `path` that changes when the file is replaced or written ("" if missing).
+std::string DescribeFile(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  return absl::StrCat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".",
+                      st.st_mtim.tv_nsec, ":", st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec);
+}
 
 // Each module's name inside a layer, in LoraModule order.
 constexpr absl::string_view kModules[kNumLoraModules] = {
@@ -203,13 +213,17 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapter(const std::string& 
                                                              bool rope_neox,
                                                              const LoraLoadOptions& options) {
   const std::string config_path = absl::StrCat(dir, "/", kConfigFile);
-  ASSIGN_OR_RETURN(PeftConfig pc, ParseConfig(config_path, options));
   const std::string weights_path = absl::StrCat(dir, "/", kWeightsFile);
+  // Described before they are read: a change while they are read shows at the next read.
+  const std::string files =
+      absl::StrCat(DescribeFile(config_path), ";", DescribeFile(weights_path));
+  ASSIGN_OR_RETURN(PeftConfig pc, ParseConfig(config_path, options));
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(weights_path));
 
   auto adapter = std::make_unique<LoraAdapter>();
   adapter->name = name;
   adapter->path = dir;
+  adapter->files = files;
   adapter->rank = pc.r;
   adapter->scaling = static_cast<float>(pc.rslora ? pc.alpha / std::sqrt(static_cast<double>(pc.r))
                                                   : pc.alpha / pc.r);

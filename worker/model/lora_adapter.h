@@ -57,6 +57,9 @@ struct LoraMatrix {
 struct LoraAdapter {
   std::string name;  // what requests call it (the served model name)
   std::string path;  // the directory it was read from
+  // The files it was read from as the file system described them then (device, inode, size,
+  // modification and change times of each): equal for two reads of unchanged files.
+  std::string files;
   int64_t rank = 0;
   float scaling = 1.0f;  // lora_alpha / r, or lora_alpha / sqrt(r) with use_rslora
   std::vector<std::array<LoraMatrix, kNumLoraModules>> layers;  // one per base layer

@@ -120,6 +120,47 @@ void EngineLoop::ApplyAdapterChanges(std::vector<PendingChange>* changes) {
   changes->clear();
 }
 
+void EngineLoop::SetAdapterReader(AdapterReader reader) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reader_ = std::move(reader);
+  reader_news_ = true;
+  cv_.notify_one();
+}
+
+void EngineLoop::ReadAdapter(int32_t id, uint64_t ticket, const LoraModuleSpec& spec) {
+  AdapterReadDone done = [this, id,
+                          ticket](absl::StatusOr<std::shared_ptr<const LoraAdapter>> result) {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_reads_.push_back({id, ticket, std::move(result)});
+    cv_.notify_one();
+  };
+  // Called under mu_: once SetAdapterReader has replaced a reader, the old one is not running.
+  std::unique_lock<std::mutex> lock(mu_);
+  if (reader_) {
+    reader_(spec, std::move(done));
+    return;
+  }
+  lock.unlock();
+  done(absl::FailedPreconditionError("this worker reads no LoRA adapter again"));
+}
+
+void EngineLoop::ApplyFinishedReads(std::vector<FinishedRead>* reads) {
+  std::vector<std::string> failed;
+  for (FinishedRead& r : *reads) {
+    failed.clear();
+    const absl::Status st = r.result.status();
+    engine_->AdapterRead(r.id, r.ticket, std::move(r.result), &failed);
+    for (const std::string& id : failed) {
+      Finish(id,
+             // INTERNAL, not UNAVAILABLE: a router takes an unavailable worker out of use.
+             absl::InternalError(absl::StrCat(
+                 "the LoRA adapter could not be read again from its directory: ", st.message())),
+             FinishReason::kAbort);
+    }
+  }
+  reads->clear();
+}
+
 EngineLoad EngineLoop::load() const {
   std::lock_guard<std::mutex> lock(mu_);
   return load_;
@@ -129,18 +170,28 @@ void EngineLoop::Run() {
   std::vector<Pending> pending;
   std::vector<std::string> cancels;
   std::vector<PendingChange> changes;
+  std::vector<FinishedRead> reads;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] {
         return stop_ || !inbox_.empty() || !cancels_.empty() || !adapter_changes_.empty() ||
-               engine_->HasUnfinished();
+               !finished_reads_.empty() || reader_news_ || engine_->HasUnfinished();
       });
       if (stop_) break;
       pending.swap(inbox_);
       cancels.swap(cancels_);
       changes.swap(adapter_changes_);
+      reads.swap(finished_reads_);
+      if (reader_news_) {  // before the changes queued after it
+        reader_news_ = false;
+        engine_->set_adapter_reader(
+            [this](int32_t id, uint64_t ticket, const LoraModuleSpec& spec) {
+              ReadAdapter(id, ticket, spec);
+            });
+      }
     }
+    ApplyFinishedReads(&reads);
     ApplyAdapterChanges(&changes);  // before the requests submitted after them
     AdmitPending(&pending);
     ApplyCancels(&cancels);
@@ -324,6 +375,8 @@ void EngineLoop::PublishLoad() {
     metrics_->structured_mask_seconds->Increment(stats.structured_mask_seconds -
                                                  last_stats_.structured_mask_seconds);
     metrics_->lora_slot_loads->Increment(stats.lora_slot_loads - last_stats_.lora_slot_loads);
+    metrics_->lora_adapter_reads->Increment(stats.lora_adapter_reads -
+                                            last_stats_.lora_adapter_reads);
     metrics_->spec_draft_tokens->Increment(stats.spec_draft_tokens - last_stats_.spec_draft_tokens);
     metrics_->spec_accepted_tokens->Increment(stats.spec_accepted_tokens -
                                               last_stats_.spec_accepted_tokens);

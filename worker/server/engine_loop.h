@@ -11,8 +11,8 @@
 // outputs reach the sinks: whoever has seen a response and then polls the load or scrapes the
 // metrics sees that step's effect (a router never counts a started request as still waiting).
 //
-// Threading: Submit, Cancel, ChangeAdapters, SetDraining, WaitUntilIdle, load(),
-// served_adapters() and Stop() are thread-safe. Sinks
+// Threading: Submit, Cancel, ChangeAdapters, SetAdapterReader, SetDraining, WaitUntilIdle,
+// load(), served_adapters() and Stop() are thread-safe. Sinks
 // are called on the engine thread only and must not block (queue and return). Each submitted
 // request gets exactly one OnDone(): OK after its last output, CANCELLED after Cancel(), or the
 // error that rejected or failed it. Nothing is logged about a request's content.
@@ -108,6 +108,18 @@ class EngineLoop {
   void ChangeAdapters(AdapterChange change, AdapterDone done);
   // The adapters served as of the last change applied (Engine::served_adapters).
   [[nodiscard]] std::vector<std::string> served_adapters() const;
+  // Reads an adapter's directory again for the engine (Engine::AdapterReader), when more
+  // adapters are served than host memory holds: it must queue the read and return (it runs
+  // with the loop's lock held: it may not call the loop or `done` there), then call `done`
+  // once, from any other thread, with the adapter or the error. Without a reader the engine never
+  // lets go of an adapter.
+  using AdapterReadDone =
+      std::function<void(absl::StatusOr<std::shared_ptr<const LoraAdapter>> result)>;
+  using AdapterReader = std::function<void(const LoraModuleSpec& spec, AdapterReadDone done)>;
+  // Takes effect before the changes queued after it. Requests that waited for a read that
+  // failed end with INTERNAL (the worker serves on). `done` must be called
+  // before the loop is destroyed.
+  void SetAdapterReader(AdapterReader reader);
 
   [[nodiscard]] EngineLoad load() const;
   // The engine's prefix-cache filter (BlockManager::prefix_filter()); null when prefix caching is
@@ -144,6 +156,14 @@ class EngineLoop {
     AdapterDone done;
   };
   void ApplyAdapterChanges(std::vector<PendingChange>* changes);
+  struct FinishedRead {
+    int32_t id = -1;
+    uint64_t ticket = 0;
+    absl::StatusOr<std::shared_ptr<const LoraAdapter>> result;
+  };
+  // Engine::AdapterReader: hands the read to reader_ (on the engine thread).
+  void ReadAdapter(int32_t id, uint64_t ticket, const LoraModuleSpec& spec);
+  void ApplyFinishedReads(std::vector<FinishedRead>* reads);
   void StepOnce();
   void Finish(const std::string& id, const absl::Status& status, FinishReason reason);
   void PublishLoad();
@@ -163,6 +183,9 @@ class EngineLoop {
   std::vector<std::string> cancels_;            // guarded by mu_
   std::vector<PendingChange> adapter_changes_;  // guarded by mu_
   std::vector<std::string> served_adapters_;    // guarded by mu_
+  AdapterReader reader_;                        // guarded by mu_
+  bool reader_news_ = false;                    // guarded by mu_: reader_ is not in the engine
+  std::vector<FinishedRead> finished_reads_;    // guarded by mu_
   bool stop_ = false;                           // guarded by mu_
   bool draining_ = false;                       // guarded by mu_
   EngineLoad load_;                             // guarded by mu_

@@ -62,6 +62,10 @@ absl::StatusOr<std::unique_ptr<RuntimeLora>> RuntimeLora::Create(EngineLoop* loo
   }
   r->canonical_dir_ = *std::move(dir);
   r->thread_ = std::thread([p = r.get()] { p->Run(); });
+  r->loop_->SetAdapterReader(
+      [p = r.get()](const LoraModuleSpec& spec, EngineLoop::AdapterReadDone done) {
+        p->QueueRead(spec, std::move(done));
+      });
   return r;
 }
 
@@ -69,6 +73,8 @@ RuntimeLora::RuntimeLora(EngineLoop* loop, RuntimeLoraOptions options)
     : loop_(loop), options_(std::move(options)) {}
 
 RuntimeLora::~RuntimeLora() {
+  // No QueueRead runs after this (the reader is set once the thread runs).
+  if (thread_.joinable()) loop_->SetAdapterReader(nullptr);
   std::deque<Job> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -78,8 +84,21 @@ RuntimeLora::~RuntimeLora() {
   }
   if (thread_.joinable()) thread_.join();
   for (Job& j : left) {
-    j.done(absl::UnavailableError("the worker is shutting down"), loop_->served_adapters());
+    const absl::Status down = absl::UnavailableError("the worker is shutting down");
+    if (j.read) {
+      j.read(down);
+    } else {
+      j.done(down, loop_->served_adapters());
+    }
   }
+}
+
+void RuntimeLora::QueueRead(const LoraModuleSpec& spec, EngineLoop::AdapterReadDone done) {
+  // Runs under the loop's lock (so it may not call `done`), and never after the destructor's
+  // SetAdapterReader(nullptr): the thread is still there to take the job.
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.push_back({spec, nullptr, std::move(done)});
+  cv_.notify_one();
 }
 
 void RuntimeLora::Load(std::string name, std::string path, Done done) {
@@ -98,8 +117,9 @@ void RuntimeLora::Load(std::string name, std::string path, Done done) {
     done(st, loop_->served_adapters());
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (stop_) {
+    lock.unlock();  // the loop's lock is taken after this one, never before
     done(absl::UnavailableError("the worker is shutting down"), loop_->served_adapters());
     return;
   }
@@ -112,7 +132,7 @@ void RuntimeLora::Load(std::string name, std::string path, Done done) {
     }
     done(st, served);
   };
-  jobs_.push_back({{std::move(name), *std::move(resolved)}, std::move(listed)});
+  jobs_.push_back({{std::move(name), *std::move(resolved)}, std::move(listed), nullptr});
   cv_.notify_one();
 }
 
@@ -148,6 +168,12 @@ void RuntimeLora::Run() {
       if (stop_) return;
       job = std::move(jobs_.front());
       jobs_.pop_front();
+    }
+    if (job.read) {  // the directory may have been replaced by a link elsewhere since
+      absl::StatusOr<std::string> still = ResolveAdapterPath(canonical_dir_, job.spec.path);
+      job.read(still.ok() ? options_.load({job.spec.name, *still})
+                          : absl::StatusOr<std::shared_ptr<const LoraAdapter>>(still.status()));
+      continue;
     }
     absl::StatusOr<std::shared_ptr<const LoraAdapter>> adapter = options_.load(job.spec);
     if (!adapter.ok()) {

@@ -10,6 +10,10 @@
 // thread, which puts it in an empty slot between two steps (EngineLoop::ChangeAdapters).
 // Unloading refuses new requests at once; running ones finish with the adapter. What was
 // loaded here, and from which path, is listed (Loaded) for a router to load on other workers.
+// When the engine serves more adapters than it holds in host memory (--max-cpu-loras), it asks
+// for an evicted adapter's directory to be read again (EngineLoop::SetAdapterReader): on the
+// same thread, inside lora_dir again (a directory replaced by a link to elsewhere since the load
+// is refused).
 //
 // Thread-safe. The destructor waits for the load in progress and answers the queued ones with
 // Unavailable.
@@ -84,8 +88,11 @@ class RuntimeLora {
   std::condition_variable cv_;
   struct Job {
     LoraModuleSpec spec;
-    Done done;
+    Done done;                         // a load
+    EngineLoop::AdapterReadDone read;  // or a read again for the engine
   };
+  // EngineLoop::AdapterReader: queues a read of an adapter loaded here.
+  void QueueRead(const LoraModuleSpec& spec, EngineLoop::AdapterReadDone done);
   std::deque<Job> jobs_;  // guarded by mu_
   bool stop_ = false;     // guarded by mu_
   std::thread thread_;    // started when enabled

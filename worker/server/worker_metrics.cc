@@ -102,6 +102,14 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                              "a step needed them (--max-cpu-loras above --max-loras)")
                          .Register(r)
                          .Add({});
+  lora_adapter_reads = &prometheus::BuildCounter()
+                            .Name("pagellm_lora_adapter_reads_total")
+                            .Help(
+                                "LoRA adapters read again from their directories because a "
+                                "request needed one whose host copy was let go (more served "
+                                "than --max-cpu-loras)")
+                            .Register(r)
+                            .Add({});
   spec_draft_tokens = &prometheus::BuildCounter()
                            .Name("pagellm_spec_decode_draft_tokens_total")
                            .Help("Speculated (n-gram) tokens the model checked")

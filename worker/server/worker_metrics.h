@@ -45,6 +45,7 @@ class WorkerMetrics {
   prometheus::Counter* structured_masks_cached;
   prometheus::Counter* structured_mask_seconds;
   prometheus::Counter* lora_slot_loads;
+  prometheus::Counter* lora_adapter_reads;
   prometheus::Counter* spec_draft_tokens;
   prometheus::Counter* spec_accepted_tokens;
   // pagellm_lora_requests_total{adapter}: requests admitted with each LoRA adapter. Labels are
