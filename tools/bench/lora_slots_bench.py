@@ -16,7 +16,9 @@ streamed greedy completions for each adapter and --base for the base model, --ma
 (ignore_eos). Reported per server: the burst's makespan, output tokens per second over it, and
 the median and longest time to first token and request latency (each the median over rounds).
 Both also run with `--max-loras 4` (every adapter in a slot: no moves), what one slot costs
-each measured against it. Prints JSON, then a table.
+each measured against it. `--configs SLOTS:HELD,...` picks other settings: `1:2` holds two of the
+four adapters in host memory (--max-cpu-loras 2), so each burst reads adapters again from disk
+(pagellm off the engine thread, vLLM in its engine step). Prints JSON, then a table.
 """
 import argparse
 import http.client
@@ -94,19 +96,20 @@ def Measure(port, base_model, lora_path, args):
     return Summarize([Burst(port, base_model, args) for _ in range(args.rounds)])
 
 
-def RunPagellm(args, slots):
-    flags = ("--max-loras", str(slots), "--max-cpu-loras", "4", "--max-lora-rank", "8")
-    with load_bench.PagellmServer(f"lora-slots-{slots}", flags) as (port, model, worker):
+def RunPagellm(args, slots, held):
+    flags = ("--max-loras", str(slots), "--max-cpu-loras", str(held), "--max-lora-rank", "8")
+    with load_bench.PagellmServer(f"lora-slots-{slots}-{held}", flags) as (port, model, worker):
         result = Measure(port, model, os.path.basename(ADAPTER_DIR), args)
         result["slot_loads"] = worker.Metric("pagellm_lora_slot_loads_total")
+        result["adapter_reads"] = worker.Metric("pagellm_lora_adapter_reads_total")
         return result
 
 
-def RunVllm(args, slots):
+def RunVllm(args, slots, held):
     os.environ["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
-    extra = ("--enable-lora", "--max-loras", str(slots), "--max-cpu-loras", "4",
+    extra = ("--enable-lora", "--max-loras", str(slots), "--max-cpu-loras", str(held),
              "--max-lora-rank", "8")
-    with peer.VllmServer(args.vllm_python, f"lora-slots-vllm-{slots}.log", extra) as port:
+    with peer.VllmServer(args.vllm_python, f"lora-slots-vllm-{slots}-{held}.log", extra) as port:
         return Measure(port, "smollm2", ADAPTER_DIR, args)
 
 
@@ -118,11 +121,17 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--skip-vllm", action="store_true")
+    ap.add_argument("--configs", default="1:4,4:4",
+                    help="SLOTS:HELD,... (--max-loras:--max-cpu-loras) for both servers")
     args = ap.parse_args()
-    results = {"pagellm (1 slot)": RunPagellm(args, 1), "pagellm (4 slots)": RunPagellm(args, 4)}
-    if os.path.exists(args.vllm_python) and not args.skip_vllm:
-        results["vllm (1 slot)"] = RunVllm(args, 1)
-        results["vllm (4 slots)"] = RunVllm(args, 4)
+    configs = [tuple(int(x) for x in c.split(":")) for c in args.configs.split(",")]
+    with_vllm = os.path.exists(args.vllm_python) and not args.skip_vllm
+    results = {}
+    for slots, held in configs:
+        what = f"{slots} slot{'s' if slots > 1 else ''}, {held} held"
+        results[f"pagellm ({what})"] = RunPagellm(args, slots, held)
+        if with_vllm:
+            results[f"vllm ({what})"] = RunVllm(args, slots, held)
     print(json.dumps(results, indent=2))
     keys = ["makespan_s", "tokens_per_s", "ttft_median_ms", "ttft_max_ms", "latency_median_ms",
             "latency_max_ms"]

@@ -119,7 +119,7 @@ void RuntimeLora::Load(std::string name, std::string path, Done done) {
   }
   std::unique_lock<std::mutex> lock(mu_);
   if (stop_) {
-    lock.unlock();  // the loop's lock is taken after this one, never before
+    lock.unlock();  // QueueRead takes mu_ under the loop's lock: never the other way round
     done(absl::UnavailableError("the worker is shutting down"), loop_->served_adapters());
     return;
   }
