@@ -17,6 +17,7 @@
 #include "worker/backend/mock/mock_backend.h"
 #include "worker/backend/testing/scripted_backend.h"
 #include "worker/engine/testing/sampling.h"
+#include "worker/model/lora_adapter.h"
 
 namespace pagellm {
 namespace {
@@ -514,6 +515,82 @@ TEST_F(EngineTest, MaxModelLenIsAtMostTheModelsContextAndWhatThePoolHolds) {
   o.watermark = 1.0;
   EXPECT_EQ(Engine::Create(backend_.get(), tokenizer_.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// More adapters than host memory holds (EngineOptions::max_cpu_loras): a request for one whose
+// weights were let go waits outside the scheduler while they are read again (the test answers
+// the reads by hand), and ends with the read's error if it fails.
+TEST_F(EngineTest, ARequestWaitsForItsAdapterToBeReadAgain) {
+  ScriptedBackendOptions bo;
+  bo.adapter_slots = 1;
+  MakeBackend(bo);
+  EngineOptions o;
+  o.max_cpu_loras = 1;
+  std::unique_ptr<Engine> e = NewEngine(o);
+  struct Read {
+    int32_t id;
+    uint64_t ticket;
+    std::string name, path;
+  };
+  std::vector<Read> reads;
+  e->set_adapter_reader([&](int32_t id, uint64_t ticket, const LoraModuleSpec& spec) {
+    reads.push_back({id, ticket, spec.name, spec.path});
+  });
+  auto adapter = [](const std::string& name) {
+    auto a = std::make_shared<LoraAdapter>();
+    a->name = name;
+    a->path = "/adapters/" + name;
+    return a;
+  };
+  ASSERT_TRUE(e->LoadAdapter(adapter("a")).ok());
+  ASSERT_TRUE(e->LoadAdapter(adapter("b")).ok());  // a lets go of its weights
+  EXPECT_TRUE(reads.empty());
+
+  SamplingParams with_a = Greedy(5);
+  with_a.lora_adapter = "a";
+  ASSERT_TRUE(e->AddRequest("r1", Prompt(1, 6), with_a).ok());
+  EXPECT_FALSE(e->HasUnfinished());  // nothing to step until a is read
+  EXPECT_EQ(e->num_waiting(), 1);
+  ASSERT_EQ(reads.size(), 1u);
+  EXPECT_EQ(reads[0].name, "a");
+  EXPECT_EQ(reads[0].path, "/adapters/a");
+  // Cancelled while it waits: gone, and the read's result is simply kept.
+  ASSERT_TRUE(e->Abort("r1").ok());
+  EXPECT_EQ(e->num_waiting(), 0);
+  std::vector<std::string> failed;
+  e->AdapterRead(reads[0].id, reads[0].ticket, adapter("a"), &failed);
+  EXPECT_TRUE(failed.empty());
+
+  // b was let go for a's read. Its read fails: its request ends with the read's error.
+  SamplingParams with_b = Greedy(5);
+  with_b.lora_adapter = "b";
+  ASSERT_TRUE(e->AddRequest("r2", Prompt(2, 6), with_b).ok());
+  ASSERT_EQ(reads.size(), 2u);
+  EXPECT_EQ(reads[1].name, "b");
+  e->AdapterRead(reads[1].id, reads[1].ticket + 1, adapter("b"), &failed);  // not its ticket
+  EXPECT_TRUE(failed.empty());
+  EXPECT_EQ(e->num_waiting(), 1);
+  e->AdapterRead(reads[1].id, reads[1].ticket, absl::NotFoundError("gone"), &failed);
+  EXPECT_EQ(failed, std::vector<std::string>{"r2"});
+  EXPECT_FALSE(e->RequestState("r2").has_value());
+  EXPECT_EQ(e->num_waiting(), 0);
+
+  // Asked for again, b is read again and its requests run (with a base request beside them).
+  ASSERT_TRUE(e->AddRequest("r3", Prompt(3, 6), with_b).ok());
+  ASSERT_TRUE(e->AddRequest("r4", Prompt(3, 6), with_b).ok());  // one read for both
+  ASSERT_TRUE(e->AddRequest("base", Prompt(4, 6), Greedy(5)).ok());
+  ASSERT_EQ(reads.size(), 3u);
+  EXPECT_TRUE(e->HasUnfinished());  // the base request
+  e->AdapterRead(reads[2].id, reads[2].ticket, adapter("b"), &failed);
+  EXPECT_EQ(failed.size(), 1u);  // r2 only, from before
+  const RunResult run = Drain(e.get());
+  ASSERT_TRUE(run.step_errors.empty()) << run.step_errors.front();
+  // The scripted model computes adapter rows as the base model's.
+  EXPECT_EQ(run.tokens.at({"r3", 0}), backend_->Continue(Prompt(3, 6), 5));
+  EXPECT_EQ(run.tokens.at({"r4", 0}), backend_->Continue(Prompt(3, 6), 5));
+  EXPECT_EQ(run.tokens.at({"base", 0}), backend_->Continue(Prompt(4, 6), 5));
+  EXPECT_EQ(e->stats().lora_adapter_reads, 3);
+  EXPECT_EQ(reads.size(), 3u);
 }
 
 }  // namespace

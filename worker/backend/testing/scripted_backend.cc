@@ -58,7 +58,7 @@ absl::Status ScriptedBackend::ForwardLogits(const ForwardBatch& batch, float* lo
   }
   RETURN_IF_ERROR(ValidateForwardBatch(
       batch, {options_.max_batch_tokens, options_.num_kv_blocks, options_.block_size,
-              options_.vocab_size, options_.max_model_len}));
+              options_.vocab_size, options_.max_model_len, options_.adapter_slots}));
   all_decode_steps_ += batch.all_decode;
   max_tokens_in_a_step_ = std::max(max_tokens_in_a_step_, batch.num_tokens);
   for (int64_t t = 0; t < batch.num_tokens; ++t) device_[batch.slots[t]] = batch.token_ids[t];
