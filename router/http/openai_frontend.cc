@@ -515,7 +515,7 @@ void OpenAiFrontend::ChangeAdapters(const HttpRequest& http, bool load,
     ++open_requests_;
   }
   const std::string name = change->lora_name;
-  deps_.change_adapters(*change, [this, load, name, exchange](absl::Status st) {
+  deps_.change_adapters(*change, [this, load, name, exchange](absl::Status st) mutable {
     if (st.ok()) {
       // vLLM's answer, word for word (clients match on it).
       exchange->Reply(200, "text/plain; charset=utf-8",
@@ -526,6 +526,7 @@ void OpenAiFrontend::ChangeAdapters(const HttpRequest& http, bool load,
     } else {
       ReplyError(*exchange, st);
     }
+    exchange.reset();  // before the count, as above
     RequestDone();
   });
 }
@@ -561,7 +562,7 @@ void OpenAiFrontend::LoadThenRetry(const std::string& asked, std::shared_ptr<Htt
     ++open_requests_;
   }
   on_demand_->Load(asked, [this, asked, exchange = std::move(exchange),
-                           retry = std::move(retry)](absl::Status st) {
+                           retry = std::move(retry)](absl::Status st) mutable {
     std::shared_ptr<const ModelContext> model = deps_.model();
     if (model == nullptr) {
       ReplyError(*exchange, absl::UnavailableError("no worker is ready"));
@@ -572,6 +573,9 @@ void OpenAiFrontend::LoadThenRetry(const std::string& asked, std::shared_ptr<Htt
     } else {
       ReplyError(*exchange, st);
     }
+    // Nothing of the HTTP server's outlives the count: Shutdown may stop it once it is 0.
+    retry = nullptr;
+    exchange.reset();
     RequestDone();
   });
 }
