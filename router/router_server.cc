@@ -144,6 +144,11 @@ void RouterServer::Shutdown(absl::Duration grace) {
     // Every HTTP request's calls end with the server's; give their last bytes a moment.
     openai_->WaitForRequests(absl::Now() + absl::Seconds(1));
     http_->Stop();
+    // Stop cancelled what was left; a request's streams are destroyed after its count drops,
+    // on the worker calls' threads. None may outlive the queue, pool and metrics they use.
+    while (!service_->WaitForStreams(absl::Now() + absl::Seconds(5))) {
+      PLOG_WARN("waiting for {} streams of the HTTP API to end", service_->open_streams());
+    }
   }
   {
     absl::MutexLock lock(&wire_mu_);

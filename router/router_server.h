@@ -83,6 +83,8 @@ class RouterServer {
   [[nodiscard]] bool has_model() const { return service_->has_model(); }
   [[nodiscard]] WorkerPool::Stats worker_stats() const { return pool_->GetStats(); }
   [[nodiscard]] size_t queue_length() const { return queue_->size(); }
+  // Generate streams not yet destroyed: the gRPC API's and the HTTP API's.
+  [[nodiscard]] int open_streams() const { return service_->open_streams(); }
   [[nodiscard]] const RouterMetrics& metrics() const { return *metrics_; }
 
  private:

@@ -82,8 +82,14 @@ class Exchange final : public HttpExchange {
       : core_(std::move(core)), strand_(std::move(strand)), session_(std::move(session)) {}
 
   void SetListener(std::shared_ptr<Listener> listener) override {
-    absl::MutexLock lock(&mu_);
-    if (!closed_ && !complete_) listener_ = std::move(listener);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!closed_) {
+        if (!complete_) listener_ = std::move(listener);
+        return;
+      }
+    }
+    if (listener != nullptr) listener->OnClosed();  // the client left before it listened
   }
   void Reply(int status, std::string_view content_type, std::string body,
              std::string_view extra_headers) override;

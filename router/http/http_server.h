@@ -51,7 +51,8 @@ class HttpExchange {
   virtual ~HttpExchange() = default;
 
   // Events of this exchange go to `listener` (held until the response is complete or the
-  // connection closes). Set it before StartStream; optional for Reply.
+  // connection closes). Set it before StartStream; optional for Reply. When the client has left
+  // already, listener->OnClosed() runs at once, inside this call.
   virtual void SetListener(std::shared_ptr<Listener> listener) = 0;
   // A complete response. `extra_headers` are "Name: value\r\n" lines (may be empty).
   virtual void Reply(int status, std::string_view content_type, std::string body,

@@ -150,12 +150,7 @@ TEST_F(OpenAiFrontendTest, ALargeEmbeddingRequestLeftOrFailedOpensNoMoreInputs) 
   {
     net::io_context ioc;
     tcp::socket socket(ioc);
-    socket.connect(tcp::endpoint(net::ip::address_v4::loopback(), static_cast<uint16_t>(port())));
-    http::request<http::string_body> req{http::verb::post, "/v1/embeddings", 11};
-    req.set(http::field::host, "127.0.0.1");
-    req.body() = body;
-    req.prepare_payload();
-    http::write(socket, req);
+    Send(socket, port(), http::verb::post, "/v1/embeddings", body);
     ASSERT_TRUE(w.WaitForActiveStreams(256, absl::Seconds(10)));
     absl::SleepFor(absl::Milliseconds(100));
     EXPECT_EQ(w.active_streams(), 256) << "at most 256 inputs open at once";

@@ -269,12 +269,8 @@ TEST_F(OpenAiFrontendTest, ClientThatDisconnectsCancelsItsWorkerStream) {
   StartRouter();
   net::io_context ioc;
   tcp::socket socket(ioc);
-  socket.connect(tcp::endpoint(net::ip::address_v4::loopback(), static_cast<uint16_t>(port())));
-  http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
-  req.set(http::field::host, "127.0.0.1");
-  req.body() = R"({"prompt": "hi", "max_tokens": 60, "stream": true, "ignore_eos": true})";
-  req.prepare_payload();
-  http::write(socket, req);
+  Send(socket, port(), http::verb::post, "/v1/completions",
+       R"({"prompt": "hi", "max_tokens": 60, "stream": true, "ignore_eos": true})");
   beast::flat_buffer buffer;
   http::response_parser<http::empty_body> parser;
   http::read_header(socket, buffer, parser);
@@ -285,6 +281,23 @@ TEST_F(OpenAiFrontendTest, ClientThatDisconnectsCancelsItsWorkerStream) {
   ASSERT_TRUE(w.WaitForCancellations(1, absl::Seconds(5)));
   EXPECT_LT(absl::Now() - closed, absl::Seconds(1));
   EXPECT_EQ(w.completed(), 0);
+}
+
+// Shutdown returns once every stream of the HTTP API is destroyed: they use the router's queue,
+// pool and metrics, which go with it. Their client is still connected, their worker stalled.
+TEST_F(OpenAiFrontendTest, ShutdownReturnsOnceTheHttpApisStreamsAreGone) {
+  FakeWorker& w = AddWorker();
+  StartRouter();
+  w.SetStall(true);  // streams send nothing until cancelled
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  Send(socket, port(), http::verb::post, "/v1/embeddings",
+       Json({{"input", std::vector<std::vector<int>>(64, std::vector<int>{97})}}).dump());
+  ASSERT_TRUE(w.WaitForActiveStreams(64, absl::Seconds(10)));
+  EXPECT_EQ(router_->open_streams(), 64);
+  router_->Shutdown(absl::ZeroDuration());
+  EXPECT_EQ(router_->open_streams(), 0);
+  EXPECT_TRUE(w.WaitForCancellations(64, absl::Seconds(5)));
 }
 
 // A worker that dies mid-answer: a request that is not streamed starts over on another worker

@@ -43,11 +43,9 @@ struct HttpResult {
   std::string content_type;
 };
 
-// One request on a new connection.
-inline HttpResult Call(int port, http::verb method, const std::string& target,
-                       const std::string& body = "", const std::string& authorization = "") {
-  net::io_context ioc;
-  tcp::socket socket(ioc);
+// Connects `socket` to the router and writes one request; the answer is left unread.
+inline void Send(tcp::socket& socket, int port, http::verb method, const std::string& target,
+                 const std::string& body = "", const std::string& authorization = "") {
   socket.connect(tcp::endpoint(net::ip::address_v4::loopback(), static_cast<uint16_t>(port)));
   http::request<http::string_body> req{method, target, 11};
   req.set(http::field::host, "127.0.0.1");
@@ -56,6 +54,14 @@ inline HttpResult Call(int port, http::verb method, const std::string& target,
   req.body() = body;
   req.prepare_payload();
   http::write(socket, req);
+}
+
+// One request on a new connection.
+inline HttpResult Call(int port, http::verb method, const std::string& target,
+                       const std::string& body = "", const std::string& authorization = "") {
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  Send(socket, port, method, target, body, authorization);
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 << 20);
