@@ -33,6 +33,7 @@ class EmbeddingResponse final : public ResponseBuilder {
   void AppendStart(std::string* out) override {}
   void Append(int input, const v1::GenerateResponse& response, std::string* out) override;
   void Reset(int input) override;
+  void AppendError(const absl::Status&, std::string*) override {}  // never streamed
   void AppendEnd(std::string* out) override {}
   // REQUIRES: every input's messages were appended. An input without an embedding (which a
   // worker never leaves) is written as an empty list.

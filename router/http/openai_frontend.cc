@@ -29,6 +29,7 @@
 #include "router/http/embedding_response.h"
 #include "router/http/openai_request.h"
 #include "router/http/openai_response.h"
+#include "router/http/responses_api.h"
 #include "router/http/score_response.h"
 #include "router/request_validator.h"
 
@@ -261,7 +262,7 @@ class OpenAiFrontend::Generation final : public HttpExchange::Listener,
     }
     if (!started_ && !error_.ok()) return ReplyError(*exchange_, error_);
     StartStreamLocked();
-    if (!error_.ok()) absl::StrAppend(&out_, "data: ", OpenAiErrorBody(error_), "\n\n");
+    if (!error_.ok()) response_->AppendError(error_, &out_);
     response_->AppendEnd(&out_);
     ending_ = true;
     FlushLocked();
@@ -356,12 +357,14 @@ void OpenAiFrontend::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
         "WWW-Authenticate: Bearer\r\n");
   }
   const bool generation_route = path == "/v1/completions" || path == "/v1/chat/completions" ||
-                                path == "/v1/embeddings" || score_route || rerank_route;
+                                path == "/v1/responses" || path == "/v1/embeddings" ||
+                                score_route || rerank_route;
   const bool get_route = path == "/health" || path == "/v1/models" || path == "/version";
   if ((generation_route || tokenizer_route) && !post)
     return ReplyWrongMethod(*exchange, path, "POST");
   if (get_route && !get) return ReplyWrongMethod(*exchange, path, "GET");
   if (path == "/v1/embeddings") return Embed(request, EmbedRoute::kEmbeddings, std::move(exchange));
+  if (path == "/v1/responses") return Respond(request, std::move(exchange));
   if ((path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") &&
       deps_.change_adapters) {
     if (!post) return ReplyWrongMethod(*exchange, path, "POST");
@@ -642,6 +645,29 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   }
   auto response = std::make_unique<OpenAiResponse>(std::move(config), &model->tokenizer());
   Run(std::move(model), std::move(exchange), *std::move(request), std::move(response));
+}
+
+void OpenAiFrontend::Respond(const HttpRequest& http, std::shared_ptr<HttpExchange> exchange,
+                             bool on_demand) {
+  absl::StatusOr<ResponsesRequest> request = ParseResponsesRequest(http.body);
+  if (!request.ok()) return ReplyError(*exchange, request.status());
+  std::function<std::function<void()>()> retry;
+  if (on_demand) {
+    retry = [&] { return [this, http, exchange] { Respond(http, exchange, false); }; };
+  }
+  Served served = Resolve(request->chat.model, exchange, retry);
+  if (served.model == nullptr) return;
+  OpenAiRequest chat = std::move(request->chat);
+  ResponsesResponse::Config config;
+  config.id = RandomId("resp_");
+  config.item_id = RandomId("msg_");
+  config.created_at = absl::ToUnixSeconds(absl::Now());
+  config.model = served.adapter.empty() ? served.name : served.adapter;
+  config.stream = chat.stream;
+  config.echo = *std::move(request);
+  SetRequestIds(config.id, served.adapter, &chat);
+  Run(std::move(served.model), std::move(exchange), std::move(chat),
+      std::make_unique<ResponsesResponse>(std::move(config)));
 }
 
 void OpenAiFrontend::Embed(const HttpRequest& http, EmbedRoute route,

@@ -1,6 +1,7 @@
 // OpenAiFrontend: the OpenAI-compatible HTTP API of the router, an HttpHandler.
 //
 //   POST /v1/completions        POST /v1/chat/completions   (JSON or server-sent events)
+//   POST /v1/responses          (the Responses API for text: responses_api.h)
 //   POST /v1/embeddings         (the prompt's last hidden state, normalized: vLLM's pooling)
 //   POST /v1/score, /v1/rerank  (vLLM's; also /score, /rerank: cosines of the embeddings)
 //   GET  /v1/models             GET  /health                GET /version
@@ -109,6 +110,9 @@ class OpenAiFrontend final : public HttpHandler {
   // `on_demand`: Resolve may load the adapter the request names (not again after that load).
   void Generate(const HttpRequest& request, bool chat, std::shared_ptr<HttpExchange> exchange,
                 bool on_demand = true);
+  // POST /v1/responses: a chat request answered as a Response object (responses_api.h).
+  void Respond(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange,
+               bool on_demand = true);
   // POST /v1/embeddings, or vLLM's /v1/score and /v1/rerank over the texts' embeddings.
   enum class EmbedRoute { kEmbeddings, kScore, kRerank };
   void Embed(const HttpRequest& request, EmbedRoute route, std::shared_ptr<HttpExchange> exchange,

@@ -90,6 +90,69 @@ TEST_F(OpenAiFrontendTest, ChatStreamStartsWithTheAssistantRole) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 6);
 }
 
+// The Responses API: the chat request it amounts to, answered as a Response object, or as the
+// Responses API's named events whose deltas make the same text.
+TEST_F(OpenAiFrontendTest, ResponsesAreTheChatAnswerAsAResponseObject) {
+  FakeWorker::Options o;
+  o.info = FakeWorker::DefaultInfo();
+  o.info.set_chat_template(
+      "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+      "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+  FakeWorker& w = AddWorker(o);
+  StartRouter();
+  HttpResult chat = Post(
+      port(), "/v1/chat/completions",
+      {{"messages",
+        {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "hi"}}}},
+       {"max_tokens", 3}});
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  const Json c = Json::parse(chat.body);
+  auto last_prompt = [&w] {
+    const v1::WorkerGenerateRequest last = w.requests().back();
+    return std::vector<int>(last.prompt_token_ids().begin(), last.prompt_token_ids().end());
+  };
+  const std::vector<int> chat_prompt = last_prompt();
+
+  HttpResult r = Post(port(), "/v1/responses",
+                      {{"model", "fake-model"},
+                       {"instructions", "Be brief."},
+                       {"input", "hi"},
+                       {"max_output_tokens", 3}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(last_prompt(), chat_prompt) << "the same chat prompt";
+  Json j = Json::parse(r.body);
+  EXPECT_TRUE(absl::StartsWith(j["id"].get<std::string>(), "resp_"));
+  EXPECT_EQ(j["object"], "response");
+  EXPECT_EQ(j["model"], "fake-model");
+  EXPECT_EQ(j["status"], "incomplete") << "3 tokens was the limit";
+  EXPECT_EQ(j["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(j["output"][0]["content"][0]["text"], c["choices"][0]["message"]["content"]);
+  EXPECT_EQ(j["usage"]["input_tokens"], c["usage"]["prompt_tokens"]);
+  EXPECT_EQ(j["usage"]["output_tokens"], 3);
+
+  r = Post(
+      port(), "/v1/responses",
+      {{"instructions", "Be brief."}, {"input", "hi"}, {"max_output_tokens", 3}, {"stream", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "text/event-stream");
+  std::string text, last;
+  for (absl::string_view block : absl::StrSplit(r.body, "\n\n", absl::SkipEmpty())) {
+    const size_t data = block.find("\ndata: ");
+    ASSERT_NE(data, absl::string_view::npos) << block;
+    const Json e = Json::parse(block.substr(data + 7));
+    EXPECT_EQ(block.substr(7, data - 7), e["type"].get<std::string>());
+    if (e["type"] == "response.output_text.delta") text += e["delta"].get<std::string>();
+    last = e["type"];
+  }
+  EXPECT_EQ(text, c["choices"][0]["message"]["content"]);
+  EXPECT_EQ(last, "response.incomplete");
+
+  r = Post(port(), "/v1/responses", {{"input", "hi"}, {"previous_response_id", "resp_x"}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["error"]["param"], "previous_response_id");
+  EXPECT_EQ(Call(port(), http::verb::get, "/v1/responses").status, 405);
+}
+
 TEST_F(OpenAiFrontendTest, ChatTemplateKwargsReachTheTemplate) {
   FakeWorker::Options o;
   o.info = FakeWorker::DefaultInfo();
@@ -178,7 +241,7 @@ TEST_F(OpenAiFrontendTest, ErrorsComeAsOpenAiErrorObjectsWithTheirStatus) {
        R"({"prompt": [1, 99999]})", 400, "outside the vocabulary"},
       {"unknown model", http::verb::post, "/v1/completions",
        R"({"model": "gpt-4", "prompt": "hi"})", 404, "does not exist"},
-      {"unknown endpoint", http::verb::post, "/v1/responses", "{}", 404, "no route"},
+      {"unknown endpoint", http::verb::post, "/v1/assistants", "{}", 404, "no route"},
       {"wrong method", http::verb::get, "/v1/completions", "", 405, "takes POST"},
       {"chat without a template", http::verb::post, "/v1/chat/completions",
        R"({"messages": [{"role": "user", "content": "hi"}]})", 400, "template"},

@@ -403,6 +403,10 @@ void OpenAiResponse::AppendToolChunks(int index, std::string_view text, const v1
   }
 }
 
+void OpenAiResponse::AppendError(const absl::Status& status, std::string* out) {
+  absl::StrAppend(out, "data: ", OpenAiErrorBody(status), "\n\n");
+}
+
 void OpenAiResponse::AppendEnd(std::string* out) {
   if (config_.include_usage) {
     Json usage = {{"prompt_tokens", prompt_tokens_},

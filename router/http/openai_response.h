@@ -65,6 +65,8 @@ class OpenAiResponse final : public ResponseBuilder {
   void Append(int prompt, const v1::GenerateResponse& response, std::string* out) override;
   // Forgets what was appended for `prompt` (not streamed: it starts over).
   void Reset(int prompt) override;
+  // The OpenAI error object as an event ("data: {"error": ...}").
+  void AppendError(const absl::Status& status, std::string* out) override;
   void AppendEnd(std::string* out) override;
   // The non-streamed answer.
   [[nodiscard]] std::string Body() const override;

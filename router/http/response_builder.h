@@ -1,7 +1,8 @@
 // ResponseBuilder: builds one OpenAI endpoint's answer from the GenerateResponse messages of
 // each of the request's prompts. OpenAiResponse answers completions and chat (streamed or not);
 // EmbeddingResponse answers embeddings (never streamed). The frontend's Generation drives it:
-//   streamed:     AppendStart once, Append(prompt, message, &events) per message, AppendEnd;
+//   streamed:     AppendStart once, Append(prompt, message, &events) per message, AppendError
+//                 when a prompt failed after the stream began, AppendEnd;
 //   not streamed: Append(prompt, message, nullptr) per message, then Body() once every prompt is
 //                 done; Reset(prompt) when a prompt starts over on another worker.
 //
@@ -11,6 +12,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "pagellm/v1/generation.pb.h"
 
 namespace pagellm {
@@ -22,6 +24,8 @@ class ResponseBuilder {
   // `out` null: not streamed (accumulate).
   virtual void Append(int prompt, const v1::GenerateResponse& response, std::string* out) = 0;
   virtual void Reset(int prompt) = 0;
+  // The stream failed with `status` (not OK) after it began; AppendEnd follows.
+  virtual void AppendError(const absl::Status& status, std::string* out) = 0;
   virtual void AppendEnd(std::string* out) = 0;
   [[nodiscard]] virtual std::string Body() const = 0;
 };

@@ -42,6 +42,7 @@ class ScoreResponse final : public ResponseBuilder {
     embeddings_.Append(input, response, out);
   }
   void Reset(int input) override { embeddings_.Reset(input); }
+  void AppendError(const absl::Status&, std::string*) override {}  // never streamed
   void AppendEnd(std::string* out) override {}
   [[nodiscard]] std::string Body() const override;
 

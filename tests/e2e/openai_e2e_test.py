@@ -290,6 +290,35 @@ class OpenAiApiTest(unittest.TestCase):
         self.assertEqual(text, samples[0][0])
         self.assertEqual(chunks[-1].usage.prompt_tokens, usage.prompt_tokens)
 
+    def test_responses_api_with_the_sdk(self):
+        """/v1/responses as the openai SDK reads it: the chat answer to the same messages."""
+        instructions = "Answer like a ship's captain."
+        samples, usage = self.Grpc(chat=[("system", instructions), ("user", CHAT)],
+                                   max_tokens=32, temperature=0)
+        r = self.client.responses.create(model=self.model, instructions=instructions, input=CHAT,
+                                         max_output_tokens=32, temperature=0)
+        GENERATED.append(r.output_text)
+        self.assertTrue(r.id.startswith("resp_"))
+        self.assertEqual(r.output_text, samples[0][0])
+        self.assertEqual(r.output[0].role, "assistant")
+        self.assertEqual(r.usage.input_tokens, usage.prompt_tokens)
+        self.assertEqual(r.usage.output_tokens, usage.completion_tokens)
+        self.assertEqual(r.status, "incomplete" if usage.completion_tokens == 32 else "completed")
+        # The same conversation as input items, streamed.
+        events = list(self.client.responses.create(
+            model=self.model, max_output_tokens=32, temperature=0, stream=True,
+            input=[{"role": "developer", "content": instructions},
+                   {"role": "user", "content": [{"type": "input_text", "text": CHAT}]}]))
+        self.assertEqual(events[0].type, "response.created")
+        self.assertIn(events[-1].type, ("response.completed", "response.incomplete"))
+        text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        self.assertEqual(text, samples[0][0])
+        self.assertEqual(events[-1].response.output_text, text)
+        self.assertEqual([e.sequence_number for e in events], list(range(len(events))))
+        with self.assertRaises(openai.BadRequestError) as cm:
+            self.client.responses.create(model=self.model, input="x", previous_response_id="r")
+        self.assertIn("previous_response_id", str(cm.exception))
+
     def test_any_role_goes_to_the_template(self):
         # SmolLM2's template prints any role; transformers passes roles through unchecked.
         for role in ("developer", "ipython"):
@@ -905,7 +934,7 @@ class OpenAiApiTest(unittest.TestCase):
              "rule 'x' is not defined"),
             ("unknown model", "/v1/completions", {"model": "gpt-4o", "prompt": "hi"}, 404,
              "does not exist"),
-            ("unknown endpoint", "/v1/responses", {"input": "hi"}, 404, "no route"),
+            ("unknown endpoint", "/v1/assistants", {"input": "hi"}, 404, "no route"),
             ("embedding input past the context", "/v1/embeddings", {"input": [100] * (ctx + 1)},
              400, f"exceeds the maximum model length of {ctx}"),
             ("embedding dimensions", "/v1/embeddings", {"input": "hi", "dimensions": 8}, 400,

@@ -1,6 +1,6 @@
 // libFuzzer target for the OpenAI-compatible request bodies (router/http/openai_request.h): the
-// bytes go to ParseCompletionRequest, ParseChatRequest and ParseLoraChangeRequest (load and
-// unload).
+// bytes go to ParseCompletionRequest, ParseChatRequest, ParseResponsesRequest
+// (router/http/responses_api.h: a chat request) and ParseLoraChangeRequest (load and unload).
 //
 // Invariants (abort() when one fails): an error is InvalidArgument; a parsed request has 1 to
 // kMaxPromptsPerRequest prompts (a chat request exactly one, with a chat prompt), n >= 1, and
@@ -17,6 +17,7 @@
 
 #include "common/sampling/sampling_params.h"
 #include "router/http/openai_request.h"
+#include "router/http/responses_api.h"
 #include "tools/fuzz/fuzz_check.h"
 
 namespace {
@@ -55,6 +56,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   Check(pagellm::ParseCompletionRequest(body), /*chat=*/false);
   Check(pagellm::ParseChatRequest(body), /*chat=*/true);
+  absl::StatusOr<pagellm::ResponsesRequest> responses = pagellm::ParseResponsesRequest(body);
+  if (responses.ok()) {
+    FUZZ_CHECK(responses->chat.kind == pagellm::OpenAiRequest::Kind::kChat);
+    FUZZ_CHECK(responses->chat.n == 1);
+    Check(responses->chat, /*chat=*/true);
+  } else {
+    FUZZ_CHECK(responses.status().code() == absl::StatusCode::kInvalidArgument);
+  }
   CheckLoraChange(pagellm::ParseLoraChangeRequest(body, /*load=*/true), true);
   CheckLoraChange(pagellm::ParseLoraChangeRequest(body, /*load=*/false), false);
   return 0;

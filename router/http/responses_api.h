@@ -1,0 +1,93 @@
+// The OpenAI Responses API (POST /v1/responses), as vLLM serves it, for text: a request is read
+// as the chat request it amounts to, and its answer is written as a Response object (or, with
+// "stream": true, as the Responses API's named server-sent events).
+//
+// Request (ParseResponsesRequest): `input` is a string (one user message) or a list of message
+// items ({"role", "content"}, content a string or input_text / output_text parts); `instructions`
+// becomes a system message first; `max_output_tokens`, `temperature`, `top_p`, `stream`, `text`
+// (its `format`: text, json_object, json_schema), `user`, `metadata`, `store` and vLLM's extra
+// sampling fields (top_k, min_p, seed, stop, ...) mean what they mean in chat. What pagellm does
+// not serve here is refused by name with InvalidArgument: tools and their items,
+// previous_response_id (no response is stored), background, reasoning, images, files.
+//
+// Response (ResponsesResponse): one assistant message of output_text; status "completed", or
+// "incomplete" with incomplete_details.reason "max_output_tokens" when the length limit ended it;
+// usage as input_tokens / output_tokens. Streamed: response.created, response.in_progress,
+// response.output_item.added, response.content_part.added, response.output_text.delta per
+// message with text, then the .done events and response.completed (or response.incomplete), each
+// "event: TYPE\ndata: JSON" with a sequence_number; a failure ends the stream with "error" and
+// response.failed. No "[DONE]" (the Responses API sends none).
+//
+// Thread-safety: ParseResponsesRequest is a pure function; a ResponsesResponse is used by one
+// caller at a time (ResponseBuilder).
+#ifndef PAGELLM_ROUTER_HTTP_RESPONSES_API_H_
+#define PAGELLM_ROUTER_HTTP_RESPONSES_API_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "router/http/openai_request.h"
+#include "router/http/response_builder.h"
+
+namespace pagellm {
+
+// Items one `input` list may hold.
+inline constexpr int kMaxResponsesInputItems = 1024;
+
+struct ResponsesRequest {
+  OpenAiRequest chat;  // kind kChat, one prompt
+  // Echoed in the Response object.
+  std::optional<std::string> instructions;
+  std::optional<int32_t> max_output_tokens;
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  nlohmann::ordered_json text_format = {{"type", "text"}};  // text.format as given
+  nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
+};
+
+// InvalidArgument (with the param payload) for a body that is not a Responses request pagellm
+// serves; otherwise the chat request it amounts to, parsed as /v1/chat/completions parses one.
+absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body);
+
+class ResponsesResponse final : public ResponseBuilder {
+ public:
+  struct Config {
+    std::string id;       // "resp_..."
+    std::string item_id;  // "msg_..."
+    int64_t created_at = 0;
+    std::string model;
+    bool stream = false;
+    ResponsesRequest echo;  // the request's fields the Response object repeats (chat unused)
+  };
+  explicit ResponsesResponse(Config config) : config_(std::move(config)) {}
+
+  void AppendStart(std::string* out) override;
+  void Append(int prompt, const v1::GenerateResponse& response, std::string* out) override;
+  void Reset(int prompt) override;
+  void AppendError(const absl::Status& status, std::string* out) override;
+  void AppendEnd(std::string* out) override;
+  [[nodiscard]] std::string Body() const override;
+
+ private:
+  // The Response object as of now ("in_progress" until the end).
+  [[nodiscard]] nlohmann::ordered_json Object(std::string_view status) const;
+  [[nodiscard]] nlohmann::ordered_json Message(std::string_view status) const;
+  [[nodiscard]] nlohmann::ordered_json TextPart() const;
+  void Event(std::string_view type, nlohmann::ordered_json data, std::string* out);
+
+  const Config config_;
+  std::string text_;
+  int64_t input_tokens_ = 0;
+  int64_t output_tokens_ = 0;
+  bool length_ = false;  // the length limit ended it
+  bool failed_ = false;  // AppendError was called
+  int64_t sequence_ = 0;
+};
+
+}  // namespace pagellm
+
+#endif  // PAGELLM_ROUTER_HTTP_RESPONSES_API_H_
