@@ -597,26 +597,14 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   std::shared_ptr<const ModelContext> model = std::move(served.model);
   const std::string& name = served.name;
   const std::string& adapter = served.adapter;
-  if (chat && request->tool_choice.mode == ToolChoice::Mode::kAuto &&
-      !options_.tool_call_format.has_value()) {
-    return ReplyError(
-        *exchange,
-        absl::InvalidArgumentError(
-            "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to "
-            "be set (pagellm-router: --tool-call-parser=hermes, llama3_json or mistral); or "
-            "give tool_choice \"none\", \"required\" or a named function"));
-  }
   OpenAiResponse::Config config;
+  if (chat) {
+    absl::StatusOr<ToolCallFormat> format = ToolFormatFor(*request);
+    if (!format.ok()) return ReplyError(*exchange, format.status());
+    config.tool_format = *format;
+  }
   config.kind = request->kind;
   config.tool_choice = request->tool_choice;
-  if (options_.tool_call_format.has_value()) {
-    config.tool_format = *options_.tool_call_format;
-    if (config.tool_format == ToolCallFormat::kMistral &&
-        request->tool_choice.mode == ToolChoice::Mode::kAuto) {
-      // [TOOL_CALLS] is a control token: the reply must keep it to be read (vLLM does this too).
-      request->prompts.front().mutable_sampling()->set_skip_special_tokens(false);
-    }
-  }
   if (chat && options_.reasoning_format.has_value()) {
     const v1::GenerateRequest& p = request->prompts.front();
     config.reasoning = !p.sampling().has_structured_output() &&
@@ -647,6 +635,22 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   Run(std::move(model), std::move(exchange), *std::move(request), std::move(response));
 }
 
+absl::StatusOr<ToolCallFormat> OpenAiFrontend::ToolFormatFor(OpenAiRequest& request) const {
+  if (request.tool_choice.mode == ToolChoice::Mode::kAuto &&
+      !options_.tool_call_format.has_value()) {
+    return absl::InvalidArgumentError(
+        "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to "
+        "be set (pagellm-router: --tool-call-parser=hermes, llama3_json or mistral); or "
+        "give tool_choice \"none\", \"required\" or a named function");
+  }
+  const ToolCallFormat format = options_.tool_call_format.value_or(ToolCallFormat::kHermes);
+  if (format == ToolCallFormat::kMistral && request.tool_choice.mode == ToolChoice::Mode::kAuto) {
+    // [TOOL_CALLS] is a control token: the reply must keep it to be read (vLLM does this too).
+    request.prompts.front().mutable_sampling()->set_skip_special_tokens(false);
+  }
+  return format;
+}
+
 void OpenAiFrontend::Respond(const HttpRequest& http, std::shared_ptr<HttpExchange> exchange,
                              bool on_demand) {
   absl::StatusOr<ResponsesRequest> request = ParseResponsesRequest(http.body);
@@ -658,13 +662,17 @@ void OpenAiFrontend::Respond(const HttpRequest& http, std::shared_ptr<HttpExchan
   Served served = Resolve(request->chat.model, exchange, retry);
   if (served.model == nullptr) return;
   OpenAiRequest chat = std::move(request->chat);
+  absl::StatusOr<ToolCallFormat> format = ToolFormatFor(chat);
+  if (!format.ok()) return ReplyError(*exchange, format.status());
   ResponsesResponse::Config config;
+  config.tool_format = *format;
   config.id = RandomId("resp_");
   config.item_id = RandomId("msg_");
   config.created_at = absl::ToUnixSeconds(absl::Now());
   config.model = served.adapter.empty() ? served.name : served.adapter;
   config.stream = chat.stream;
   config.echo = *std::move(request);
+  config.echo.chat.tool_choice = chat.tool_choice;  // what the reply is read under
   SetRequestIds(config.id, served.adapter, &chat);
   Run(std::move(served.model), std::move(exchange), std::move(chat),
       std::make_unique<ResponsesResponse>(std::move(config)));

@@ -110,6 +110,9 @@ class OpenAiFrontend final : public HttpHandler {
   // `on_demand`: Resolve may load the adapter the request names (not again after that load).
   void Generate(const HttpRequest& request, bool chat, std::shared_ptr<HttpExchange> exchange,
                 bool on_demand = true);
+  // The format a chat request's tool calls are read in: --tool-call-parser's (hermes when none
+  // is set); InvalidArgument for "auto" without one. A mistral "auto" reply keeps special tokens.
+  absl::StatusOr<ToolCallFormat> ToolFormatFor(OpenAiRequest& request) const;
   // POST /v1/responses: a chat request answered as a Response object (responses_api.h).
   void Respond(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange,
                bool on_demand = true);

@@ -147,6 +147,25 @@ TEST_F(OpenAiFrontendTest, ResponsesAreTheChatAnswerAsAResponseObject) {
   EXPECT_EQ(text, c["choices"][0]["message"]["content"]);
   EXPECT_EQ(last, "response.incomplete");
 
+  // A named function: the whole reply is its arguments, as in chat.
+  r = Post(port(), "/v1/responses",
+           {{"input", "hi"},
+            {"max_output_tokens", 3},
+            {"tools", {{{"type", "function"}, {"name", "f"}, {"parameters", Json::object()}}}},
+            {"tool_choice", {{"type", "function"}, {"name", "f"}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = Json::parse(r.body);
+  ASSERT_EQ(j["output"].size(), 1u) << r.body;
+  EXPECT_EQ(j["output"][0]["type"], "function_call");
+  EXPECT_EQ(j["output"][0]["name"], "f");
+  EXPECT_EQ(j["output"][0]["arguments"], c["choices"][0]["message"]["content"]);
+  EXPECT_EQ(j["tools"][0]["name"], "f");
+  // "auto" needs the router's --tool-call-parser, as chat does.
+  r = Post(port(), "/v1/responses",
+           {{"input", "hi"}, {"tools", {{{"type", "function"}, {"name", "f"}}}}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("--tool-call-parser"));
+
   r = Post(port(), "/v1/responses", {{"input", "hi"}, {"previous_response_id", "resp_x"}});
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(Json::parse(r.body)["error"]["param"], "previous_response_id");

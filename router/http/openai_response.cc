@@ -308,33 +308,6 @@ Json OpenAiResponse::CallJson(int k, const ParsedToolCall& call) const {
       {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
-OpenAiResponse::ToolReply OpenAiResponse::ReadToolReply(const std::string& text) const {
-  ToolReply reply;
-  switch (config_.tool_choice.mode) {
-    case ToolChoice::Mode::kNamed:
-      reply.calls.push_back({config_.tool_choice.name, text});
-      break;
-    case ToolChoice::Mode::kRequired:
-      if (auto calls = ParseRequiredToolCalls(text)) {
-        reply.calls = *std::move(calls);
-      } else {
-        reply.content = text;  // not a list of calls: cut short
-      }
-      break;
-    case ToolChoice::Mode::kAuto: {
-      ParsedReply parsed = ParseToolCalls(config_.tool_format, text);
-      reply.content = std::move(parsed.content);
-      reply.calls = std::move(parsed.calls);
-      break;
-    }
-    case ToolChoice::Mode::kNone:
-      reply.content = text;
-      break;
-  }
-  if (!config_.tool_choice.parallel_tool_calls && reply.calls.size() > 1) reply.calls.resize(1);
-  return reply;
-}
-
 void OpenAiResponse::AppendDeltaChunk(int index, const Json& delta, const v1::SampleDelta* logprobs,
                                       std::string_view finish, std::string* out) {
   Choice& c = choices_[index];
@@ -435,7 +408,8 @@ std::string OpenAiResponse::Body() const {
     if (chat && (split.has_value() || config_.tool_choice.mode != ToolChoice::Mode::kNone)) {
       ToolReply reply;
       if (config_.tool_choice.mode != ToolChoice::Mode::kNone) {
-        reply = ReadToolReply(split.has_value() ? split->content.value_or("") : c.text);
+        reply = ReadToolReply(config_.tool_choice, config_.tool_format,
+                              split.has_value() ? split->content.value_or("") : c.text);
         // A reply that is all reasoning has no answer to read calls from.
         if (split.has_value() && !split->content.has_value() && reply.calls.empty()) {
           reply.content.reset();

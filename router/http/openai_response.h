@@ -26,6 +26,7 @@
 #include "router/http/reasoning.h"
 #include "router/http/response_builder.h"
 #include "router/http/tool_calls.h"
+#include "router/http/tool_reply.h"
 
 namespace pagellm {
 
@@ -90,12 +91,6 @@ class OpenAiResponse final : public ResponseBuilder {
     std::unique_ptr<ToolCallStreamParser> parser;
     std::unique_ptr<ReasoningStreamSplitter> splitter;  // streamed with a reasoning format
   };
-  // A finished reply as tool calls (config_.tool_choice not none).
-  struct ToolReply {
-    std::optional<std::string> content;
-    std::vector<ParsedToolCall> calls;
-  };
-  [[nodiscard]] ToolReply ReadToolReply(const std::string& text) const;
   // Streams delta `d` of choice `index` when tool calls are on: tool-call or content chunks, the
   // last with the finish reason and `d`'s logprobs.
   void AppendToolChunks(int index, std::string_view text, const v1::SampleDelta& d,

@@ -1,5 +1,6 @@
 #include "router/http/responses_api.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -22,7 +23,7 @@ using openai::WrongType;
 constexpr const char* kChatFields =
     "model temperature top_p stream user top_k min_p repetition_penalty presence_penalty "
     "frequency_penalty seed min_tokens ignore_eos stop stop_token_ids skip_special_tokens "
-    "include_stop_str_in_output priority logit_bias";
+    "include_stop_str_in_output priority logit_bias parallel_tool_calls";
 
 // OpenAI's bounds on `metadata`.
 constexpr size_t kMaxMetadataEntries = 16;
@@ -49,14 +50,45 @@ absl::StatusOr<Json> ChatPart(const Json& part, const std::string& at) {
   return Json{{"type", "text"}, {"text", *text}};
 }
 
-// One `input` item as a chat message.
-absl::StatusOr<Json> ChatMessage(const Json& item, const std::string& at) {
-  if (!item.is_object()) return WrongType(at, item, "an object");
-  if (const Json* type = Field(item, "type"); type != nullptr && *type != "message") {
-    return Error(absl::StrCat(at, ".type"),
-                 absl::StrCat("input items of type ", type->dump().substr(0, 64),
-                              " are not supported: pagellm serves message items (no tools)"));
+// A string field of an input item, required.
+absl::StatusOr<std::string> ItemString(const Json& item, const char* name, const std::string& at) {
+  const Json* v = Field(item, name);
+  if (v == nullptr || !v->is_string()) {
+    return Error(absl::StrCat(at, ".", name), absl::StrCat(at, ".", name, " must be a string"));
   }
+  return v->get<std::string>();
+}
+
+// A function_call item (a call the model made earlier) as one of the tool_calls of an assistant
+// message: the last message when it is the assistant's calls already, else a new one.
+absl::Status AddFunctionCall(const Json& item, const std::string& at, bool append, Json* messages) {
+  RETURN_IF_ERROR(CheckKnownFields(item, FieldSet({"type id call_id name arguments status"}), at));
+  ASSIGN_OR_RETURN(std::string call_id, ItemString(item, "call_id", at));
+  ASSIGN_OR_RETURN(std::string name, ItemString(item, "name", at));
+  ASSIGN_OR_RETURN(std::string arguments, ItemString(item, "arguments", at));
+  Json call = {{"id", std::move(call_id)},
+               {"type", "function"},
+               {"function", {{"name", std::move(name)}, {"arguments", std::move(arguments)}}}};
+  if (append) {
+    messages->back()["tool_calls"].push_back(std::move(call));
+  } else {
+    messages->push_back(
+        {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", Json::array({call})}});
+  }
+  return absl::OkStatus();
+}
+
+// A function_call_output item (what a call returned) as a tool message.
+absl::StatusOr<Json> ToolMessage(const Json& item, const std::string& at) {
+  RETURN_IF_ERROR(CheckKnownFields(item, FieldSet({"type id call_id output status"}), at));
+  ASSIGN_OR_RETURN(std::string call_id, ItemString(item, "call_id", at));
+  ASSIGN_OR_RETURN(std::string output, ItemString(item, "output", at));
+  return Json{
+      {"role", "tool"}, {"tool_call_id", std::move(call_id)}, {"content", std::move(output)}};
+}
+
+// One message item of `input` as a chat message.
+absl::StatusOr<Json> ChatMessage(const Json& item, const std::string& at) {
   RETURN_IF_ERROR(CheckKnownFields(item, FieldSet({"type role content id status"}), at));
   const Json* role = Field(item, "role");
   if (role == nullptr || !role->is_string()) {
@@ -136,15 +168,49 @@ absl::Status CheckMetadata(const Json& metadata) {
   return absl::OkStatus();
 }
 
+// Function tools and tool_choice as chat spells them ({"type": "function", "function": {...}}).
+absl::Status ToolsToChat(const Json& j, Json* chat) {
+  if (const Json* tools = Field(j, "tools")) {
+    if (!tools->is_array()) return WrongType("tools", *tools, "a list of tools");
+    Json out = Json::array();
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& t = (*tools)[i];
+      const std::string at = absl::StrCat("tools[", i, "]");
+      if (!t.is_object()) return WrongType(at, t, "an object");
+      const Json* type = Field(t, "type");
+      if (type == nullptr || *type != "function") {
+        return Error(absl::StrCat(at, ".type"),
+                     absl::StrCat("tools of type ", type == nullptr ? "null" : type->dump(),
+                                  " are not supported: pagellm serves function tools"));
+      }
+      RETURN_IF_ERROR(
+          CheckKnownFields(t, FieldSet({"type name description parameters strict"}), at));
+      Json function = Json::object();
+      for (const char* key : {"name", "description", "parameters", "strict"}) {
+        if (const Json* v = Field(t, key)) function[key] = *v;
+      }
+      out.push_back({{"type", "function"}, {"function", std::move(function)}});
+    }
+    if (!out.empty()) (*chat)["tools"] = std::move(out);
+  }
+  if (const Json* choice = Field(j, "tool_choice")) {
+    if (choice->is_string()) {
+      (*chat)["tool_choice"] = *choice;  // none, auto or required: chat checks
+    } else if (choice->is_object() && choice->value("type", Json()) == "function") {
+      RETURN_IF_ERROR(CheckKnownFields(*choice, FieldSet({"type name"}), "tool_choice"));
+      (*chat)["tool_choice"] = {{"type", "function"},
+                                {"function", {{"name", choice->value("name", Json())}}}};
+    } else {
+      return Error("tool_choice",
+                   "tool_choice must be none, auto, required or {\"type\": \"function\", "
+                   "\"name\": NAME}");
+    }
+  }
+  return absl::OkStatus();
+}
+
 // What pagellm does not serve on this route, refused by name.
 absl::Status RefuseUnserved(const Json& j) {
-  if (const Json* tools = Field(j, "tools"); tools != nullptr && !tools->empty()) {
-    return Error("tools", "tools are not supported on /v1/responses yet: use /v1/chat/completions");
-  }
-  if (const Json* choice = Field(j, "tool_choice");
-      choice != nullptr && *choice != "none" && *choice != "auto") {
-    return Error("tool_choice", "tool_choice must be none or auto: no tools are served here");
-  }
   if (Field(j, "previous_response_id") != nullptr) {
     return Error("previous_response_id",
                  "previous_response_id is not supported: pagellm stores no responses; send the "
@@ -201,14 +267,38 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
       return Error("input",
                    absl::StrCat("input must hold 1 to ", kMaxResponsesInputItems, " items"));
     }
+    bool calls_last = false;  // the last message holds function_call items
     for (size_t i = 0; i < input->size(); ++i) {
-      ASSIGN_OR_RETURN(Json m, ChatMessage((*input)[i], absl::StrCat("input[", i, "]")));
-      messages.push_back(std::move(m));
+      const Json& item = (*input)[i];
+      const std::string at = absl::StrCat("input[", i, "]");
+      if (!item.is_object()) return WrongType(at, item, "an object");
+      const Json* type = Field(item, "type");
+      if (type != nullptr && *type == "function_call") {
+        RETURN_IF_ERROR(AddFunctionCall(item, at, calls_last, &messages));
+        calls_last = true;
+        continue;
+      }
+      calls_last = false;
+      if (type != nullptr && *type == "function_call_output") {
+        ASSIGN_OR_RETURN(Json m, ToolMessage(item, at));
+        messages.push_back(std::move(m));
+      } else if (type == nullptr || *type == "message") {
+        ASSIGN_OR_RETURN(Json m, ChatMessage(item, at));
+        messages.push_back(std::move(m));
+      } else {
+        return Error(absl::StrCat(at, ".type"),
+                     absl::StrCat("input items of type ", type->dump().substr(0, 64),
+                                  " are not supported: pagellm serves message, function_call and "
+                                  "function_call_output items"));
+      }
     }
   } else {
     return WrongType("input", *input, "a string or a list of input items");
   }
   chat["messages"] = std::move(messages);
+  RETURN_IF_ERROR(ToolsToChat(j, &chat));
+  if (const Json* tools = Field(j, "tools")) out.tools = *tools;
+  if (const Json* choice = Field(j, "tool_choice")) out.tool_choice = *choice;
   ASSIGN_OR_RETURN(out.max_output_tokens, openai::GetInt32(j, "max_output_tokens"));
   if (out.max_output_tokens) chat["max_completion_tokens"] = *out.max_output_tokens;
   ASSIGN_OR_RETURN(out.temperature, openai::GetFloat(j, "temperature"));
@@ -223,23 +313,25 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
   }
   ASSIGN_OR_RETURN(auto store, openai::GetBool(j, "store"));
   (void)store;  // nothing is stored either way; previous_response_id is refused
-  ASSIGN_OR_RETURN(auto parallel, openai::GetBool(j, "parallel_tool_calls"));
-  (void)parallel;  // no tools
 
   ASSIGN_OR_RETURN(out.chat, ParseChatRequest(chat.dump()));
   return out;
 }
 
-Json ResponsesResponse::TextPart() const {
+namespace {
+
+Json TextPart(const std::string& text) {
   return {{"type", "output_text"},
-          {"text", text_},
+          {"text", text},
           {"annotations", Json::array()},
           {"logprobs", Json::array()}};
 }
 
-Json ResponsesResponse::Message(std::string_view status) const {
+}  // namespace
+
+Json ResponsesResponse::Message(std::string_view status, const std::string& text) const {
   Json content = Json::array();
-  if (status != "in_progress") content.push_back(TextPart());
+  if (status != "in_progress") content.push_back(TextPart(text));
   return {{"id", config_.item_id},
           {"type", "message"},
           {"status", std::string(status)},
@@ -247,9 +339,31 @@ Json ResponsesResponse::Message(std::string_view status) const {
           {"content", std::move(content)}};
 }
 
-Json ResponsesResponse::Object(std::string_view status) const {
+Json ResponsesResponse::Items(std::string_view status) const {
+  Json items = Json::array();
+  if (!tools()) {
+    items.push_back(Message(status, text_));
+    return items;
+  }
+  ToolReply reply = ReadToolReply(config_.echo.chat.tool_choice, config_.tool_format, text_);
+  if (reply.content.has_value() && !reply.content->empty()) {
+    items.push_back(Message(status, *reply.content));
+  }
+  for (size_t k = 0; k < reply.calls.size(); ++k) {
+    items.push_back(
+        {{"id",
+          absl::StrCat("fc_", config_.id.substr(std::min<size_t>(5, config_.id.size())), "_", k)},
+         {"type", "function_call"},
+         {"status", "completed"},
+         {"call_id", config_.call_id ? config_.call_id() : NewToolCallId(config_.tool_format)},
+         {"name", reply.calls[k].name},
+         {"arguments", reply.calls[k].arguments}});
+  }
+  return items;
+}
+
+Json ResponsesResponse::Object(std::string_view status, Json output) const {
   const ResponsesRequest& r = config_.echo;
-  const bool over = status != "in_progress";
   Json o = {{"id", config_.id},
             {"object", "response"},
             {"created_at", config_.created_at},
@@ -261,21 +375,20 @@ Json ResponsesResponse::Object(std::string_view status) const {
             {"max_output_tokens", r.max_output_tokens ? Json(*r.max_output_tokens) : Json()},
             {"metadata", r.metadata},
             {"model", config_.model},
-            {"output", Json::array()},
-            {"parallel_tool_calls", true},
+            {"output", std::move(output)},
+            {"parallel_tool_calls", r.chat.tool_choice.parallel_tool_calls},
             {"previous_response_id", nullptr},
             {"store", false},
             {"temperature", r.temperature ? Json(*r.temperature) : Json(1.0)},
             {"text", {{"format", r.text_format}}},
-            {"tool_choice", "auto"},
-            {"tools", Json::array()},
+            {"tool_choice", r.tool_choice},
+            {"tools", r.tools},
             {"top_p", r.top_p ? Json(*r.top_p) : Json(1.0)},
             {"truncation", "disabled"},
             {"usage", nullptr},
             {"user", nullptr}};
   if (status == "incomplete") o["incomplete_details"] = {{"reason", "max_output_tokens"}};
-  if (over && status != "failed") o["output"].push_back(Message(status));
-  if (over) {
+  if (status != "in_progress") {
     o["usage"] = {{"input_tokens", input_tokens_},
                   {"input_tokens_details", {{"cached_tokens", 0}}},
                   {"output_tokens", output_tokens_},
@@ -293,14 +406,16 @@ void ResponsesResponse::Event(std::string_view type, Json data, std::string* out
 }
 
 void ResponsesResponse::AppendStart(std::string* out) {
-  Event("response.created", {{"response", Object("in_progress")}}, out);
-  Event("response.in_progress", {{"response", Object("in_progress")}}, out);
-  Event("response.output_item.added", {{"output_index", 0}, {"item", Message("in_progress")}}, out);
+  Event("response.created", {{"response", Object("in_progress", Json::array())}}, out);
+  Event("response.in_progress", {{"response", Object("in_progress", Json::array())}}, out);
+  if (tools()) return;  // the items come whole at the end
+  Event("response.output_item.added", {{"output_index", 0}, {"item", Message("in_progress", "")}},
+        out);
   Event("response.content_part.added",
         {{"item_id", config_.item_id},
          {"output_index", 0},
          {"content_index", 0},
-         {"part", TextPart()}},
+         {"part", TextPart("")}},
         out);
 }
 
@@ -309,7 +424,7 @@ void ResponsesResponse::Append(int /*prompt*/, const v1::GenerateResponse& m, st
     if (d.sample_index() != 0) continue;
     text_ += d.text();
     if (d.finish_reason() == v1::FINISH_REASON_LENGTH) length_ = true;
-    if (out != nullptr && !d.text().empty()) {
+    if (out != nullptr && !d.text().empty() && !tools()) {
       Event("response.output_text.delta",
             {{"item_id", config_.item_id},
              {"output_index", 0},
@@ -338,30 +453,68 @@ void ResponsesResponse::AppendError(const absl::Status& status, std::string* out
       "error",
       {{"code", absl::StatusCodeToString(status.code())}, {"message", message}, {"param", nullptr}},
       out);
-  Json failed = Object("failed");
+  Json failed = Object("failed", Json::array());
   failed["error"] = {{"code", "server_error"}, {"message", message}};
   Event("response.failed", {{"response", std::move(failed)}}, out);
 }
 
+void ResponsesResponse::ItemEvents(int index, const Json& item, std::string* out) {
+  const bool message = item["type"] == "message";
+  Json added = item;
+  added["status"] = "in_progress";
+  if (message) {
+    added["content"] = Json::array();
+  } else {
+    added["arguments"] = "";
+  }
+  // Without tools the message was announced at the start.
+  if (tools()) {
+    Event("response.output_item.added", {{"output_index", index}, {"item", std::move(added)}}, out);
+  }
+  const Json where = {{"item_id", item["id"]}, {"output_index", index}};
+  if (message) {
+    const Json& part = item["content"][0];
+    Json at = where;
+    at["content_index"] = 0;
+    Json e = at;
+    e["part"] = TextPart("");
+    if (tools()) Event("response.content_part.added", std::move(e), out);
+    if (tools() && !part["text"].get_ref<const std::string&>().empty()) {
+      e = at;
+      e["delta"] = part["text"];
+      e["logprobs"] = Json::array();
+      Event("response.output_text.delta", std::move(e), out);
+    }
+    e = at;
+    e["text"] = part["text"];
+    e["logprobs"] = Json::array();
+    Event("response.output_text.done", std::move(e), out);
+    e = at;
+    e["part"] = part;
+    Event("response.content_part.done", std::move(e), out);
+  } else {
+    Json e = where;
+    e["delta"] = item["arguments"];
+    Event("response.function_call_arguments.delta", std::move(e), out);
+    e = where;
+    e["arguments"] = item["arguments"];
+    Event("response.function_call_arguments.done", std::move(e), out);
+  }
+  Event("response.output_item.done", {{"output_index", index}, {"item", item}}, out);
+}
+
 void ResponsesResponse::AppendEnd(std::string* out) {
   if (failed_) return;
-  const char* status = length_ ? "incomplete" : "completed";
-  const Json where = {{"item_id", config_.item_id}, {"output_index", 0}, {"content_index", 0}};
-  Json text_done = where;
-  text_done["text"] = text_;
-  text_done["logprobs"] = Json::array();
-  Event("response.output_text.done", std::move(text_done), out);
-  Json part_done = where;
-  part_done["part"] = TextPart();
-  Event("response.content_part.done", std::move(part_done), out);
-  Event("response.output_item.done", {{"output_index", 0}, {"item", Message(status)}}, out);
-  Event(length_ ? "response.incomplete" : "response.completed", {{"response", Object(status)}},
-        out);
+  const char* status = FinalStatus();
+  Json items = Items(status);
+  for (size_t i = 0; i < items.size(); ++i) ItemEvents(static_cast<int>(i), items[i], out);
+  Event(length_ ? "response.incomplete" : "response.completed",
+        {{"response", Object(status, std::move(items))}}, out);
 }
 
 std::string ResponsesResponse::Body() const {
-  return Object(length_ ? "incomplete" : "completed")
-      .dump(-1, ' ', false, Json::error_handler_t::replace);
+  const char* status = FinalStatus();
+  return Object(status, Items(status)).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace pagellm

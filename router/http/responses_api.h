@@ -7,8 +7,8 @@
 // becomes a system message first; `max_output_tokens`, `temperature`, `top_p`, `stream`, `text`
 // (its `format`: text, json_object, json_schema), `user`, `metadata`, `store` and vLLM's extra
 // sampling fields (top_k, min_p, seed, stop, ...) mean what they mean in chat. What pagellm does
-// not serve here is refused by name with InvalidArgument: tools and their items,
-// previous_response_id (no response is stored), background, reasoning, images, files.
+// not serve here is refused by name with InvalidArgument: hosted tools (web search, files, MCP,
+// ...), previous_response_id (no response is stored), background, reasoning, images, files.
 //
 // Response (ResponsesResponse): one assistant message of output_text; status "completed", or
 // "incomplete" with incomplete_details.reason "max_output_tokens" when the length limit ended it;
@@ -18,12 +18,21 @@
 // "event: TYPE\ndata: JSON" with a sequence_number; a failure ends the stream with "error" and
 // response.failed. No "[DONE]" (the Responses API sends none).
 //
+// Function tools: `tools` ({"type": "function", "name", "parameters", ...}) and `tool_choice`
+// become chat's; function_call and function_call_output input items become an assistant
+// message's tool_calls and tool messages. The reply is read as chat reads it (ReadToolReply: the
+// router's --tool-call-parser for "auto"): its text before the calls, if any, is a message item,
+// then one function_call item per call ({"id": "fc_...", "call_id", "name", "arguments"}).
+// Streamed, the items come whole at the end (output_text.delta or function_call_arguments.delta
+// once each), as a call is known only once it is complete.
+//
 // Thread-safety: ParseResponsesRequest is a pure function; a ResponsesResponse is used by one
 // caller at a time (ResponseBuilder).
 #ifndef PAGELLM_ROUTER_HTTP_RESPONSES_API_H_
 #define PAGELLM_ROUTER_HTTP_RESPONSES_API_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +41,7 @@
 #include "nlohmann/json.hpp"
 #include "router/http/openai_request.h"
 #include "router/http/response_builder.h"
+#include "router/http/tool_reply.h"
 
 namespace pagellm {
 
@@ -47,6 +57,8 @@ struct ResponsesRequest {
   std::optional<float> top_p;
   nlohmann::ordered_json text_format = {{"type", "text"}};  // text.format as given
   nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // as given
+  nlohmann::ordered_json tool_choice = "auto";                     // as given
 };
 
 // InvalidArgument (with the param payload) for a body that is not a Responses request pagellm
@@ -62,6 +74,10 @@ class ResponsesResponse final : public ResponseBuilder {
     std::string model;
     bool stream = false;
     ResponsesRequest echo;  // the request's fields the Response object repeats (chat unused)
+    // Tools (echo.chat.tool_choice not none): the reply is read as calls once it is whole
+    // (ReadToolReply), so a stream sends its items at the end.
+    ToolCallFormat tool_format = ToolCallFormat::kHermes;
+    std::function<std::string()> call_id;  // call_ids (null: NewToolCallId(tool_format))
   };
   explicit ResponsesResponse(Config config) : config_(std::move(config)) {}
 
@@ -73,11 +89,20 @@ class ResponsesResponse final : public ResponseBuilder {
   [[nodiscard]] std::string Body() const override;
 
  private:
-  // The Response object as of now ("in_progress" until the end).
-  [[nodiscard]] nlohmann::ordered_json Object(std::string_view status) const;
-  [[nodiscard]] nlohmann::ordered_json Message(std::string_view status) const;
-  [[nodiscard]] nlohmann::ordered_json TextPart() const;
+  // The Response object with `output` (the items; none while "in_progress").
+  [[nodiscard]] nlohmann::ordered_json Object(std::string_view status,
+                                              nlohmann::ordered_json output) const;
+  // The finished reply's output items: the message, and with tools the calls it makes.
+  [[nodiscard]] nlohmann::ordered_json Items(std::string_view status) const;
+  [[nodiscard]] nlohmann::ordered_json Message(std::string_view status,
+                                               const std::string& text) const;
   void Event(std::string_view type, nlohmann::ordered_json data, std::string* out);
+  // The events of item `index` whole (added, its content or arguments, done).
+  void ItemEvents(int index, const nlohmann::ordered_json& item, std::string* out);
+  [[nodiscard]] bool tools() const {
+    return config_.echo.chat.tool_choice.mode != ToolChoice::Mode::kNone;
+  }
+  [[nodiscard]] const char* FinalStatus() const { return length_ ? "incomplete" : "completed"; }
 
   const Config config_;
   std::string text_;

@@ -61,6 +61,36 @@ TEST(ResponsesRequestTest, IsTheChatRequestItAmountsTo) {
   EXPECT_EQ(r->text_format["name"], "n");
 }
 
+// Function tools as chat's, and a conversation's calls and their outputs as chat messages.
+TEST(ResponsesRequestTest, FunctionToolsAndCallItemsAreChatsToolsAndToolMessages) {
+  absl::StatusOr<ResponsesRequest> r = ParseResponsesRequest(R"({
+      "input": [
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"type": "function_call", "call_id": "c1", "name": "weather",
+         "arguments": "{\"city\": \"Paris\"}"},
+        {"type": "function_call", "call_id": "c2", "name": "weather",
+         "arguments": "{\"city\": \"Rome\"}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        {"type": "function_call_output", "call_id": "c2", "output": "rain"}],
+      "tools": [{"type": "function", "name": "weather", "description": "d",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+      "tool_choice": {"type": "function", "name": "weather"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::ChatPrompt& chat = r->chat.prompts.at(0).chat();
+  ASSERT_EQ(chat.tools_size(), 1);
+  EXPECT_EQ(chat.tools(0).name(), "weather");
+  EXPECT_EQ(r->chat.tool_choice.mode, ToolChoice::Mode::kNamed);
+  EXPECT_EQ(r->chat.tool_choice.name, "weather");
+  ASSERT_EQ(chat.messages_size(), 4) << "the two calls are one assistant message";
+  EXPECT_EQ(chat.messages(1).role(), "assistant");
+  ASSERT_EQ(chat.messages(1).tool_calls_size(), 2);
+  EXPECT_EQ(chat.messages(1).tool_calls(1).id(), "c2");
+  EXPECT_EQ(chat.messages(2).role(), "tool");
+  EXPECT_EQ(chat.messages(2).tool_call_id(), "c1");
+  EXPECT_EQ(chat.messages(3).content(), "rain");
+  EXPECT_EQ(r->tools[0]["name"], "weather") << "echoed as given";
+}
+
 TEST(ResponsesRequestTest, WhatIsNotServedIsRefusedByName) {
   struct Case {
     const char* body;
@@ -70,14 +100,14 @@ TEST(ResponsesRequestTest, WhatIsNotServedIsRefusedByName) {
       {R"({})", "input is required"},
       {R"({"input": []})", "1 to 1024 items"},
       {R"({"input": 3})", "input must be a string or a list of input items"},
-      {R"({"input": "x", "tools": [{"type": "function", "name": "f"}]})", "tools"},
-      {R"({"input": "x", "tool_choice": "required"})", "tool_choice"},
+      {R"({"input": "x", "tools": [{"type": "web_search"}]})", "pagellm serves function tools"},
+      {R"({"input": "x", "tool_choice": {"type": "web_search"}})", "tool_choice must be"},
+      {R"({"input": [{"type": "function_call_output", "output": "o"}]})", "input[0].call_id"},
+      {R"({"input": [{"type": "file_search_call", "id": "f"}]})", "file_search_call"},
       {R"({"input": "x", "previous_response_id": "resp_1"})", "stores no responses"},
       {R"({"input": "x", "background": true})", "background"},
       {R"({"input": "x", "reasoning": {"effort": "low"}})", "reasoning"},
       {R"({"input": "x", "include": ["message.output_text.logprobs"]})", "include"},
-      {R"({"input": [{"type": "function_call_output", "call_id": "c", "output": "o"}]})",
-       "message items"},
       {R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]})",
        "input_image"},
       {R"({"input": [{"role": "tool", "content": "t"}]})", "input[0].role"},
@@ -164,6 +194,51 @@ std::vector<std::pair<std::string, Json>> Events(const std::string& sse) {
     out.emplace_back(lines[0].substr(7), Json::parse(lines[1].substr(6)));
   }
   return out;
+}
+
+// With tools, the reply is read as chat reads it: text before the calls is a message item, each
+// call a function_call item; streamed, the items come whole at the end.
+TEST(ResponsesResponseTest, ToolCallsAreFunctionCallItems) {
+  ResponsesResponse::Config config = TestConfig();
+  config.echo.chat.tool_choice.mode = ToolChoice::Mode::kAuto;
+  config.tool_format = ToolCallFormat::kHermes;
+  config.call_id = [] { return std::string("call_1"); };
+  const std::string reply =
+      R"(Checking.<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}</tool_call>)";
+  ResponsesResponse r(config);
+  r.Append(0, Delta(reply, v1::FINISH_REASON_STOP), nullptr);
+  Json j = Json::parse(r.Body());
+  EXPECT_EQ(j["status"], "completed");
+  ASSERT_EQ(j["output"].size(), 2u);
+  EXPECT_EQ(j["output"][0]["content"][0]["text"], "Checking.");
+  const Json& call = j["output"][1];
+  EXPECT_EQ(call["type"], "function_call");
+  EXPECT_EQ(call["call_id"], "call_1");
+  EXPECT_EQ(call["name"], "weather");
+  EXPECT_EQ(call["arguments"], R"({"city": "Paris"})");
+  EXPECT_TRUE(absl::StartsWith(call["id"].get<std::string>(), "fc_"));
+
+  ResponsesResponse s(config);
+  std::string sse;
+  s.AppendStart(&sse);
+  s.Append(0, Delta(reply.substr(0, 20)), &sse);
+  s.Append(0, Delta(reply.substr(20), v1::FINISH_REASON_STOP), &sse);
+  s.AppendEnd(&sse);
+  std::vector<std::string> names;
+  Json args_delta;
+  for (const auto& [name, data] : Events(sse)) {
+    names.push_back(name);
+    if (name == "response.function_call_arguments.delta") args_delta = data["delta"];
+  }
+  EXPECT_EQ(
+      names,
+      (std::vector<std::string>{
+          "response.created", "response.in_progress", "response.output_item.added",
+          "response.content_part.added", "response.output_text.delta", "response.output_text.done",
+          "response.content_part.done", "response.output_item.done", "response.output_item.added",
+          "response.function_call_arguments.delta", "response.function_call_arguments.done",
+          "response.output_item.done", "response.completed"}));
+  EXPECT_EQ(args_delta, R"({"city": "Paris"})");
 }
 
 TEST(ResponsesResponseTest, StreamIsTheNamedEventsInOrder) {

@@ -319,6 +319,67 @@ class OpenAiApiTest(unittest.TestCase):
             self.client.responses.create(model=self.model, input="x", previous_response_id="r")
         self.assertIn("previous_response_id", str(cm.exception))
 
+    def test_responses_api_function_tools(self):
+        """An agent loop over /v1/responses: a named function's call (generated under its
+        schema), the call and its output sent back as items, then "required" streamed; each
+        the same as chat's answer to the same conversation (chat's own tool calling is checked
+        in test_tool_calls)."""
+        import jsonschema
+
+        weather = {"type": "object",
+                   "properties": {"city": {"type": "string", "maxLength": 20}},
+                   "required": ["city"]}
+        tools = [{"type": "function", "name": "get_weather", "description": "Weather in a city.",
+                  "parameters": weather}]
+        chat_tools = [{"type": "function", "function": {
+            "name": "get_weather", "description": "Weather in a city.", "parameters": weather}}]
+        ask = "What is the weather in Lyonnesse?"
+        r = self.client.responses.create(
+            model=self.model, input=ask, tools=tools, max_output_tokens=60, temperature=0,
+            tool_choice={"type": "function", "name": "get_weather"})
+        [call] = r.output
+        self.assertEqual(call.type, "function_call")
+        self.assertEqual(call.name, "get_weather")
+        jsonschema.validate(json.loads(call.arguments), weather)
+        GENERATED.append(call.arguments)
+        c = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": ask}], tools=chat_tools,
+            max_tokens=60, temperature=0,
+            tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        self.assertEqual(call.arguments, c.choices[0].message.tool_calls[0].function.arguments)
+
+        # The call and its output go back as items; the answer is chat's to the same messages.
+        follow = [{"role": "user", "content": ask},
+                  {"type": "function_call", "call_id": call.call_id, "name": call.name,
+                   "arguments": call.arguments},
+                  {"type": "function_call_output", "call_id": call.call_id,
+                   "output": "-3 C, snow"}]
+        r = self.client.responses.create(model=self.model, input=follow, tools=tools,
+                                         tool_choice="none", max_output_tokens=20, temperature=0)
+        GENERATED.append(r.output_text)
+        c = self.client.chat.completions.create(
+            model=self.model, tools=chat_tools, tool_choice="none", max_tokens=20, temperature=0,
+            messages=[{"role": "user", "content": ask},
+                      {"role": "assistant", "content": None, "tool_calls": [
+                          {"id": call.call_id, "type": "function", "function": {
+                              "name": call.name, "arguments": call.arguments}}]},
+                      {"role": "tool", "tool_call_id": call.call_id, "content": "-3 C, snow"}])
+        self.assertEqual(r.output_text, c.choices[0].message.content)
+
+        # "required", streamed: whole function_call items at the end.
+        events = list(self.client.responses.create(
+            model=self.model, input=ask, tools=tools, tool_choice="required",
+            max_output_tokens=120, temperature=0, stream=True))
+        done = [e.item for e in events if e.type == "response.output_item.done"]
+        self.assertTrue(done)
+        for item in done:
+            self.assertEqual(item.type, "function_call")
+            jsonschema.validate(json.loads(item.arguments), weather)
+            GENERATED.append(item.arguments)
+        self.assertEqual(events[-1].type, "response.completed")
+        self.assertEqual([i.call_id for i in events[-1].response.output],
+                         [i.call_id for i in done])
+
     def test_any_role_goes_to_the_template(self):
         # SmolLM2's template prints any role; transformers passes roles through unchecked.
         for role in ("developer", "ipython"):
