@@ -666,6 +666,11 @@ void OpenAiFrontend::Respond(const HttpRequest& http, std::shared_ptr<HttpExchan
   if (!format.ok()) return ReplyError(*exchange, format.status());
   ResponsesResponse::Config config;
   config.tool_format = *format;
+  if (options_.reasoning_format.has_value()) {
+    const v1::GenerateRequest& p = chat.prompts.front();
+    config.reasoning = !p.sampling().has_structured_output() &&
+                       ThinksFor(*options_.reasoning_format, p.chat().chat_template_kwargs());
+  }
   config.id = RandomId("resp_");
   config.item_id = RandomId("msg_");
   config.created_at = absl::ToUnixSeconds(absl::Now());

@@ -8,6 +8,7 @@
 #include "common/json/strict_json.h"
 #include "common/status_macros.h"
 #include "router/http/json_fields.h"
+#include "router/http/reasoning.h"
 
 namespace pagellm {
 namespace {
@@ -76,6 +77,35 @@ absl::Status AddFunctionCall(const Json& item, const std::string& at, bool appen
         {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", Json::array({call})}});
   }
   return absl::OkStatus();
+}
+
+// A reasoning item's text: its reasoning_text parts (else its summary), joined.
+absl::StatusOr<std::string> ReasoningText(const Json& item, const std::string& at) {
+  RETURN_IF_ERROR(
+      CheckKnownFields(item, FieldSet({"type id summary content encrypted_content status"}), at));
+  if (Field(item, "encrypted_content") != nullptr) {
+    return Error(absl::StrCat(at, ".encrypted_content"),
+                 "encrypted_content is not supported: pagellm sends reasoning as text");
+  }
+  std::string text;
+  for (const char* key : {"content", "summary"}) {
+    const Json* parts = Field(item, key);
+    if (parts == nullptr) continue;
+    const std::string parts_at = absl::StrCat(at, ".", key);
+    if (!parts->is_array()) return WrongType(parts_at, *parts, "a list");
+    for (size_t k = 0; k < parts->size(); ++k) {
+      const Json& part = (*parts)[k];
+      const Json* t = part.is_object() ? Field(part, "text") : nullptr;
+      if (t == nullptr || !t->is_string()) {
+        return Error(absl::StrCat(parts_at, "[", k, "].text"),
+                     absl::StrCat(parts_at, "[", k, "].text must be a string"));
+      }
+      if (!text.empty()) text += "\n";
+      text += t->get_ref<const std::string&>();
+    }
+    if (!text.empty()) break;  // the full text when given, else the summary
+  }
+  return text;
 }
 
 // A function_call_output item (what a call returned) as a tool message.
@@ -267,7 +297,13 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
       return Error("input",
                    absl::StrCat("input must hold 1 to ", kMaxResponsesInputItems, " items"));
     }
-    bool calls_last = false;  // the last message holds function_call items
+    bool calls_last = false;               // the last message holds function_call items
+    std::optional<std::string> reasoning;  // of the assistant message to come
+    // The reasoning item before an assistant message goes with it.
+    auto take_reasoning = [&reasoning](Json& m) {
+      if (reasoning.has_value() && m["role"] == "assistant") m["reasoning"] = *reasoning;
+      reasoning.reset();
+    };
     for (size_t i = 0; i < input->size(); ++i) {
       const Json& item = (*input)[i];
       const std::string at = absl::StrCat("input[", i, "]");
@@ -275,21 +311,25 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(std::string_view body) {
       const Json* type = Field(item, "type");
       if (type != nullptr && *type == "function_call") {
         RETURN_IF_ERROR(AddFunctionCall(item, at, calls_last, &messages));
+        if (!calls_last) take_reasoning(messages.back());
         calls_last = true;
         continue;
       }
       calls_last = false;
-      if (type != nullptr && *type == "function_call_output") {
+      if (type != nullptr && *type == "reasoning") {
+        ASSIGN_OR_RETURN(reasoning, ReasoningText(item, at));
+      } else if (type != nullptr && *type == "function_call_output") {
         ASSIGN_OR_RETURN(Json m, ToolMessage(item, at));
         messages.push_back(std::move(m));
       } else if (type == nullptr || *type == "message") {
         ASSIGN_OR_RETURN(Json m, ChatMessage(item, at));
+        take_reasoning(m);
         messages.push_back(std::move(m));
       } else {
         return Error(absl::StrCat(at, ".type"),
                      absl::StrCat("input items of type ", type->dump().substr(0, 64),
-                                  " are not supported: pagellm serves message, function_call and "
-                                  "function_call_output items"));
+                                  " are not supported: pagellm serves message, reasoning, "
+                                  "function_call and function_call_output items"));
       }
     }
   } else {
@@ -341,18 +381,30 @@ Json ResponsesResponse::Message(std::string_view status, const std::string& text
 
 Json ResponsesResponse::Items(std::string_view status) const {
   Json items = Json::array();
+  std::string answer = text_;
+  if (config_.reasoning) {
+    ReasoningSplit split = SplitReasoning(text_);
+    if (split.reasoning.has_value() && !split.reasoning->empty()) {
+      items.push_back({{"id", absl::StrCat("rs_", IdSuffix())},
+                       {"type", "reasoning"},
+                       {"summary", Json::array()},
+                       {"content", {{{"type", "reasoning_text"}, {"text", *split.reasoning}}}},
+                       {"status", std::string(status)}});
+    }
+    answer = split.content.value_or("");
+  }
   if (!tools()) {
-    items.push_back(Message(status, text_));
+    // A reply that is all reasoning (cut short) has no message.
+    if (!answer.empty() || items.empty()) items.push_back(Message(status, answer));
     return items;
   }
-  ToolReply reply = ReadToolReply(config_.echo.chat.tool_choice, config_.tool_format, text_);
+  ToolReply reply = ReadToolReply(config_.echo.chat.tool_choice, config_.tool_format, answer);
   if (reply.content.has_value() && !reply.content->empty()) {
     items.push_back(Message(status, *reply.content));
   }
   for (size_t k = 0; k < reply.calls.size(); ++k) {
     items.push_back(
-        {{"id",
-          absl::StrCat("fc_", config_.id.substr(std::min<size_t>(5, config_.id.size())), "_", k)},
+        {{"id", absl::StrCat("fc_", IdSuffix(), "_", k)},
          {"type", "function_call"},
          {"status", "completed"},
          {"call_id", config_.call_id ? config_.call_id() : NewToolCallId(config_.tool_format)},
@@ -408,7 +460,7 @@ void ResponsesResponse::Event(std::string_view type, Json data, std::string* out
 void ResponsesResponse::AppendStart(std::string* out) {
   Event("response.created", {{"response", Object("in_progress", Json::array())}}, out);
   Event("response.in_progress", {{"response", Object("in_progress", Json::array())}}, out);
-  if (tools()) return;  // the items come whole at the end
+  if (buffered()) return;  // the items come whole at the end
   Event("response.output_item.added", {{"output_index", 0}, {"item", Message("in_progress", "")}},
         out);
   Event("response.content_part.added",
@@ -424,7 +476,7 @@ void ResponsesResponse::Append(int /*prompt*/, const v1::GenerateResponse& m, st
     if (d.sample_index() != 0) continue;
     text_ += d.text();
     if (d.finish_reason() == v1::FINISH_REASON_LENGTH) length_ = true;
-    if (out != nullptr && !d.text().empty() && !tools()) {
+    if (out != nullptr && !d.text().empty() && !buffered()) {
       Event("response.output_text.delta",
             {{"item_id", config_.item_id},
              {"output_index", 0},
@@ -460,15 +512,16 @@ void ResponsesResponse::AppendError(const absl::Status& status, std::string* out
 
 void ResponsesResponse::ItemEvents(int index, const Json& item, std::string* out) {
   const bool message = item["type"] == "message";
+  const bool reasoning = item["type"] == "reasoning";
   Json added = item;
   added["status"] = "in_progress";
-  if (message) {
+  if (message || reasoning) {
     added["content"] = Json::array();
   } else {
     added["arguments"] = "";
   }
-  // Without tools the message was announced at the start.
-  if (tools()) {
+  // Unbuffered, the message was announced at the start.
+  if (buffered()) {
     Event("response.output_item.added", {{"output_index", index}, {"item", std::move(added)}}, out);
   }
   const Json where = {{"item_id", item["id"]}, {"output_index", index}};
@@ -478,8 +531,8 @@ void ResponsesResponse::ItemEvents(int index, const Json& item, std::string* out
     at["content_index"] = 0;
     Json e = at;
     e["part"] = TextPart("");
-    if (tools()) Event("response.content_part.added", std::move(e), out);
-    if (tools() && !part["text"].get_ref<const std::string&>().empty()) {
+    if (buffered()) Event("response.content_part.added", std::move(e), out);
+    if (buffered() && !part["text"].get_ref<const std::string&>().empty()) {
       e = at;
       e["delta"] = part["text"];
       e["logprobs"] = Json::array();
@@ -492,6 +545,15 @@ void ResponsesResponse::ItemEvents(int index, const Json& item, std::string* out
     e = at;
     e["part"] = part;
     Event("response.content_part.done", std::move(e), out);
+  } else if (reasoning) {
+    const Json& text = item["content"][0]["text"];
+    Json e = where;
+    e["content_index"] = 0;
+    e["delta"] = text;
+    Event("response.reasoning_text.delta", e, out);
+    e.erase("delta");
+    e["text"] = text;
+    Event("response.reasoning_text.done", std::move(e), out);
   } else {
     Json e = where;
     e["delta"] = item["arguments"];

@@ -26,11 +26,16 @@
 // Streamed, the items come whole at the end (output_text.delta or function_call_arguments.delta
 // once each), as a call is known only once it is complete.
 //
+// Reasoning models (the router's --reasoning-parser): the reasoning is a reasoning item first
+// (Config::reasoning). Reasoning items a client sends back in `input` become the `reasoning` of
+// the assistant message that follows them, as chat's assistant messages carry it.
+//
 // Thread-safety: ParseResponsesRequest is a pure function; a ResponsesResponse is used by one
 // caller at a time (ResponseBuilder).
 #ifndef PAGELLM_ROUTER_HTTP_RESPONSES_API_H_
 #define PAGELLM_ROUTER_HTTP_RESPONSES_API_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -78,6 +83,10 @@ class ResponsesResponse final : public ResponseBuilder {
     // (ReadToolReply), so a stream sends its items at the end.
     ToolCallFormat tool_format = ToolCallFormat::kHermes;
     std::function<std::string()> call_id;  // call_ids (null: NewToolCallId(tool_format))
+    // The router's --reasoning-parser applies (as in chat): the reply's reasoning is a reasoning
+    // item ({"type": "reasoning", "content": [{"type": "reasoning_text", ...}]}) before the
+    // rest, and a stream sends its items at the end.
+    bool reasoning = false;
   };
   explicit ResponsesResponse(Config config) : config_(std::move(config)) {}
 
@@ -101,6 +110,12 @@ class ResponsesResponse final : public ResponseBuilder {
   void ItemEvents(int index, const nlohmann::ordered_json& item, std::string* out);
   [[nodiscard]] bool tools() const {
     return config_.echo.chat.tool_choice.mode != ToolChoice::Mode::kNone;
+  }
+  // Items come whole at the end: they depend on the whole reply.
+  [[nodiscard]] bool buffered() const { return tools() || config_.reasoning; }
+  // What follows "resp_" in the id, for the items' ids.
+  [[nodiscard]] std::string IdSuffix() const {
+    return config_.id.substr(std::min<size_t>(5, config_.id.size()));
   }
   [[nodiscard]] const char* FinalStatus() const { return length_ ? "incomplete" : "completed"; }
 

@@ -91,6 +91,28 @@ TEST(ResponsesRequestTest, FunctionToolsAndCallItemsAreChatsToolsAndToolMessages
   EXPECT_EQ(r->tools[0]["name"], "weather") << "echoed as given";
 }
 
+// A reasoning item sent back goes with the assistant message after it, as chat's `reasoning`.
+TEST(ResponsesRequestTest, ReasoningItemsGoWithTheAssistantMessageAfterThem) {
+  absl::StatusOr<ResponsesRequest> r = ParseResponsesRequest(R"({"input": [
+      {"role": "user", "content": "2+2?"},
+      {"type": "reasoning", "id": "rs_1", "summary": [],
+       "content": [{"type": "reasoning_text", "text": "add them"}]},
+      {"role": "assistant", "content": "4"},
+      {"type": "reasoning", "id": "rs_2", "summary": [{"type": "summary_text", "text": "s"}]},
+      {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "c", "output": "o"}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::ChatPrompt& chat = r->chat.prompts.at(0).chat();
+  ASSERT_EQ(chat.messages_size(), 4);
+  EXPECT_FALSE(chat.messages(0).has_reasoning());
+  EXPECT_EQ(chat.messages(1).reasoning(), "add them");
+  EXPECT_EQ(chat.messages(2).reasoning(), "s") << "the summary when there is no full text";
+  EXPECT_EQ(chat.messages(2).tool_calls_size(), 1);
+  EXPECT_FALSE(ParseResponsesRequest(
+                   R"({"input": [{"type": "reasoning", "encrypted_content": "x", "summary": []}]})")
+                   .ok());
+}
+
 TEST(ResponsesRequestTest, WhatIsNotServedIsRefusedByName) {
   struct Case {
     const char* body;
@@ -239,6 +261,53 @@ TEST(ResponsesResponseTest, ToolCallsAreFunctionCallItems) {
           "response.function_call_arguments.delta", "response.function_call_arguments.done",
           "response.output_item.done", "response.completed"}));
   EXPECT_EQ(args_delta, R"({"city": "Paris"})");
+}
+
+// With the router's reasoning parser, the reasoning is an item of its own before the answer.
+TEST(ResponsesResponseTest, ReasoningIsAReasoningItemFirst) {
+  ResponsesResponse::Config config = TestConfig();
+  config.reasoning = true;
+  const std::string reply = "<think>\nhmm</think>4";
+  ResponsesResponse r(config);
+  r.Append(0, Delta(reply, v1::FINISH_REASON_STOP), nullptr);
+  Json j = Json::parse(r.Body());
+  ASSERT_EQ(j["output"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["output"][0]["type"], "reasoning");
+  EXPECT_EQ(j["output"][0]["content"][0]["type"], "reasoning_text");
+  EXPECT_EQ(j["output"][0]["content"][0]["text"], "\nhmm");
+  EXPECT_EQ(j["output"][1]["type"], "message");
+  EXPECT_EQ(j["output"][1]["content"][0]["text"], "4");
+
+  ResponsesResponse s(config);
+  std::string sse;
+  s.AppendStart(&sse);
+  s.Append(0, Delta(reply.substr(0, 5)), &sse);
+  s.Append(0, Delta(reply.substr(5), v1::FINISH_REASON_STOP), &sse);
+  s.AppendEnd(&sse);
+  std::vector<std::string> names;
+  std::string reasoning_delta, text_delta;
+  for (const auto& [name, data] : Events(sse)) {
+    names.push_back(name);
+    if (name == "response.reasoning_text.delta") reasoning_delta += data["delta"];
+    if (name == "response.output_text.delta") text_delta += data["delta"];
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "response.created", "response.in_progress", "response.output_item.added",
+                       "response.reasoning_text.delta", "response.reasoning_text.done",
+                       "response.output_item.done", "response.output_item.added",
+                       "response.content_part.added", "response.output_text.delta",
+                       "response.output_text.done", "response.content_part.done",
+                       "response.output_item.done", "response.completed"}));
+  EXPECT_EQ(reasoning_delta, "\nhmm");
+  EXPECT_EQ(text_delta, "4") << "no reasoning in the answer's text";
+
+  // Cut short while reasoning: the reasoning item alone.
+  ResponsesResponse cut(config);
+  cut.Append(0, Delta("<think>cut short", v1::FINISH_REASON_LENGTH), nullptr);
+  j = Json::parse(cut.Body());
+  ASSERT_EQ(j["output"].size(), 1u);
+  EXPECT_EQ(j["output"][0]["type"], "reasoning");
+  EXPECT_EQ(j["status"], "incomplete");
 }
 
 TEST(ResponsesResponseTest, StreamIsTheNamedEventsInOrder) {

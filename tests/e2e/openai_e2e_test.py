@@ -804,6 +804,25 @@ class OpenAiApiTest(unittest.TestCase):
                 messages=msgs + [message.model_dump(exclude_none=True),
                                  {"role": "user", "content": "And?"}])
             GENERATED.append(again.choices[0].message.model_extra["reasoning"])
+            # The Responses API: a reasoning item (the whole reply here), no message; sent back
+            # as an input item, it goes with the assistant message after it.
+            rr = client.responses.create(model=self.model, input=CHAT, max_output_tokens=12,
+                                         temperature=0)
+            self.assertEqual([i.type for i in rr.output], ["reasoning"])
+            self.assertEqual(rr.output[0].content[0].text, text)
+            self.assertEqual(rr.output_text, "")
+            events = list(client.responses.create(model=self.model, input=CHAT,
+                                                  max_output_tokens=12, temperature=0,
+                                                  stream=True))
+            self.assertEqual("".join(e.delta for e in events
+                                     if e.type == "response.reasoning_text.delta"), text)
+            self.assertFalse([e for e in events if e.type == "response.output_text.delta"])
+            rr2 = client.responses.create(
+                model=self.model, max_output_tokens=4, temperature=0,
+                input=[{"role": "user", "content": CHAT}, rr.output[0].model_dump(exclude_none=True),
+                       {"role": "assistant", "content": "Tamar."},
+                       {"role": "user", "content": "And?"}])
+            GENERATED.append(rr2.output[0].content[0].text)
         finally:
             router.terminate()
 
