@@ -1,5 +1,6 @@
 #include "router/http/responses_api.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -204,6 +205,8 @@ TEST(ResponsesResponseTest, BodyIsAResponseObjectWithOneAssistantMessage) {
   EXPECT_EQ(j["output"][0]["status"], "incomplete");
 }
 
+// With tools, the reply is read as chat reads it: text before the calls is a message item, each
+// call a function_call item; streamed, the items come whole at the end.
 // The stream's events, parsed: (event name, data).
 std::vector<std::pair<std::string, Json>> Events(const std::string& sse) {
   std::vector<std::pair<std::string, Json>> out;
@@ -218,8 +221,31 @@ std::vector<std::pair<std::string, Json>> Events(const std::string& sse) {
   return out;
 }
 
-// With tools, the reply is read as chat reads it: text before the calls is a message item, each
-// call a function_call item; streamed, the items come whole at the end.
+// A reply streamed in `pieces` (the last ends it): the events' names, and each kind of delta
+// joined.
+struct Streamed {
+  std::vector<std::string> names;
+  std::map<std::string, std::string> deltas;
+};
+Streamed Stream(const ResponsesResponse::Config& config, const std::vector<std::string>& pieces) {
+  ResponsesResponse r(config);
+  std::string sse;
+  r.AppendStart(&sse);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    r.Append(0,
+             Delta(pieces[i],
+                   i + 1 == pieces.size() ? v1::FINISH_REASON_STOP : v1::FINISH_REASON_UNSPECIFIED),
+             &sse);
+  }
+  r.AppendEnd(&sse);
+  Streamed out;
+  for (const auto& [name, data] : Events(sse)) {
+    out.names.push_back(name);
+    if (absl::EndsWith(name, ".delta")) out.deltas[name] += data["delta"].get<std::string>();
+  }
+  return out;
+}
+
 TEST(ResponsesResponseTest, ToolCallsAreFunctionCallItems) {
   ResponsesResponse::Config config = TestConfig();
   config.echo.chat.tool_choice.mode = ToolChoice::Mode::kAuto;
@@ -240,27 +266,16 @@ TEST(ResponsesResponseTest, ToolCallsAreFunctionCallItems) {
   EXPECT_EQ(call["arguments"], R"({"city": "Paris"})");
   EXPECT_TRUE(absl::StartsWith(call["id"].get<std::string>(), "fc_"));
 
-  ResponsesResponse s(config);
-  std::string sse;
-  s.AppendStart(&sse);
-  s.Append(0, Delta(reply.substr(0, 20)), &sse);
-  s.Append(0, Delta(reply.substr(20), v1::FINISH_REASON_STOP), &sse);
-  s.AppendEnd(&sse);
-  std::vector<std::string> names;
-  Json args_delta;
-  for (const auto& [name, data] : Events(sse)) {
-    names.push_back(name);
-    if (name == "response.function_call_arguments.delta") args_delta = data["delta"];
-  }
+  const Streamed s = Stream(config, {reply.substr(0, 20), reply.substr(20)});
   EXPECT_EQ(
-      names,
+      s.names,
       (std::vector<std::string>{
           "response.created", "response.in_progress", "response.output_item.added",
           "response.content_part.added", "response.output_text.delta", "response.output_text.done",
           "response.content_part.done", "response.output_item.done", "response.output_item.added",
           "response.function_call_arguments.delta", "response.function_call_arguments.done",
           "response.output_item.done", "response.completed"}));
-  EXPECT_EQ(args_delta, R"({"city": "Paris"})");
+  EXPECT_EQ(s.deltas.at("response.function_call_arguments.delta"), R"({"city": "Paris"})");
 }
 
 // With the router's reasoning parser, the reasoning is an item of its own before the answer.
@@ -278,28 +293,16 @@ TEST(ResponsesResponseTest, ReasoningIsAReasoningItemFirst) {
   EXPECT_EQ(j["output"][1]["type"], "message");
   EXPECT_EQ(j["output"][1]["content"][0]["text"], "4");
 
-  ResponsesResponse s(config);
-  std::string sse;
-  s.AppendStart(&sse);
-  s.Append(0, Delta(reply.substr(0, 5)), &sse);
-  s.Append(0, Delta(reply.substr(5), v1::FINISH_REASON_STOP), &sse);
-  s.AppendEnd(&sse);
-  std::vector<std::string> names;
-  std::string reasoning_delta, text_delta;
-  for (const auto& [name, data] : Events(sse)) {
-    names.push_back(name);
-    if (name == "response.reasoning_text.delta") reasoning_delta += data["delta"];
-    if (name == "response.output_text.delta") text_delta += data["delta"];
-  }
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "response.created", "response.in_progress", "response.output_item.added",
-                       "response.reasoning_text.delta", "response.reasoning_text.done",
-                       "response.output_item.done", "response.output_item.added",
-                       "response.content_part.added", "response.output_text.delta",
-                       "response.output_text.done", "response.content_part.done",
-                       "response.output_item.done", "response.completed"}));
-  EXPECT_EQ(reasoning_delta, "\nhmm");
-  EXPECT_EQ(text_delta, "4") << "no reasoning in the answer's text";
+  const Streamed s = Stream(config, {reply.substr(0, 5), reply.substr(5)});
+  EXPECT_EQ(s.names, (std::vector<std::string>{
+                         "response.created", "response.in_progress", "response.output_item.added",
+                         "response.reasoning_text.delta", "response.reasoning_text.done",
+                         "response.output_item.done", "response.output_item.added",
+                         "response.content_part.added", "response.output_text.delta",
+                         "response.output_text.done", "response.content_part.done",
+                         "response.output_item.done", "response.completed"}));
+  EXPECT_EQ(s.deltas.at("response.reasoning_text.delta"), "\nhmm");
+  EXPECT_EQ(s.deltas.at("response.output_text.delta"), "4") << "no reasoning in the answer's text";
 
   // Cut short while reasoning: the reasoning item alone.
   ResponsesResponse cut(config);
