@@ -605,11 +605,7 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   }
   config.kind = request->kind;
   config.tool_choice = request->tool_choice;
-  if (chat && options_.reasoning_format.has_value()) {
-    const v1::GenerateRequest& p = request->prompts.front();
-    config.reasoning = !p.sampling().has_structured_output() &&
-                       ThinksFor(*options_.reasoning_format, p.chat().chat_template_kwargs());
-  }
+  config.reasoning = chat && SplitsReasoning(request->prompts.front());
   config.id = RandomId(chat ? "chatcmpl-" : "cmpl-");
   config.created = absl::ToUnixSeconds(absl::Now());
   config.model = adapter.empty() ? name : adapter;  // echoed as asked, as vLLM does
@@ -651,6 +647,11 @@ absl::StatusOr<ToolCallFormat> OpenAiFrontend::ToolFormatFor(OpenAiRequest& requ
   return format;
 }
 
+bool OpenAiFrontend::SplitsReasoning(const v1::GenerateRequest& chat) const {
+  return options_.reasoning_format.has_value() && !chat.sampling().has_structured_output() &&
+         ThinksFor(*options_.reasoning_format, chat.chat().chat_template_kwargs());
+}
+
 void OpenAiFrontend::Respond(const HttpRequest& http, std::shared_ptr<HttpExchange> exchange,
                              bool on_demand) {
   absl::StatusOr<ResponsesRequest> request = ParseResponsesRequest(http.body);
@@ -666,11 +667,7 @@ void OpenAiFrontend::Respond(const HttpRequest& http, std::shared_ptr<HttpExchan
   if (!format.ok()) return ReplyError(*exchange, format.status());
   ResponsesResponse::Config config;
   config.tool_format = *format;
-  if (options_.reasoning_format.has_value()) {
-    const v1::GenerateRequest& p = chat.prompts.front();
-    config.reasoning = !p.sampling().has_structured_output() &&
-                       ThinksFor(*options_.reasoning_format, p.chat().chat_template_kwargs());
-  }
+  config.reasoning = SplitsReasoning(chat.prompts.front());
   config.id = RandomId("resp_");
   config.item_id = RandomId("msg_");
   config.created_at = absl::ToUnixSeconds(absl::Now());

@@ -113,6 +113,9 @@ class OpenAiFrontend final : public HttpHandler {
   // The format a chat request's tool calls are read in: --tool-call-parser's (hermes when none
   // is set); InvalidArgument for "auto" without one. A mistral "auto" reply keeps special tokens.
   absl::StatusOr<ToolCallFormat> ToolFormatFor(OpenAiRequest& request) const;
+  // Whether a reply to chat request `chat` is split into reasoning and answer (--reasoning-parser;
+  // not under a structured output, not with thinking turned off).
+  bool SplitsReasoning(const v1::GenerateRequest& chat) const;
   // POST /v1/responses: a chat request answered as a Response object (responses_api.h).
   void Respond(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange,
                bool on_demand = true);

@@ -35,8 +35,9 @@ constexpr size_t kMaxMetadataValueBytes = 512;
 absl::StatusOr<Json> ChatPart(const Json& part, const std::string& at) {
   if (!part.is_object()) return WrongType(at, part, "an object");
   const Json* type = Field(part, "type");
-  if (type == nullptr || !type->is_string())
-    return Error(at, absl::StrCat(at, ".type is required"));
+  if (type == nullptr || !type->is_string()) {
+    return Error(absl::StrCat(at, ".type"), absl::StrCat(at, ".type must be a string"));
+  }
   const std::string& t = type->get_ref<const std::string&>();
   if (t != "input_text" && t != "output_text") {
     return Error(absl::StrCat(at, ".type"),
