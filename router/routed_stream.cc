@@ -86,6 +86,14 @@ RoutedStream::RoutedStream(const Deps& deps, const ModelContext& model,
     worker_request_.mutable_prompt_token_ids()->Add(valid->prompt_ids.begin(),
                                                     valid->prompt_ids.end());
     *worker_request_.mutable_sampling() = request.sampling();
+    const SamplingParams& params = valid->params;
+    resumable_ = params.NumSequences() == 1 && !params.UseBeamSearch() && !params.embed;
+    max_tokens_ = params.max_tokens;
+    if (resumable_ && !worker_request_.sampling().has_seed()) {
+      // As random as the worker's own choice, and the same on the worker that resumes it.
+      static thread_local std::mt19937_64 seeds{std::random_device{}()};
+      worker_request_.mutable_sampling()->set_seed(seeds());
+    }
     deadline_ = client_deadline == absl::InfiniteFuture() ? arrival_ + deps_.request_timeout
                                                           : client_deadline;
     ticket_.prompt_tokens = static_cast<int64_t>(valid->prompt_ids.size());
@@ -168,7 +176,9 @@ void RoutedStream::StartAttemptLocked() {
   // ending the call (and destroying its reader) while reading is only paused.
   call_->AddHold();
   hold_ = true;
-  StartReadLocked();
+  // A resumed stream may still have the first worker's messages to write: OnWriteDone starts
+  // the read once a slot is free.
+  if (count_ < kSlots) StartReadLocked();
   call_->StartCall();
 }
 
@@ -185,9 +195,15 @@ void RoutedStream::OnWorkerRead(bool ok) {
       return;
     }
     v1::GenerateResponse& msg = slots_[read_slot_];
-    if (!got_response_) {
-      got_response_ = true;
-      ReleaseLocked(&after);
+    got_response_ = true;
+    ReleaseLocked(&after);  // this attempt's reservation, at its first message
+    if (resumable_) {
+      for (const v1::SampleDelta& d : msg.deltas()) {
+        if (d.sample_index() != 0) continue;
+        if (generated_.empty()) generated_.reserve(max_tokens_);
+        generated_.insert(generated_.end(), d.token_ids().begin(), d.token_ids().end());
+        if (d.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) sample_finished_ = true;
+      }
     }
     if (!got_token_ && HasTokens(msg)) {
       got_token_ = true;
@@ -261,11 +277,24 @@ void RoutedStream::OnWorkerDone(const grpc::Status& status) {
       // After messages only when the client kept them to itself, and has them all (none in the
       // ring, none being written).
       const bool restart = got_response_ && client_->Restartable() && !writing_ && count_ == 0;
-      if (worker_failed && (!got_response_ || restart) && attempts_ < kMaxAttempts) {
+      // Otherwise, after the tokens the client has (or will have once the ring is written).
+      const bool resume = got_response_ && !restart && resumable_ && !generated_.empty() &&
+                          !sample_finished_ && std::ssize(generated_) < max_tokens_;
+      if (worker_failed && (!got_response_ || restart || resume) && attempts_ < kMaxAttempts) {
         if (restart) {
           client_->Restart();
           got_response_ = false;
+          generated_.clear();
+          sample_finished_ = false;
+        } else if (resume) {
+          // No call reads worker_request_ now. The prompt's logprobs came with the first token.
+          worker_request_.mutable_resumed_output_token_ids()->Assign(generated_.begin(),
+                                                                     generated_.end());
+          worker_request_.mutable_sampling()->clear_prompt_logprobs();
+          // The next worker computes them too (placement counts their blocks).
+          ticket_.prompt_tokens = worker_request_.prompt_token_ids_size() + std::ssize(generated_);
         }
+        deps_.metrics->CountRetry(resume);
         failed_worker_ = placement_.worker;
         ticket_.avoid = failed_worker_.get();
         queue_id_ = deps_.queue->PushFront(this, ticket_);

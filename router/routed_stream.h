@@ -16,6 +16,11 @@
 //      retried once elsewhere; after that the client gets UNAVAILABLE. So is one that fails
 //      after sending something, when the client is Restartable (it keeps the whole answer
 //      until Finish, so nobody has seen the first attempt's messages): Restart() first.
+//      Otherwise a stream of one sample (no beam search, no embedding) that has tokens and
+//      has not finished is resumed once on another worker: the request goes there with the
+//      tokens read so far (WorkerGenerateRequest.resumed_output_token_ids), and that worker
+//      sends what follows them. A request without a seed gets one from the router, so that a
+//      resumed sample draws what the first worker would have drawn.
 // Cancellation (Cancel: the client left; or the deadline) withdraws a queued request or
 // cancels the worker call; the stream finishes when the worker call is over.
 //
@@ -31,6 +36,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -150,6 +156,12 @@ class RoutedStream final : public QueuedRequest {
   bool read_closed_ ABSL_GUARDED_BY(mu_) = false;  // the worker's stream has ended
   bool writing_ ABSL_GUARDED_BY(mu_) = false;      // a client write is outstanding
   int attempts_ ABSL_GUARDED_BY(mu_) = 0;
+  // The request may be resumed (see 4. above); then `generated_` holds the sample's tokens
+  // read from workers so far, and `sample_finished_` whether a worker finished it.
+  bool resumable_ = false;
+  int32_t max_tokens_ = 0;
+  std::vector<int32_t> generated_ ABSL_GUARDED_BY(mu_);
+  bool sample_finished_ ABSL_GUARDED_BY(mu_) = false;
   bool got_response_ ABSL_GUARDED_BY(mu_) = false;  // this stream has read a worker message
   bool got_token_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, deadline, or a write failed

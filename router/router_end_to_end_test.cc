@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -53,6 +54,18 @@ class RouterTest : public ::testing::Test {
   FakeWorker& AddWorker(FakeWorker::Options o = {}) {
     workers_.push_back(FakeWorker::Start(std::move(o)));
     return *workers_.back();
+  }
+
+  // Two workers: `a` (10 ms between tokens) gets the first request, having more free blocks
+  // than `b`.
+  std::pair<FakeWorker&, FakeWorker&> AddFirstChoiceAndOther() {
+    FakeWorker::Options slow;
+    slow.token_interval = absl::Milliseconds(10);
+    slow.load = Load(1000);
+    FakeWorker& a = AddWorker(slow);
+    FakeWorker::Options other;
+    other.load = Load(500);
+    return {a, AddWorker(other)};
   }
 
   RouterServer::Options DefaultOptions() {
@@ -208,18 +221,70 @@ TEST_F(RouterTest, RequestTimeoutAppliesWhenTheClientSetsNoDeadline) {
   EXPECT_TRUE(w.WaitForActiveStreams(0, absl::Seconds(5)));
 }
 
-TEST_F(RouterTest, WorkerDyingMidStreamEndsTheStreamPromptlyAndTheOtherTakesOver) {
-  FakeWorker::Options slow;
-  slow.token_interval = absl::Milliseconds(10);
-  slow.load = Load(1000);
-  FakeWorker& a = AddWorker(slow);
-  FakeWorker::Options other;
-  other.load = Load(500);  // fewer free blocks: `a` gets the first request
-  FakeWorker& b = AddWorker(other);
+// A stream of one sample whose worker dies goes on from another worker, after the tokens its
+// client has: no token lost or repeated, the same seed (the router's, when the client set
+// none) so that the draws go on too.
+TEST_F(RouterTest, WorkerDyingMidStreamIsResumedOnAnotherAfterTheTokensSent) {
+  auto [a, b] = AddFirstChoiceAndOther();
   StartRouter();
 
   grpc::ClientContext context;
-  auto reader = stub_->Generate(&context, Request("dies", 50));
+  v1::GenerateRequest request = Request("moves", 50);
+  request.mutable_sampling()->set_temperature(0.8f);
+  auto reader = stub_->Generate(&context, request);
+  v1::GenerateResponse m;
+  std::vector<int32_t> ids;
+  std::string text;
+  auto take = [&] {
+    for (const auto& d : m.deltas()) {
+      ids.insert(ids.end(), d.token_ids().begin(), d.token_ids().end());
+      text += d.text();
+    }
+  };
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(reader->Read(&m));
+    take();
+  }
+  const absl::Time killed_at = absl::Now();
+  a.Kill();
+  ASSERT_TRUE(reader->Read(&m));  // the stream goes on
+  take();
+  EXPECT_LT(absl::Now() - killed_at, absl::Seconds(1));
+  while (reader->Read(&m)) take();
+  const grpc::Status status = reader->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::string expected;
+  for (int i = 0; i < 50; ++i) expected.push_back(static_cast<char>('a' + i % 26));
+  EXPECT_EQ(text, expected);
+  EXPECT_EQ(ids, std::vector<int32_t>(expected.begin(), expected.end()));
+  EXPECT_EQ(m.usage().completion_tokens(), 50);
+
+  const std::vector<v1::WorkerGenerateRequest> on_a = a.requests();
+  const std::vector<v1::WorkerGenerateRequest> on_b = b.requests();
+  ASSERT_EQ(on_a.size(), 1u);
+  ASSERT_EQ(on_b.size(), 1u);
+  const v1::WorkerGenerateRequest& first = on_a[0];
+  const v1::WorkerGenerateRequest& resumed = on_b[0];
+  EXPECT_EQ(first.resumed_output_token_ids_size(), 0);
+  EXPECT_GE(resumed.resumed_output_token_ids_size(), 3);
+  EXPECT_LT(resumed.resumed_output_token_ids_size(), 50);
+  EXPECT_TRUE(std::equal(resumed.resumed_output_token_ids().begin(),
+                         resumed.resumed_output_token_ids().end(), expected.begin()));
+  ASSERT_TRUE(first.sampling().has_seed()) << "the router seeds an unseeded request";
+  EXPECT_EQ(resumed.sampling().seed(), first.sampling().seed());
+  EXPECT_EQ(resumed.prompt_token_ids_size(), first.prompt_token_ids_size());
+}
+
+// A stream that cannot be resumed (several samples) ends promptly with UNAVAILABLE when its
+// worker dies; the other worker takes the next requests, and the restarted one is used again.
+TEST_F(RouterTest, WorkerDyingMidStreamEndsTheStreamPromptlyAndTheOtherTakesOver) {
+  auto [a, b] = AddFirstChoiceAndOther();
+  StartRouter();
+
+  grpc::ClientContext context;
+  v1::GenerateRequest two = Request("dies", 50);
+  two.mutable_sampling()->set_n(2);
+  auto reader = stub_->Generate(&context, two);
   v1::GenerateResponse m;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(reader->Read(&m));
   const absl::Time killed_at = absl::Now();

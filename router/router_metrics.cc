@@ -62,6 +62,14 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                      .Register(r);
   placed_prompt_tokens_ = &placed.Add({{"expected", "all"}});
   placed_hit_tokens_ = &placed.Add({{"expected", "cached"}});
+  auto& retries = prometheus::BuildCounter()
+                      .Name("pagellm_router_retries_total")
+                      .Help(
+                          "Requests sent to another worker after theirs failed: started over, "
+                          "or streams resumed after the tokens their clients already have")
+                      .Register(r);
+  started_over_ = &retries.Add({{"kind", "start_over"}});
+  resumed_ = &retries.Add({{"kind", "resume"}});
   auto& requests = prometheus::BuildCounter()
                        .Name("pagellm_router_requests_total")
                        .Help("Generate calls finished, by gRPC status code")

@@ -8,6 +8,9 @@
 //   pagellm_router_time_to_first_token_seconds   histogram  arrival to the first token read
 //   pagellm_router_placed_prompt_tokens_total{expected}  counter  prompt tokens sent to workers
 //       ("all"), and those the chosen worker was expected to hold cached ("cached")
+//   pagellm_router_retries_total{kind}           counter  requests sent to another worker after
+//       theirs failed: started over ("start_over"), or a stream resumed after the tokens its
+//       client already has ("resume")
 //
 // Thread-safe (prometheus-cpp metrics are).
 #ifndef PAGELLM_ROUTER_ROUTER_METRICS_H_
@@ -44,6 +47,7 @@ class RouterMetrics {
   void StreamClosed() { active_streams_->Decrement(); }
   void CountRequest(grpc::StatusCode code);
   void ObserveTimeToFirstToken(absl::Duration d) { ttft_->Observe(absl::ToDoubleSeconds(d)); }
+  void CountRetry(bool resume) { (resume ? resumed_ : started_over_)->Increment(); }
   void CountPlacement(int64_t prompt_tokens, int64_t expected_hit_tokens) {
     placed_prompt_tokens_->Increment(static_cast<double>(prompt_tokens));
     placed_hit_tokens_->Increment(static_cast<double>(expected_hit_tokens));
@@ -68,6 +72,8 @@ class RouterMetrics {
   prometheus::Histogram* ttft_;
   prometheus::Counter* placed_prompt_tokens_;
   prometheus::Counter* placed_hit_tokens_;
+  prometheus::Counter* started_over_;
+  prometheus::Counter* resumed_;
 };
 
 // The canonical name of a gRPC status code ("OK", "INVALID_ARGUMENT", ...).

@@ -384,8 +384,9 @@ TEST_F(OpenAiFrontendTest, ShutdownReturnsOnceTheHttpApisStreamsAreGone) {
 
 // A worker that dies mid-answer: a request that is not streamed starts over on another worker
 // (its client saw nothing of the first attempt) and gets the whole answer, once; a streamed
-// one, whose client has seen tokens, ends with an error event.
-TEST_F(OpenAiFrontendTest, WorkerDeathMidAnswerIsRetriedElsewhereUnlessStreamed) {
+// one, whose client has seen tokens, goes on from another worker after them; one that cannot
+// (two samples) ends with an error event.
+TEST_F(OpenAiFrontendTest, WorkerDeathMidAnswerIsRetriedOrResumedElsewhere) {
   FakeWorker::Options slow;
   slow.token_interval = absl::Milliseconds(100);
   slow.load = testing::Load(1000);
@@ -420,8 +421,28 @@ TEST_F(OpenAiFrontendTest, WorkerDeathMidAnswerIsRetriedElsewhereUnlessStreamed)
   a.Kill();
   streamed.join();
   ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, ::testing::Not(HasSubstr("\"error\"")));
+  std::string text;
+  for (const Json& event : Events(r.body)) {
+    if (event.is_object()) text += event["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, "abcdefgh") << "a's first tokens, then b's after them";
+  ASSERT_EQ(b.generate_calls(), 2);
+  EXPECT_GE(b.requests().back().resumed_output_token_ids_size(), 3);
+
+  a.Restart();
+  ASSERT_TRUE(WaitFor([&] { return router_->worker_stats().ready == 2; }));
+  const int64_t sent_again = a.tokens_sent();
+  std::thread two([&] {
+    r = Post(port(), "/v1/completions",
+             {{"prompt", "hello"}, {"max_tokens", 8}, {"stream", true}, {"n", 2}});
+  });
+  ASSERT_TRUE(WaitFor([&] { return a.tokens_sent() >= sent_again + 6; }));
+  a.Kill();
+  two.join();
+  ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_THAT(r.body, HasSubstr("\"error\"")) << "the stream's last event before [DONE]";
-  EXPECT_EQ(b.generate_calls(), 1) << "no retry for a streamed answer";
+  EXPECT_EQ(b.generate_calls(), 2) << "two samples are not resumed";
 }
 
 TEST_F(OpenAiFrontendTest, ApiKeysGuardBothApisAndCanBeReplacedWhileServing) {

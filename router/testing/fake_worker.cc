@@ -96,6 +96,8 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       for (int32_t id : req.prompt_token_ids()) sum += id;
       embedding_ = {static_cast<float>(prompt_len_), static_cast<float>(sum), 0.5f};
     }
+    // A resumed stream goes on after the tokens it had (the canned ones, by position).
+    sent_ = std::min(req.resumed_output_token_ids_size(), total_ - 1);
   }
 
   // Starts the stream (a stalled one waits for its cancellation).

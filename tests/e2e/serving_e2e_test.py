@@ -148,21 +148,29 @@ def Skip():
     return missing
 
 
-def StartStreams(stub, texts, max_tokens, timeout):
-    """Streams one ignore_eos request per text, each on its own thread, and returns once every
-    stream has its first token: (threads, outcomes). Each stream appends to outcomes "ok", or
-    (its gRPC code, when it ended), or "barrier" if another stream failed before starting."""
+def StartStreams(stub, texts, max_tokens, timeout, n=1, tokens=None):
+    """Streams one ignore_eos request (n samples) per text, each on its own thread, and returns
+    once every stream has its first token: (threads, outcomes). Each stream appends to outcomes
+    "ok", or (its gRPC code, when it ended), or "barrier" if another stream failed before
+    starting. With a dict `tokens`, tokens[text] gets sample 0's token ids as they come."""
     outcomes, started = [], threading.Barrier(len(texts) + 1)
 
     def stream(text):
         req = GEN_PB2.GenerateRequest(text=text)
         req.sampling.max_tokens, req.sampling.ignore_eos = max_tokens, True
+        req.sampling.n = n
+        ids = tokens.setdefault(text, []) if tokens is not None else []
         call = stub.Generate(req, timeout=timeout)
+
+        def take(m):
+            for d in m.deltas:
+                if d.sample_index == 0:
+                    ids.extend(d.token_ids)
         try:
-            next(call)
+            take(next(call))
             started.wait()
-            for _ in call:
-                pass
+            for m in call:
+                take(m)
             outcomes.append("ok")
         except grpc.RpcError as e:
             outcomes.append((e.code(), time.time()))
@@ -423,7 +431,7 @@ class FailureTest(unittest.TestCase):
         for p in getattr(self, "procs", []):
             p.kill()
 
-    def test_killed_worker_fails_its_streams_fast_and_a_restarted_one_is_used_again(self):
+    def test_a_killed_workers_streams_resume_elsewhere_or_fail_fast_and_it_is_used_again(self):
         a = StartWorker("fail-a", mock=True, extra=["--mock-step-delay-us", "2000"])
         b = StartWorker("fail-b", mock=True, extra=["--mock-step-delay-us", "2000"])
         self.procs = [a, b]
@@ -433,16 +441,31 @@ class FailureTest(unittest.TestCase):
         self.procs.append(router)
         router.WaitServing()
         stub = GEN_GRPC.GenerationStub(Channel(router.target))
-        threads, outcomes = StartStreams(stub, [f"stream {i}" for i in range(8)], 8000, 60)
+        # Streams of one sample (resumable) and of two (not), on both workers.
+        ones, tokens = [f"one {i}" for i in range(4)], {}
+        threads, outcomes = StartStreams(stub, ones, 1500, 60, tokens=tokens)
+        threads2, outcomes2 = StartStreams(stub, [f"two {i}" for i in range(4)], 8000, 60, n=2)
         killed_at = time.time()
         a.kill()
         time.sleep(3)
-        # Streams on the dead worker ended with UNAVAILABLE within 2 s; the rest still run.
-        dead = [o for o in outcomes if isinstance(o, tuple)]
+        # Two-sample streams on the dead worker ended with UNAVAILABLE within 2 s; the rest run.
+        dead = [o for o in outcomes2 if isinstance(o, tuple)]
         self.assertTrue(dead, "no stream ended after the kill")
         for code, when in dead:
             self.assertEqual(code, grpc.StatusCode.UNAVAILABLE)
             self.assertLess(when - killed_at, 2.0)
+        # One-sample streams went on from b after the tokens they had: each has the tokens it
+        # would have had uninterrupted.
+        for t in threads:
+            t.join(timeout=30)
+        self.assertEqual(outcomes, ["ok"] * 4)
+        self.assertGreater(router.Metric("pagellm_router_retries_total", 'kind="resume"'), 0,
+                           "no stream was resumed")
+        for text in ones:
+            samples, _ = pagellm_client.Generate(stub, GEN_PB2, prompt=text, max_tokens=1500,
+                                                 ignore_eos=True)
+            self.assertEqual(tokens[text], samples[0][1], text)
+        threads += threads2
         # New requests succeed on the survivor.
         for _ in range(4):
             samples, _ = pagellm_client.Generate(stub, GEN_PB2, prompt="x", max_tokens=4)
@@ -459,6 +482,53 @@ class FailureTest(unittest.TestCase):
         b.kill()  # ends the surviving streams
         for t in threads:
             t.join(timeout=10)
+
+    def test_a_stream_whose_worker_dies_goes_on_from_another_as_if_nothing_happened(self):
+        """The real model, through the OpenAI API: a streamed chat answer (greedy; sampled with
+        a seed; sampled without one) whose worker is killed after 16 tokens ends with the text
+        the same request gets uninterrupted (asked again afterwards, with the seed the router
+        chose where the client set none: the worker logs nothing of it, so greedy and seeded
+        are compared; the unseeded one must finish whole)."""
+        import openai  # pylint: disable=import-outside-toplevel
+        workers = [StartWorker(f"resume-{i}") for i in range(4)]  # one killed per case
+        self.procs = list(workers)
+        for w in workers:
+            w.WaitServing(timeout=120)
+        router = StartRouter("resume-router", workers)
+        self.procs.append(router)
+        router.WaitServing()
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{router.http_port}/v1", api_key="x")
+        model = client.models.list().data[0].id
+        messages = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
+        cases = [("greedy", {"temperature": 0}), ("seeded", {"temperature": 0.9, "seed": 7}),
+                 ("unseeded", {"temperature": 0.9})]
+        alive = list(workers)
+        for name, sampling in cases:
+            stream = client.chat.completions.create(
+                model=model, messages=messages, max_tokens=160, stream=True,
+                stream_options={"include_usage": True}, extra_body={"ignore_eos": True},
+                **sampling)
+            text, usage, chunks, victim = "", None, 0, None
+            for chunk in stream:
+                for c in chunk.choices:
+                    text += c.delta.content or ""
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                chunks += 1
+                if chunks == 16:
+                    busy = [w for w in alive if w.Metric("pagellm_requests_running") > 0]
+                    self.assertEqual(len(busy), 1, name)
+                    victim = busy[0]
+                    victim.kill()
+                    alive.remove(victim)
+            self.assertIsNotNone(victim, name)
+            self.assertEqual(usage.completion_tokens, 160, name)
+            if name != "unseeded":
+                again = client.chat.completions.create(
+                    model=model, messages=messages, max_tokens=160,
+                    extra_body={"ignore_eos": True}, **sampling)
+                self.assertEqual(text, again.choices[0].message.content, name)
+        self.assertEqual(router.Metric("pagellm_router_retries_total", 'kind="resume"'), 3)
 
     def test_a_restarted_worker_gets_the_adapters_loaded_at_run_time(self):
         # Two workers, an adapter loaded through the router while they serve; one restarts (as a

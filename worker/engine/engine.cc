@@ -136,7 +136,8 @@ std::unique_ptr<Sequence> Engine::NewSequence(const SequenceGroup& group, int32_
 
 absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32_t> prompt_ids,
                                 const SamplingParams& params,
-                                std::optional<structured::Grammar> prebuilt) {
+                                std::optional<structured::Grammar> prebuilt,
+                                std::span<const int32_t> resumed_output) {
   const int64_t vocab = backend_->config().vocab_size;
   if (prompt_ids.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (int32_t id : prompt_ids) {
@@ -199,11 +200,6 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   group->arrival = next_arrival_++;
   group->params = params;
   group->adapter = adapter;
-  if (adapter >= 0) {
-    adapters_.Acquire(adapter);
-    group->adapter_swaps = adapters_.moves(adapter);
-    group->cache_namespace = adapters_.cache_namespace(adapter);
-  }
   if (!params.allowed_token_ids.empty()) group->allowed_mask = structured_->AllowedMask(params);
   if (!params.UseBeamSearch()) {
     group->stop_conditions = StopConditions::Create(params, tokenizer_->end_of_generation_ids());
@@ -212,12 +208,61 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   group->seqs.push_back(
       NewSequence(*group, 0, std::move(prompt_ids), SamplingRng::ForRequest(params)));
   if (grammar != nullptr) group->seqs.front()->grammar.emplace(std::move(grammar));
+  if (!resumed_output.empty()) {
+    RETURN_IF_ERROR(Resume(*group, group->seqs.front().get(), resumed_output));
+    group->forked = true;  // its first token was sampled (one sample: nothing forks)
+  }
+  if (adapter >= 0) {
+    adapters_.Acquire(adapter);
+    group->adapter_swaps = adapters_.moves(adapter);
+    group->cache_namespace = adapters_.cache_namespace(adapter);
+  }
   SequenceGroup* g = group.get();
   groups_.emplace(request_id, std::move(group));
   if (adapter >= 0 && !adapters_.held(adapter)) {
     ParkForAdapter(g);  // until its weights are read again
   } else {
     scheduler_->Add(g);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Resume(const SequenceGroup& group, Sequence* seq,
+                            std::span<const int32_t> resumed_output) const {
+  const SamplingParams& p = group.params;
+  if (p.NumSequences() != 1 || p.UseBeamSearch() || p.embed || p.prompt_logprobs.has_value()) {
+    return absl::InvalidArgumentError(
+        "resumed_output: only a request with one sample and no beam search, embedding or prompt "
+        "logprobs can be resumed");
+  }
+  if (static_cast<int64_t>(resumed_output.size()) >= p.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("resumed_output: ", resumed_output.size(),
+                                                   " tokens leave nothing of max_tokens ",
+                                                   p.max_tokens));
+  }
+  const int64_t vocab = backend_->config().vocab_size;
+  std::string discarded;  // the text the first worker emitted (or held back) for them
+  for (size_t i = 0; i < resumed_output.size(); ++i) {
+    const int32_t id = resumed_output[i];
+    if (id < 0 || id >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resumed_output token id ", id, " outside the vocabulary of ", vocab));
+    }
+    bool grammar_done = false;
+    if (seq->grammar.has_value() && !EndsOutput(p, id)) {
+      if (absl::Status st = seq->grammar->Accept(id); !st.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("resumed_output token ", i, ": ", st.message()));
+      }
+      grammar_done = seq->grammar->MustEnd();
+    }
+    discarded.clear();
+    const StopDecision d = seq->stop->Append(id, seq->detok->Feed(id), &discarded);
+    if (d.finished() || grammar_done) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resumed_output ends the output at token ", i, ": nothing is left to do"));
+    }
+    seq->tokens.push_back(id);
   }
   return absl::OkStatus();
 }

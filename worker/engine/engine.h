@@ -150,9 +150,17 @@ class Engine {
   // BuildGrammar(params.structured_output) (structured_outputs.h) when the caller built it on
   // its own thread; the engine builds it otherwise, unless a recent request had the same
   // constraint.
+  // `resumed_output`: a request resumed elsewhere (its worker died mid-stream): the tokens it
+  // had generated there. The request goes on after them as if it had generated them here
+  // (detokenizer, stop strings, grammar, penalties, max_tokens and the seeded draws all see
+  // them), and emits only what follows: the first output's text is what the first worker held
+  // back, then new tokens. InvalidArgument unless it has one sample and no beam search,
+  // embedding or prompt logprobs, the tokens are fewer than max_tokens, and none of them ended
+  // the output.
   absl::Status AddRequest(const std::string& request_id, std::vector<int32_t> prompt_ids,
                           const SamplingParams& params,
-                          std::optional<structured::Grammar> prebuilt = std::nullopt);
+                          std::optional<structured::Grammar> prebuilt = std::nullopt,
+                          std::span<const int32_t> resumed_output = {});
   // Removes the request wherever it is and frees its blocks. NotFound if unknown or finished.
   absl::Status Abort(const std::string& request_id);
 
@@ -242,6 +250,10 @@ class Engine {
   void ProposeDrafts();
   // True when `id` ends a request's output (EOS unless ignore_eos, or a stop token id).
   [[nodiscard]] bool EndsOutput(const SamplingParams& p, int32_t id) const;
+  // AddRequest's resumed_output: checks it and takes `seq` (the group's only sequence, not yet
+  // scheduled) through it, discarding the text it would have emitted.
+  absl::Status Resume(const SequenceGroup& group, Sequence* seq,
+                      std::span<const int32_t> resumed_output) const;
   // Cuts `draft` before its first token that `matcher`'s grammar refuses or that ends the
   // output, and after one that completes it.
   void CutDraftToGrammar(const SamplingParams& p, structured::GrammarMatcher matcher,

@@ -329,6 +329,113 @@ TEST_F(EngineTest, RejectsWhatCannotRun) {
   EXPECT_FALSE(e->HasUnfinished());
 }
 
+// A run of one request, output by output: its tokens, the text each output carried, and how
+// it finished.
+struct Outputs {
+  std::vector<int32_t> tokens;
+  std::vector<std::string> texts;  // one per output
+  FinishReason finish = FinishReason::kNone;
+  [[nodiscard]] std::string Text(size_t first = 0) const {
+    std::string t;
+    for (size_t i = first; i < texts.size(); ++i) t += texts[i];
+    return t;
+  }
+};
+
+Outputs RunOne(Engine* e) {
+  Outputs run;
+  std::vector<SequenceOutput> outs;
+  for (int i = 0; i < 1000 && e->HasUnfinished(); ++i) {
+    outs.clear();
+    EXPECT_TRUE(e->Step(&outs).ok());
+    for (const SequenceOutput& o : outs) {
+      run.tokens.insert(run.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      run.texts.push_back(o.text);
+      if (o.finished()) run.finish = o.finish_reason;
+    }
+  }
+  EXPECT_EQ(e->block_manager().GetStats().device_used, 0);
+  return run;
+}
+
+// A stream resumed after its first k tokens (the router's failover when a worker dies) goes on
+// exactly as the uninterrupted request: the same seeded draws and penalties (they see the
+// resumed tokens as output), and the text the first worker held back (a character split over
+// tokens; a possible stop string) comes out of the second, never twice or lost.
+TEST_F(EngineTest, AResumedRequestGoesOnAsIfItHadNeverMoved) {
+  MakeBackend({.block_size = 4, .num_kv_blocks = 64});
+  // Mostly the bytes of kText, in order; sometimes (seeded draws) a runner-up.
+  static const std::string kText =
+      "ab\xc3\xa9"
+      "cd\xe2\x82\xac"
+      " fin, ab cd ef gh";
+  constexpr int64_t kPromptLen = 5;
+  backend_->SetRule([](std::span<const int32_t> context, std::span<float> row) {
+    std::fill(row.begin(), row.end(), -30.0f);
+    const size_t at = (context.size() - kPromptLen) % kText.size();
+    row[static_cast<unsigned char>(kText[at])] = 3.0f;
+    row['x'] = 1.5f;
+    row['y'] = 1.0f;
+  });
+  SamplingParams p = Greedy(24);
+  p.temperature = 1.0f;
+  p.seed = 99;
+  p.frequency_penalty = 0.5f;
+  p.stop = {"cd ef"};  // spans the resume points 17 and 18
+  const std::vector<int32_t> prompt = Prompt(3, kPromptLen);
+  std::unique_ptr<Engine> e = NewEngine();
+  ASSERT_TRUE(e->AddRequest("whole", prompt, p).ok());
+  const Outputs whole = RunOne(e.get());
+  ASSERT_GE(whole.tokens.size(), 12u);
+  ASSERT_EQ(whole.texts.size(), whole.tokens.size());  // one token per output
+  ASSERT_NE(std::count(whole.tokens.begin(), whole.tokens.end(), 'x') +
+                std::count(whole.tokens.begin(), whole.tokens.end(), 'y'),
+            0)
+      << "the draws never left the text: the seed is not tested";
+
+  for (size_t k = 1; k < whole.tokens.size(); ++k) {
+    SCOPED_TRACE(k);
+    const std::vector<int32_t> resumed(whole.tokens.begin(), whole.tokens.begin() + k);
+    ASSERT_TRUE(e->AddRequest("resumed", prompt, p, std::nullopt, resumed).ok());
+    const Outputs rest = RunOne(e.get());
+    EXPECT_EQ(rest.tokens, std::vector<int32_t>(whole.tokens.begin() + k, whole.tokens.end()));
+    EXPECT_EQ(whole.Text(0).substr(0, whole.Text(0).size() - whole.Text(k).size()) + rest.Text(),
+              whole.Text());
+    EXPECT_EQ(rest.Text(), whole.Text(k));
+    EXPECT_EQ(rest.finish, whole.finish);
+  }
+}
+
+TEST_F(EngineTest, AResumeIsRefusedWhereItCannotGoOn) {
+  MakeBackend();
+  std::unique_ptr<Engine> e = NewEngine();
+  const std::vector<int32_t> prompt = Prompt(3, 5);
+  const std::vector<int32_t> some = {'a', 'b'};
+  auto refused = [&](const SamplingParams& p, std::vector<int32_t> resumed) {
+    return e->AddRequest("r", prompt, p, std::nullopt, resumed).code() ==
+           absl::StatusCode::kInvalidArgument;
+  };
+  SamplingParams two = Greedy(8);
+  two.n = 2;
+  EXPECT_TRUE(refused(two, some));
+  SamplingParams beams = Greedy(8);
+  beams.beam_width = 2;
+  EXPECT_TRUE(refused(beams, some));
+  SamplingParams scored = Greedy(8);
+  scored.prompt_logprobs = 1;
+  EXPECT_TRUE(refused(scored, some));
+  EXPECT_TRUE(refused(Greedy(2), some)) << "nothing of max_tokens is left";
+  EXPECT_TRUE(refused(Greedy(8), {'a', 257})) << "outside the vocabulary";
+  SamplingParams eos = Greedy(8);
+  eos.ignore_eos = false;
+  EXPECT_TRUE(refused(eos, {'a', kEos})) << "the output ended already";
+  SamplingParams stop = Greedy(8);
+  stop.stop = {"ab"};
+  EXPECT_TRUE(refused(stop, some)) << "a stop string ended it already";
+  EXPECT_FALSE(e->HasUnfinished());
+  EXPECT_TRUE(e->AddRequest("r", prompt, Greedy(8), std::nullopt, some).ok());
+}
+
 // vLLM's priority: refused under fcfs; under priority the smaller value runs first (one
 // sequence at a time here), and every request's tokens are what they would be alone.
 TEST_F(EngineTest, PriorityIsRefusedUnderFcfsAndOrdersRequestsUnderPriority) {

@@ -82,8 +82,11 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
   // Internal ids are unique whatever the clients send; responses carry the client's id.
   std::string id = absl::StrCat("w", next_id_.fetch_add(1, std::memory_order_relaxed));
   std::vector<int32_t> prompt(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
+  std::vector<int32_t> resumed(request.resumed_output_token_ids().begin(),
+                               request.resumed_output_token_ids().end());
   return new GenerateStream(loop_, std::move(id), std::move(*request.mutable_request_id()),
-                            std::move(prompt), SamplingParamsFromProto(request.sampling()));
+                            std::move(prompt), SamplingParamsFromProto(request.sampling()),
+                            std::move(resumed));
 }
 
 grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* context,
