@@ -530,6 +530,32 @@ class FailureTest(unittest.TestCase):
                 self.assertEqual(text, again.choices[0].message.content, name)
         self.assertEqual(router.Metric("pagellm_router_retries_total", 'kind="resume"'), 3)
 
+    def test_a_rolling_restart_moves_a_stream_that_outlives_its_workers_grace(self):
+        """SIGTERM drains a worker for --shutdown-grace, then cuts what still runs: the router
+        resumes such a stream on another worker, so the client sees it whole."""
+        slow = ["--mock-step-delay-us", "4000", "--shutdown-grace", "1"]
+        workers = [StartWorker(f"roll-{i}", mock=True, extra=slow) for i in range(2)]
+        self.procs = list(workers)
+        for w in workers:
+            w.WaitServing()
+        router = StartRouter("roll-router", workers)
+        self.procs.append(router)
+        router.WaitServing()
+        stub = GEN_GRPC.GenerationStub(Channel(router.target))
+        tokens = {}
+        threads, outcomes = StartStreams(stub, ["rolling"], 1000, 60, tokens=tokens)
+        busy = [w for w in workers if w.Metric("pagellm_requests_running") > 0]
+        self.assertEqual(len(busy), 1)
+        busy[0].p.send_signal(signal.SIGTERM)
+        self.assertEqual(busy[0].p.wait(timeout=10), 0)
+        threads[0].join(timeout=30)
+        self.assertEqual(outcomes, ["ok"])
+        self.assertEqual(router.Metric("pagellm_router_retries_total", 'kind="resume"'), 1)
+        samples, _ = pagellm_client.Generate(stub, GEN_PB2, prompt="rolling", max_tokens=1000,
+                                             ignore_eos=True)
+        self.assertEqual(tokens["rolling"], samples[0][1])
+        self.assertEqual(len(tokens["rolling"]), 1000)
+
     def test_a_restarted_worker_gets_the_adapters_loaded_at_run_time(self):
         # Two workers, an adapter loaded through the router while they serve; one restarts (as a
         # pod does) and the router loads the adapter on it again, from the same path.
