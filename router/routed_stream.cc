@@ -276,10 +276,12 @@ void RoutedStream::OnWorkerDone(const grpc::Status& status) {
       if (code == grpc::StatusCode::UNAVAILABLE) after.report_down = placement_.worker;
       // After messages only when the client kept them to itself, and has them all (none in the
       // ring, none being written).
-      const bool restart = got_response_ && client_->Restartable() && !writing_ && count_ == 0;
-      // Otherwise, after the tokens the client has (or will have once the ring is written).
-      const bool resume = got_response_ && !restart && resumable_ && !generated_.empty() &&
-                          !sample_finished_ && std::ssize(generated_) < max_tokens_;
+      // After the tokens the client has (or will have once the ring is written): the work done
+      // is kept. Otherwise from the start, if the client kept what it got to itself.
+      const bool resume = got_response_ && resumable_ && !generated_.empty() && !sample_finished_ &&
+                          std::ssize(generated_) < max_tokens_;
+      const bool restart =
+          got_response_ && !resume && client_->Restartable() && !writing_ && count_ == 0;
       if (worker_failed && (!got_response_ || restart || resume) && attempts_ < kMaxAttempts) {
         if (restart) {
           client_->Restart();

@@ -13,14 +13,14 @@
 //      ring is full (the client's flow control reaches the worker);
 //   4. the worker's status ends the stream (Client::Finish) once the ring is written out. A
 //      worker that fails with UNAVAILABLE (or drops the call) before sending anything is
-//      retried once elsewhere; after that the client gets UNAVAILABLE. So is one that fails
-//      after sending something, when the client is Restartable (it keeps the whole answer
+//      retried once elsewhere; after that the client gets UNAVAILABLE. A stream of one sample
+//      (no beam search, no embedding) that has tokens and has not finished is resumed once on
+//      another worker: the request goes there with the tokens read so far
+//      (WorkerGenerateRequest.resumed_output_token_ids), and that worker sends what follows
+//      them. A request without a seed gets one from the router, so that a resumed sample draws
+//      what the first worker would have drawn. Any other request that fails after sending
+//      something is retried once when the client is Restartable (it keeps the whole answer
 //      until Finish, so nobody has seen the first attempt's messages): Restart() first.
-//      Otherwise a stream of one sample (no beam search, no embedding) that has tokens and
-//      has not finished is resumed once on another worker: the request goes there with the
-//      tokens read so far (WorkerGenerateRequest.resumed_output_token_ids), and that worker
-//      sends what follows them. A request without a seed gets one from the router, so that a
-//      resumed sample draws what the first worker would have drawn.
 // Cancellation (Cancel: the client left; or the deadline) withdraws a queued request or
 // cancels the worker call; the stream finishes when the worker call is over.
 //
