@@ -24,6 +24,7 @@
 #include "common/flags_util.h"
 #include "common/logging.h"
 #include "common/signal_wait.h"
+#include "router/http/access_log.h"
 #include "router/http/reasoning.h"
 #include "router/http/tool_calls.h"
 #include "router/router_server.h"
@@ -35,6 +36,8 @@ ABSL_FLAG(int, http_port, 8000,
           "HTTP port of the OpenAI-compatible API (/v1/completions, /v1/chat/completions, "
           "/v1/models, /health, /version); 0 turns it off");
 ABSL_FLAG(int, http_threads, 2, "Threads serving HTTP connections");
+ABSL_FLAG(bool, disable_access_log, false,
+          "Log no line per HTTP request (client, request line, status, bytes, time; never a body)");
 ABSL_FLAG(int, http_max_connections, 4096, "Open HTTP connections; more are closed at accept");
 ABSL_FLAG(int64_t, max_request_body, 8 << 20,
           "Largest HTTP request body in bytes; larger ones get 413");
@@ -191,6 +194,7 @@ int main(int argc, char** argv) {
     options.http.host = absl::GetFlag(FLAGS_host);
     options.http.port = absl::GetFlag(FLAGS_http_port);
     options.http.threads = absl::GetFlag(FLAGS_http_threads);
+    if (!absl::GetFlag(FLAGS_disable_access_log)) options.http.on_complete = pagellm::LogAccess;
     if (absl::GetFlag(FLAGS_http_max_connections) <= 0 ||
         absl::GetFlag(FLAGS_max_request_body) <= 0) {
       std::fprintf(stderr, "--http-max-connections and --max-request-body must be > 0\n");

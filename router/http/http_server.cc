@@ -255,6 +255,8 @@ class Session final : public SessionBase {
 
   void DoReply(http::response<http::string_body> response) override {
     if (closed_ || exchange_ == nullptr) return;
+    access_.status = response.result_int();
+    access_.body_bytes = response.body().size();
     response.keep_alive(keep_alive_);
     reply_.emplace(std::move(response));
     beast::get_lowest_layer(stream_).expires_after(ToChrono(o().write_timeout));
@@ -262,13 +264,17 @@ class Session final : public SessionBase {
     http::async_write(stream_, *reply_, [self = Self()](beast::error_code ec, size_t) {
       self->writing_ = false;
       self->reply_.reset();
-      if (ec) return self->DoClose();
+      if (ec) {
+        self->EndAccess(/*completed=*/false);
+        return self->DoClose();
+      }
       self->ResponseComplete();
     });
   }
 
   void DoStartStream(int status, std::string content_type) override {
     if (closed_ || exchange_ == nullptr) return;
+    access_.status = status;
     stream_header_.emplace(static_cast<http::status>(status), 11);
     stream_header_->set(http::field::server, "pagellm");
     stream_header_->set(http::field::content_type, content_type);
@@ -284,6 +290,7 @@ class Session final : public SessionBase {
     if (closed_ || exchange_ == nullptr) return;
     exchange_->TakeChunk(&wire_);
     if (wire_.empty()) return NotifySent(true);  // an empty chunk would end the stream
+    access_.body_bytes += wire_.size();
     chunk_pending_ = true;
     PumpWrites();
   }
@@ -366,6 +373,7 @@ class Session final : public SessionBase {
   void ServerError(int status, std::string message) {
     keep_alive_ = false;
     linger_ = true;
+    StartAccess("-", "");
     exchange_ = std::make_shared<Exchange>(core_, strand_, weak_from_this());
     std::string body =
         o().error_body ? o().error_body(status, message) : DefaultErrorBody(status, message);
@@ -386,6 +394,7 @@ class Session final : public SessionBase {
     request.content_type = std::string(req[http::field::content_type]);
     request.body = std::move(req.body());
     request.peer = peer_;
+    StartAccess(request.method, request.path);
     auto exchange = std::make_shared<Exchange>(core_, strand_, weak_from_this());
     exchange_ = exchange;
     Watch();
@@ -420,6 +429,30 @@ class Session final : public SessionBase {
     DoClose();
   }
 
+  // --- the access record of the exchange being answered ---
+
+  void StartAccess(std::string_view method, std::string_view path) {
+    if (!o().on_complete) return;
+    access_ = {};
+    access_method_.assign(method);
+    access_path_.assign(path.substr(0, HttpAccess::kMaxPathBytes));
+    access_start_ = absl::Now();
+    access_open_ = true;
+  }
+
+  // Called when the exchange is over; while a write is in flight, its completion decides (the
+  // client may have read the whole response and left before the completion ran).
+  void EndAccess(bool completed) {
+    if (!access_open_) return;
+    access_open_ = false;
+    access_.peer = peer_;
+    access_.method = access_method_;
+    access_.path = access_path_;
+    access_.duration = absl::Now() - access_start_;
+    access_.completed = completed;
+    o().on_complete(access_);
+  }
+
   // --- writing a streamed response ---
 
   // Starts `op(done)` as the one write in flight; `notify`: the listener hears OnSent after it.
@@ -429,7 +462,12 @@ class Session final : public SessionBase {
     beast::get_lowest_layer(stream_).expires_after(ToChrono(o().write_timeout));
     op([self = Self(), notify](beast::error_code ec, size_t) {
       self->writing_ = false;
-      if (ec) return self->ClientLeft();
+      if (ec) {
+        self->EndAccess(/*completed=*/false);
+        return self->ClientLeft();
+      }
+      // Closed while this write was completing: it was the last if the stream was ending.
+      if (self->closed_) return self->EndAccess(/*completed=*/self->ending_);
       if (notify) self->NotifySent(true);
       self->PumpWrites();
     });
@@ -476,6 +514,7 @@ class Session final : public SessionBase {
       exchange_->Finish(/*closed=*/false);
       exchange_.reset();
     }
+    EndAccess(/*completed=*/true);
     // Closed while the last write was completing (Stop, or the client left): arm nothing, or
     // the idle timer would hold Stop's I/O threads for idle_timeout.
     if (closed_) return;
@@ -531,6 +570,7 @@ class Session final : public SessionBase {
       if (auto listener = exchange_->Finish(/*closed=*/true)) listener->OnClosed();
       exchange_.reset();
     }
+    if (!writing_) EndAccess(/*completed=*/false);  // else the write's completion ends it
     idle_timer_.cancel();
     beast::get_lowest_layer(stream_).close();
     absl::MutexLock lock(&registry_->mu);
@@ -557,7 +597,13 @@ class Session final : public SessionBase {
   std::string wire_;            // the chunk being written
   bool chunk_pending_ = false;  // wire_ holds a chunk to write (after the header write)
   bool end_requested_ = false;
-  bool linger_ = false;               // close with LingerClose after the response
+  bool linger_ = false;  // close with LingerClose after the response
+  // With Options::on_complete: the exchange being answered, from StartAccess to EndAccess.
+  HttpAccess access_;
+  std::string access_method_;
+  std::string access_path_;
+  absl::Time access_start_;
+  bool access_open_ = false;
   uint64_t declared_body_ = 0;        // Content-Length of a body over the limit
   bool restart_after_watch_ = false;  // the watch read was cancelled to parse buffered bytes
   bool ending_ = false;               // the last chunk is being written

@@ -11,12 +11,17 @@
 // response is pending the connection keeps reading, so a client that disconnects is noticed at
 // once (HttpExchange::Listener::OnClosed), not at the next write.
 //
-// Threads: Options::threads I/O threads run every connection; the handler and the listeners are
-// called on them and must not block. Thread-safe: HttpExchange may be called from any thread.
+// Options::on_complete hears of every exchange once it is over (an access log): answered, or
+// left by its client or closed before its response was complete.
+//
+// Threads: Options::threads I/O threads run every connection; the handler, the listeners and
+// on_complete are called on them and must not block. Thread-safe: HttpExchange may be called from
+// any thread.
 #ifndef PAGELLM_ROUTER_HTTP_HTTP_SERVER_H_
 #define PAGELLM_ROUTER_HTTP_HTTP_SERVER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -67,6 +72,18 @@ class HttpExchange {
   virtual void EndStream() = 0;
 };
 
+// One exchange, as an access log records it. The views are valid during the call only.
+struct HttpAccess {
+  std::string_view peer;
+  std::string_view method;  // "-" when the server answered before it had a request line
+  std::string_view path;    // the target without its query string, at most kMaxPathBytes
+  int status = 0;           // 0: no response was started
+  uint64_t body_bytes = 0;  // response body bytes handed to the connection
+  absl::Duration duration;  // from the whole request read to the exchange's end
+  bool completed = false;   // the whole response was written
+  static constexpr size_t kMaxPathBytes = 256;
+};
+
 class HttpHandler {
  public:
   virtual ~HttpHandler() = default;
@@ -91,6 +108,8 @@ class HttpServer {
     std::string tls_key_file;
     // The body of the errors the server answers itself (413, 431, 400, 408, 503).
     std::function<std::string(int status, std::string_view message)> error_body;
+    // Called once per exchange when it is over (see the file comment); empty: nothing.
+    std::function<void(const HttpAccess&)> on_complete;
   };
 
   // Binds, then serves with `handler` (borrowed; it must outlive Stop()). InvalidArgument for

@@ -34,7 +34,8 @@ on worker 0 (the router retries them whole) and must succeed. Afterwards, within
 KV block (device and swap) and no running, waiting or swapped request, the router has no open
 stream and no queue; every process runs and is SERVING, and the router used the successor; the
 router's and worker 0's resident memory grew by no more than a quarter plus 64 MiB after the
-first quarter of the run; and no log holds a prompt's marker word. The summary (requests by kind and outcome, tokens,
+first quarter of the run; no log holds a prompt's marker word; and the router's access log has
+its lines. The summary (requests by kind and outcome, tokens,
 preemptions, resident memory) is printed.
 
 Run from the repository root: .venv/bin/python tests/e2e/soak_e2e_test.py [-v]
@@ -622,6 +623,13 @@ class SoakTest(unittest.TestCase):
             p.log.flush()
             with open(p.log.name, "rb") as f:
                 self.assertNotIn(MARKER.encode(), f.read(), f"{p.name}'s log holds prompt text")
+        # The router's access log has a line per HTTP request (and no prompt, checked above).
+        with open(self.router.log.name, encoding="utf-8", errors="replace") as f:
+            access = [line for line in f if "] access 127.0.0.1:" in line]
+        http_requests = sum(n for (kind, _), n in soak.outcomes.items()
+                            if not kind.startswith(("grpc_", "beam", "Grpc", "Beam")))
+        self.assertGreaterEqual(len(access), http_requests // 2, "too few access log lines")
+        self.assertTrue(any('"POST /v1/completions" 200 ' in line for line in access))
 
 
 if __name__ == "__main__":
