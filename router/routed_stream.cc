@@ -274,10 +274,9 @@ void RoutedStream::OnWorkerDone(const grpc::Status& status) {
       const bool worker_failed =
           code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::CANCELLED;
       if (code == grpc::StatusCode::UNAVAILABLE) after.report_down = placement_.worker;
-      // After messages only when the client kept them to itself, and has them all (none in the
-      // ring, none being written).
-      // After the tokens the client has (or will have once the ring is written): the work done
-      // is kept. Otherwise from the start, if the client kept what it got to itself.
+      // After messages: resumed after the tokens the client has (or will have once the ring is
+      // written), keeping the work done; otherwise started over only when the client kept them
+      // to itself and has them all (none in the ring, none being written).
       const bool resume = got_response_ && resumable_ && !generated_.empty() && !sample_finished_ &&
                           std::ssize(generated_) < max_tokens_;
       const bool restart =
