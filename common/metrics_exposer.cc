@@ -1,5 +1,6 @@
 #include "common/metrics_exposer.h"
 
+#include <iterator>
 #include <thread>
 #include <utility>
 
@@ -12,10 +13,16 @@ namespace pagellm {
 
 class MetricsServer {
  public:
-  explicit MetricsServer(std::shared_ptr<prometheus::Registry> registry)
-      : registry_(std::move(registry)) {
+  explicit MetricsServer(std::vector<std::shared_ptr<const prometheus::Collectable>> sources)
+      : sources_(std::move(sources)) {
     server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(prometheus::TextSerializer().Serialize(registry_->Collect()),
+      std::vector<prometheus::MetricFamily> families;
+      for (const auto& source : sources_) {
+        std::vector<prometheus::MetricFamily> more = source->Collect();
+        families.insert(families.end(), std::make_move_iterator(more.begin()),
+                        std::make_move_iterator(more.end()));
+      }
+      res.set_content(prometheus::TextSerializer().Serialize(families),
                       "text/plain; version=0.0.4; charset=utf-8");
     });
   }
@@ -34,7 +41,7 @@ class MetricsServer {
   }
 
  private:
-  std::shared_ptr<prometheus::Registry> registry_;
+  const std::vector<std::shared_ptr<const prometheus::Collectable>> sources_;
   httplib::Server server_;
   std::thread thread_;
 };
@@ -44,8 +51,9 @@ MetricsEndpoint::~MetricsEndpoint() = default;
 MetricsEndpoint::MetricsEndpoint(MetricsEndpoint&&) noexcept = default;
 MetricsEndpoint& MetricsEndpoint::operator=(MetricsEndpoint&&) noexcept = default;
 
-absl::StatusOr<MetricsEndpoint> ServeMetrics(const std::string& listen_address,
-                                             std::shared_ptr<prometheus::Registry> registry) {
+absl::StatusOr<MetricsEndpoint> ServeMetrics(
+    const std::string& listen_address,
+    std::vector<std::shared_ptr<const prometheus::Collectable>> sources) {
   const size_t colon = listen_address.rfind(':');
   int port = -1;
   if (colon == std::string::npos || !absl::SimpleAtoi(listen_address.substr(colon + 1), &port) ||
@@ -58,7 +66,7 @@ absl::StatusOr<MetricsEndpoint> ServeMetrics(const std::string& listen_address,
     host = host.substr(1, host.size() - 2);
   }
   MetricsEndpoint m;
-  m.server = std::make_unique<MetricsServer>(std::move(registry));
+  m.server = std::make_unique<MetricsServer>(std::move(sources));
   m.port = m.server->Bind(host, port);
   if (m.port <= 0) {
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen_address));

@@ -8,9 +8,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "prometheus/registry.h"
+#include "prometheus/collectable.h"
 
 namespace pagellm {
 
@@ -27,10 +28,13 @@ struct MetricsEndpoint {
   int port = 0;  // the bound port ("host:0" picks one)
 };
 
-// Serves `registry` on `listen_address` ("host:port", "[v6]:port"). InvalidArgument for an
-// address without a port; Unavailable when it cannot be bound.
-absl::StatusOr<MetricsEndpoint> ServeMetrics(const std::string& listen_address,
-                                             std::shared_ptr<prometheus::Registry> registry);
+// Serves `sources` (a registry, and views of it) on `listen_address` ("host:port",
+// "[v6]:port"), their families one after another. InvalidArgument for an address without a port;
+// Unavailable when it cannot be bound. Each scrape calls the sources' Collect() on the server's
+// threads: they must be thread-safe (prometheus::Registry is).
+absl::StatusOr<MetricsEndpoint> ServeMetrics(
+    const std::string& listen_address,
+    std::vector<std::shared_ptr<const prometheus::Collectable>> sources);
 
 }  // namespace pagellm
 

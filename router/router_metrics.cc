@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<RouterMetrics>> RouterMetrics::Create(
     const std::string& listen_address) {
   std::unique_ptr<RouterMetrics> m(new RouterMetrics());
   if (listen_address.empty()) return m;
-  absl::StatusOr<MetricsEndpoint> endpoint = ServeMetrics(listen_address, m->registry_);
+  absl::StatusOr<MetricsEndpoint> endpoint = ServeMetrics(listen_address, {m->registry_});
   if (!endpoint.ok()) return endpoint.status();
   m->port_ = endpoint->port;
   m->endpoint_ = *std::move(endpoint);

@@ -9,7 +9,8 @@
 #      load (tools/monitoring/drive_load.py); while the load runs,
 #      tools/monitoring/check_queries.py runs every PromQL expression of
 #      deploy/grafana/pagellm.json and every selector of the alert rules against Prometheus and
-#      requires data from each; it prints a table (query, series count).
+#      requires data from each, and queries written as for vLLM's dashboards against worker 1's
+#      --vllm-metrics names; it prints a table (query, series count).
 # Exits non-zero when any check fails. Every process it starts is stopped on exit.
 # Requires: build/bin (tools/build.sh), models/ (tools/prepare_models.sh), promtool and
 # prometheus (Debian package `prometheus`, installed by tools/setup.sh). About 45 seconds.
@@ -74,10 +75,12 @@ read -r w1 w2 wm1 wm2 rg rh rm pp < <(for _ in 1 2 3 4 5 6 7 8; do free_port; do
 worker=(build/bin/pagellm-worker --model "$model" --threads 1 --host 127.0.0.1
   --lora-modules test-lora=models/SmolLM2-135M-Instruct-lora-test)
 # Worker 1: 24 KV blocks (384 tokens) and a 29-block swap pool: the load overflows it, so it
-# preempts (n=2 groups by swap, single sequences by recompute). Worker 2: 40 blocks, and n-gram
+# preempts (n=2 groups by swap, single sequences by recompute); it also exposes vLLM's metric
+# names (--vllm-metrics), which queries as vLLM's dashboards write them must find. Worker 2: 40
+# blocks, and n-gram
 # speculation (the dashboard's acceptance panel).
 "${worker[@]}" --port "$w1" --metrics-port "$wm1" --num-kv-blocks 24 --swap-space 0.01 \
-  > "$tmp/worker1.log" 2>&1 &
+  --vllm-metrics > "$tmp/worker1.log" 2>&1 &
 pids+=($!)
 "${worker[@]}" --port "$w2" --metrics-port "$wm2" --num-kv-blocks 40 --swap-space 0.05 \
   --speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}' \
@@ -129,6 +132,12 @@ status=0
   --require-positive 'sum(increase(pagellm_lora_requests_total{adapter="test-lora"}[5m]))' \
   --require-positive 'max(max_over_time(pagellm_router_queue_length[5m]))' \
   --require-positive 'sum(increase(pagellm_router_requests_total{code="RESOURCE_EXHAUSTED"}[5m]))' \
+  --require-positive 'sum(increase(vllm:num_preemptions_total{engine="0"}[5m]))' \
+  --require-positive 'max(max_over_time(vllm:kv_cache_usage_perc[5m]))' \
+  --require-positive 'sum by (model_name) (rate(vllm:generation_tokens_total[30s]))' \
+  --require-positive 'sum(increase(vllm:request_success_total[5m]))' \
+  --require-positive 'histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[30s])))' \
+  --require-positive 'histogram_quantile(0.5, sum by (le) (rate(vllm:request_time_per_output_token_seconds_bucket[30s])))' \
   || status=1
 wait "$load_pid" || status=1
 cat "$tmp/load.out"

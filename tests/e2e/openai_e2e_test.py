@@ -35,6 +35,11 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
     suite's bad-input table, malformed JSON, wrong types, a 10 MB body, unknown endpoints;
   - the logs of the whole run (router and workers at debug level) contain no prompt and no
     completion text;
+  - a worker with --vllm-metrics --served-model-name: /v1/models names the model so, and its
+    /metrics, read by the official Prometheus client's parser, has vLLM's metric names and
+    labels with the values the API reported (requests by finish reason, prompt and completion
+    tokens from usage, prefix-cache hits counted in the prompt tokens, n and max_tokens);
+    promtool accepts the exposition;
   - 200 streaming clients that disconnect mid-stream (two mock workers) leave 0 KV blocks used
     (the time it took is printed).
 
@@ -1053,6 +1058,102 @@ class OpenAiApiTest(unittest.TestCase):
         for name, log in logs.items():
             for text in texts:
                 self.assertNotIn(text, log, f"{name} logged a prompt or completion text")
+
+
+class VllmMetricsTest(unittest.TestCase):
+    """One real worker with --vllm-metrics: what a vLLM dashboard reads, against the API's usage."""
+
+    NAME = "smollm2-test"
+
+    def setUp(self):
+        missing = e2e.Skip()
+        if missing:
+            self.skipTest(f"missing: {missing}")
+        self.worker = e2e.StartWorker("vm_worker", extra=["--vllm-metrics", "--served-model-name",
+                                                          self.NAME])
+        self.worker.WaitServing(timeout=120)
+        self.router = e2e.StartRouter("vm_router", [self.worker])
+        self.router.WaitServing()
+
+    def tearDown(self):
+        for p in (self.router, self.worker):
+            p.terminate()
+
+    def test_a_vllm_dashboard_reads_the_worker(self):
+        from prometheus_client.parser import text_string_to_metric_families
+
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{self.router.http_port}/v1",
+                               api_key="unused", max_retries=0, timeout=120)
+        self.assertEqual([m.id for m in client.models.list().data], [self.NAME])
+        # One after another, sharing a 64-token prefix (4 blocks): the later ones hit the cache.
+        shared = "The history of the printing press begins in " + "old Mainz, " * 30
+        usage, finished = [], {"length": 0, "stop": 0}
+        for i, (n, max_tokens) in enumerate([(1, 6), (1, 9), (2, 5)]):
+            r = client.completions.create(model=self.NAME, prompt=shared + PROMPTS[i], n=n,
+                                          max_tokens=max_tokens, temperature=0.8, seed=i,
+                                          extra_body={"ignore_eos": True})
+            usage.append((r.usage.prompt_tokens, r.usage.completion_tokens, n, max_tokens))
+            finished["length"] += 1
+        text = self.worker.Metrics()
+        samples = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name.startswith("vllm:"):
+                    self.assertEqual(sample.labels.get("model_name"), self.NAME, sample.name)
+                    self.assertEqual(sample.labels.get("engine"), "0", sample.name)
+                    key = (sample.name, sample.labels.get("finished_reason", ""),
+                           sample.labels.get("le", ""), sample.labels.get("source", ""))
+                    samples[key] = sample.value
+
+        def value(name, reason="", le="", source=""):
+            self.assertIn((name, reason, le, source), samples, name)
+            return samples[(name, reason, le, source)]
+
+        prompt = sum(u[0] for u in usage)
+        completion = sum(u[1] for u in usage)
+        self.assertEqual(value("vllm:request_success_total", "length"), finished["length"])
+        self.assertEqual(value("vllm:request_success_total", "stop"), finished["stop"])
+        self.assertEqual(value("vllm:generation_tokens_total"), completion)
+        self.assertEqual(value("vllm:request_generation_tokens_sum"), completion)
+        self.assertEqual(value("vllm:request_prompt_tokens_sum"), prompt)
+        self.assertEqual(value("vllm:request_prompt_tokens_count"), 3)
+        # vLLM counts every prompt token, computed or served from the prefix cache.
+        hits = value("vllm:prefix_cache_hits_total")
+        self.assertGreaterEqual(hits, 2 * 64)
+        self.assertEqual(value("vllm:prompt_tokens_total"), prompt)
+        self.assertEqual(value("vllm:prompt_tokens_by_source_total", source="local_cache_hit"), hits)
+        self.assertEqual(value("vllm:prompt_tokens_by_source_total", source="local_compute"),
+                         prompt - hits)
+        self.assertEqual(value("vllm:request_params_n_sum"), sum(u[2] for u in usage))
+        self.assertEqual(value("vllm:request_params_max_tokens_sum"), sum(u[3] for u in usage))
+        for name in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds",
+                     "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
+                     "vllm:request_decode_time_seconds", "vllm:request_inference_time_seconds",
+                     "vllm:request_time_per_output_token_seconds"):
+            self.assertEqual(value(name + "_count"), 3, name)
+            self.assertEqual(value(name + "_bucket", le="+Inf"), 3, name)
+        self.assertGreater(value("vllm:request_decode_time_seconds_sum"), 0)
+        self.assertEqual(value("vllm:num_requests_running"), 0)
+        self.assertEqual(value("vllm:num_requests_waiting"), 0)
+        self.assertEqual(value("vllm:kv_cache_usage_perc"), 0)
+        self.assertEqual(value("vllm:num_preemptions_total"), 0)
+        # The worker's own names are still there, unchanged.
+        self.assertRegex(text, r"(?m)^pagellm_generation_tokens_total %d(\.0+)?$" % completion)
+        promtool = shutil.which("promtool")
+        if promtool is None:
+            if os.environ.get("PAGELLM_REQUIRE_MODELS") == "1":
+                self.fail("promtool missing (apt-get install prometheus)")
+            return
+        r = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
+                           capture_output=True)
+        # It parses; its lints are those vLLM's own names get: a colon (valid in a metric name,
+        # by convention a recording rule's) and a histogram vLLM named ..._total.
+        vllms_own = (r"vllm:\w+ metric names should not contain ':'|"
+                     r'vllm:iteration_tokens_total non-counter metrics should not have "_total" suffix')
+        problems = [l for l in (r.stdout + r.stderr).splitlines()
+                    if l and not re.fullmatch(vllms_own, l)]
+        self.assertEqual(problems, [])
+        self.assertIn("vllm:num_requests_waiting metric names should not contain ':'", r.stdout + r.stderr)
 
 
 class DisconnectTest(unittest.TestCase):

@@ -236,13 +236,19 @@ void EngineLoop::AdmitPending(std::vector<Pending>* pending) {
         if (metrics_ != nullptr && !p.params.lora_adapter.empty()) {
           metrics_->lora_requests->Add({{"adapter", p.params.lora_adapter}}).Increment();
         }
-        active_.emplace(p.id, Active{std::move(p.sink),
-                                     prompt_tokens,
-                                     static_cast<int64_t>(p.resumed_output.size()),
-                                     p.submit_time,
-                                     0,
-                                     true,
-                                     {}});
+        const auto resumed = static_cast<int64_t>(p.resumed_output.size());
+        active_.emplace(p.id, Active{.sink = std::move(p.sink),
+                                     .prompt_tokens = prompt_tokens,
+                                     .completion_tokens = resumed,
+                                     .resumed_tokens = resumed,
+                                     .n = p.params.embed ? 0 : p.params.n,
+                                     .max_tokens = p.params.max_tokens,
+                                     .submit_time = p.submit_time,
+                                     .scheduled_time = 0,
+                                     .first_output_time = 0,
+                                     .last_output_time = 0,
+                                     .queued = true,
+                                     .error = absl::OkStatus()});
         continue;
       }
     }
@@ -284,6 +290,9 @@ void EngineLoop::StepOnce() {
         }
       }
       a.completion_tokens += tokens;
+      // Outputs in the step that first scheduled it (a one-step prefill, or a request that
+      // ends at once): the loop below would not see it again.
+      if (a.queued) MarkScheduled(a, step_start);
       if (metrics_ != nullptr && tokens > 0) {
         if (a.last_output_time == 0) {
           metrics_->time_to_first_token->Observe(now - a.submit_time);
@@ -291,7 +300,10 @@ void EngineLoop::StepOnce() {
           metrics_->inter_token_latency->Observe(now - a.last_output_time);
         }
       }
-      if (tokens > 0) a.last_output_time = now;
+      if (tokens > 0) {
+        if (a.first_output_time == 0) a.first_output_time = now;
+        a.last_output_time = now;
+      }
       a.sink->OnOutputs(std::span<const SequenceOutput>(outputs_.data() + i, j - i));
       if (!engine_->RequestState(it->first).has_value()) {
         // The engine let go of it: finished normally, or failed with the step.
@@ -322,15 +334,39 @@ void EngineLoop::StepOnce() {
     for (auto& [id, a] : active_) {
       if (!a.queued) continue;
       const std::optional<GroupState> state = engine_->RequestState(id);
-      if (state.has_value() && *state != GroupState::kWaiting) {
-        a.queued = false;
-        metrics_->queue_time->Observe(step_start - a.submit_time);
-      }
+      if (state.has_value() && *state != GroupState::kWaiting) MarkScheduled(a, step_start);
     }
   }
   // The requests that finished in this step have left active_.
   std::lock_guard<std::mutex> lock(mu_);
   SetActiveLocked();
+}
+
+void EngineLoop::MarkScheduled(Active& a, double step_start) {
+  a.queued = false;
+  a.scheduled_time = step_start;
+  if (metrics_ != nullptr) metrics_->queue_time->Observe(step_start - a.submit_time);
+}
+
+void EngineLoop::ObserveFinished(const Active& a, double now) {
+  WorkerMetrics& m = *metrics_;
+  m.e2e_request_latency->Observe(now - a.submit_time);
+  if (a.n == 0) return;  // an embedding: no generation
+  const int64_t generated = a.completion_tokens - a.resumed_tokens;
+  m.request_prompt_tokens->Observe(static_cast<double>(a.prompt_tokens));
+  m.request_generation_tokens->Observe(static_cast<double>(generated));
+  m.request_params_n->Observe(a.n);
+  m.request_params_max_tokens->Observe(a.max_tokens);
+  if (a.first_output_time == 0 || a.queued) return;  // nothing generated here
+  const double decode = a.last_output_time - a.first_output_time;
+  m.request_prefill_time->Observe(a.first_output_time - a.scheduled_time);
+  m.request_decode_time->Observe(decode);
+  m.request_inference_time->Observe(a.last_output_time - a.scheduled_time);
+  // Tokens after the first, over all samples: n samples decode side by side.
+  const int64_t after_first = generated - a.n;
+  if (after_first > 0) {
+    m.request_time_per_output_token->Observe(decode * a.n / static_cast<double>(after_first));
+  }
 }
 
 void EngineLoop::Finish(const std::string& id, const absl::Status& status, FinishReason reason) {
@@ -348,7 +384,7 @@ void EngineLoop::Finish(const std::string& id, const absl::Status& status, Finis
     } else {
       metrics_->finished_stop->Increment();
     }
-    if (status.ok()) metrics_->e2e_request_latency->Observe(clock_() - a.submit_time);
+    if (status.ok()) ObserveFinished(a, clock_());
   }
   a.sink->OnDone(status, a.prompt_tokens, a.completion_tokens);
 }
@@ -387,6 +423,11 @@ void EngineLoop::PublishLoad() {
     metrics_->spec_draft_tokens->Increment(stats.spec_draft_tokens - last_stats_.spec_draft_tokens);
     metrics_->spec_accepted_tokens->Increment(stats.spec_accepted_tokens -
                                               last_stats_.spec_accepted_tokens);
+    if (stats.steps > last_stats_.steps) {  // one step per PublishLoad after StepOnce
+      metrics_->iteration_tokens->Observe(
+          static_cast<double>(stats.computed_prompt_tokens - last_stats_.computed_prompt_tokens +
+                              stats.generated_tokens - last_stats_.generated_tokens));
+    }
     metrics_->tensor_parallel_size->Set(stats.tensor_parallel_size);
     if (stats.tensor_parallel_size > 1 && stats.steps > last_stats_.steps) {
       metrics_->collective_seconds->Observe(stats.collective_seconds -

@@ -142,11 +142,16 @@ class EngineLoop {
   struct Active {
     std::shared_ptr<RequestSink> sink;
     int64_t prompt_tokens = 0;
-    int64_t completion_tokens = 0;
+    int64_t completion_tokens = 0;  // resumed ones included (what the client is told)
+    int64_t resumed_tokens = 0;     // generated elsewhere (WorkerGenerateRequest)
+    int32_t n = 1;                  // for the per-request histograms (0: an embedding)
+    int32_t max_tokens = 0;
     double submit_time = 0;
-    double last_output_time = 0;  // 0 until the first output
-    bool queued = true;           // not yet scheduled (for the queue-time histogram)
-    absl::Status error;           // the first sequence error (SequenceOutput::error); ends it
+    double scheduled_time = 0;     // start of the first step that scheduled it
+    double first_output_time = 0;  // 0 until the first output
+    double last_output_time = 0;   // 0 until the first output
+    bool queued = true;            // not yet scheduled (for the queue-time histogram)
+    absl::Status error;            // the first sequence error (SequenceOutput::error); ends it
   };
 
   EngineLoop(std::unique_ptr<Engine> engine, Options options);
@@ -167,7 +172,11 @@ class EngineLoop {
   void ReadAdapter(int32_t id, uint64_t ticket, const LoraModuleSpec& spec);
   void ApplyFinishedReads(std::vector<FinishedRead>* reads);
   void StepOnce();
+  // The first step that scheduled `a` started at `step_start` (queue time ends).
+  void MarkScheduled(Active& a, double step_start);
   void Finish(const std::string& id, const absl::Status& status, FinishReason reason);
+  // The per-request histograms of a request that ended with OK at `now`.
+  void ObserveFinished(const Active& a, double now);
   void PublishLoad();
   // load_.active from active_ and the inbox (wakes WaitUntilIdle at 0). REQUIRES: mu_ held.
   void SetActiveLocked();

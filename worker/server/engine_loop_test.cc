@@ -139,6 +139,41 @@ TEST_F(EngineLoopTest, LatencyHistogramsFollowTheEngineSteps) {
   EXPECT_NEAR(queue.second, 0 * kStep + 4 * kStep, 1e-9);
 }
 
+TEST_F(EngineLoopTest, PerRequestHistogramsFollowVllmsDefinitions) {
+  EngineOptions eo;
+  eo.max_num_seqs = 1;  // one after another: a in steps 1-4, b in 5-7, c in 8
+  Start(eo);
+  auto a = std::make_shared<Sink>(), b = std::make_shared<Sink>(), c = std::make_shared<Sink>();
+  ASSERT_TRUE(loop_->Submit("a", {40, 41, 42}, Greedy(4), a).ok());
+  ASSERT_TRUE(loop_->Submit("b", {50, 51}, Greedy(3), b).ok());
+  ASSERT_TRUE(loop_->Submit("c", {60}, Greedy(1), c).ok());  // over in the step that takes it
+  Go();
+  ASSERT_TRUE(a->Wait().ok());
+  ASSERT_TRUE(b->Wait().ok());
+  ASSERT_TRUE(c->Wait().ok());
+
+  auto expect = [this](const char* name, uint64_t count, double sum) {
+    const auto h = Histogram(metrics_, name);
+    EXPECT_EQ(h.first, count) << name;
+    EXPECT_NEAR(h.second, sum, 1e-9) << name;
+  };
+  expect("pagellm_request_prompt_tokens", 3, 3 + 2 + 1);
+  expect("pagellm_request_generation_tokens", 3, 4 + 3 + 1);
+  expect("pagellm_request_params_n", 3, 3);
+  expect("pagellm_request_params_max_tokens", 3, 4 + 3 + 1);
+  // Scheduled -> first token: one step each. First -> last token: 3, 2 and 0 steps.
+  expect("pagellm_request_prefill_time_seconds", 3, 3 * kStep);
+  expect("pagellm_request_decode_time_seconds", 3, (3 + 2 + 0) * kStep);
+  expect("pagellm_request_inference_time_seconds", 3, (4 + 3 + 1) * kStep);
+  // Decode time per token after the first: a 3 steps / 3 tokens, b 2 / 2; c has none.
+  expect("pagellm_request_time_per_output_token_seconds", 2, 2 * kStep);
+  // Queue time of c too, which ended in the step that scheduled it: a 0, b 4, c 7 steps.
+  expect("pagellm_queue_time_seconds", 3, (0 + 4 + 7) * kStep);
+  // Tokens per step: a's prefill of 3 with its first token, 3 decodes; b likewise (2 + 1, 2
+  // decodes); c's prefill of 1 with its token.
+  expect("pagellm_iteration_tokens", 8, (3 + 1) + 3 + (2 + 1) + 2 + (1 + 1));
+}
+
 TEST_F(EngineLoopTest, CancelEndsTheRequestAndFreesItsBlocks) {
   Start();
   auto sink = std::make_shared<Sink>();

@@ -38,6 +38,12 @@ ABSL_FLAG(std::string, worker_token, "",
           "Refuse calls without this token (the router's --worker-token); also from "
           "--worker-token-file or $PAGELLM_WORKER_TOKEN (preferred: flags show in process lists)");
 ABSL_FLAG(std::string, worker_token_file, "", "File holding --worker-token");
+ABSL_FLAG(std::string, served_model_name, "",
+          "the model's name to the router and the OpenAI API, and the model_name label of "
+          "--vllm-metrics (empty: the model file's name)");
+ABSL_FLAG(bool, vllm_metrics, false,
+          "/metrics also under vLLM's metric names and labels (vllm:num_requests_waiting, "
+          "vllm:time_to_first_token_seconds, ...), for dashboards and autoscalers made for vLLM");
 ABSL_FLAG(std::string, lora_dir, "",
           "the directory adapters load from while serving: a lora_path resolves inside it only");
 
@@ -49,7 +55,10 @@ absl::StatusOr<std::unique_ptr<pagellm::WorkerServer>> StartFromFlags() {
   ASSIGN_OR_RETURN(pagellm::cli::OpenedModel model, pagellm::cli::OpenModelFromFlags());
   pagellm::WorkerServer::Options so;
   so.engine = eo;
-  so.model_name = model.model_name;
+  so.model_name = absl::GetFlag(FLAGS_served_model_name).empty()
+                      ? model.model_name
+                      : absl::GetFlag(FLAGS_served_model_name);
+  so.vllm_metrics = absl::GetFlag(FLAGS_vllm_metrics);
   so.chat_template = model.chat_template;
   so.chat_tokens = model.chat_tokens;
   so.listen_address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));

@@ -12,9 +12,21 @@ Histogram::BucketBoundaries LatencyBuckets() {
           0.75,  1.0,    2.5,   5.0,  7.5,   10.0, 20.0,  40.0, 80.0, 160.0};
 }
 
+// 1, 2, 5, 10, 20, 50, ... up to `max` (at least one bucket).
+Histogram::BucketBoundaries OneTwoFiveBuckets(int64_t max) {
+  Histogram::BucketBoundaries b;
+  for (int64_t decade = 1;; decade *= 10) {
+    for (int64_t m : {1, 2, 5}) {
+      if (m * decade > max && !b.empty()) return b;
+      b.push_back(static_cast<double>(m * decade));
+    }
+  }
+}
+
 }  // namespace
 
-WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+WorkerMetrics::WorkerMetrics(int64_t max_model_len)
+    : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
   auto& usage = prometheus::BuildGauge()
                     .Name("pagellm_kv_cache_usage_ratio")
@@ -140,6 +152,34 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                     .Help("Time from arrival at the worker to the first scheduled step")
                     .Register(r)
                     .Add({}, LatencyBuckets());
+  auto histogram = [&r](const char* name, const char* help, Histogram::BucketBoundaries buckets) {
+    return &prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add({}, buckets);
+  };
+  const Histogram::BucketBoundaries tokens = OneTwoFiveBuckets(max_model_len);
+  request_prompt_tokens =
+      histogram("pagellm_request_prompt_tokens", "Prompt tokens of each finished request", tokens);
+  request_generation_tokens = histogram("pagellm_request_generation_tokens",
+                                        "Tokens generated for each finished request", tokens);
+  request_params_n =
+      histogram("pagellm_request_params_n", "The n (parallel samples) of each finished request",
+                {1, 2, 5, 10, 20});
+  request_params_max_tokens = histogram("pagellm_request_params_max_tokens",
+                                        "The max_tokens of each finished request", tokens);
+  request_prefill_time =
+      histogram("pagellm_request_prefill_time_seconds",
+                "Time from a request's first scheduled step to its first token", LatencyBuckets());
+  request_decode_time =
+      histogram("pagellm_request_decode_time_seconds",
+                "Time from a request's first token to its last", LatencyBuckets());
+  request_inference_time =
+      histogram("pagellm_request_inference_time_seconds",
+                "Time from a request's first scheduled step to its last token", LatencyBuckets());
+  request_time_per_output_token =
+      histogram("pagellm_request_time_per_output_token_seconds",
+                "A request's decode time per token generated after its first", LatencyBuckets());
+  iteration_tokens =
+      histogram("pagellm_iteration_tokens", "Tokens an engine step computed (prompt and generated)",
+                {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384});
   lora_requests = &prometheus::BuildCounter()
                        .Name("pagellm_lora_requests_total")
                        .Help("Requests admitted with each LoRA adapter")

@@ -4,6 +4,7 @@
 #ifndef PAGELLM_WORKER_SERVER_WORKER_METRICS_H_
 #define PAGELLM_WORKER_SERVER_WORKER_METRICS_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "prometheus/counter.h"
@@ -15,7 +16,9 @@ namespace pagellm {
 
 class WorkerMetrics {
  public:
-  WorkerMetrics();
+  // `max_model_len` bounds the buckets of the per-request token histograms (1, 2, 5, 10, 20, ...
+  // up to it, as vLLM's).
+  explicit WorkerMetrics(int64_t max_model_len = 8192);
   WorkerMetrics(const WorkerMetrics&) = delete;
   WorkerMetrics& operator=(const WorkerMetrics&) = delete;
 
@@ -55,6 +58,19 @@ class WorkerMetrics {
   prometheus::Histogram* inter_token_latency;
   prometheus::Histogram* e2e_request_latency;
   prometheus::Histogram* queue_time;
+  // Per request, observed when it ends with OK (as vLLM's, whose names they follow): its prompt
+  // and generated tokens (those this worker generated), its n and max_tokens; the time from its
+  // first scheduled step to its first token (prefill), from there to its last (decode), both
+  // (inference), and decode time per generated token after the first.
+  prometheus::Histogram* request_prompt_tokens;
+  prometheus::Histogram* request_generation_tokens;
+  prometheus::Histogram* request_params_n;
+  prometheus::Histogram* request_params_max_tokens;
+  prometheus::Histogram* request_prefill_time;
+  prometheus::Histogram* request_decode_time;
+  prometheus::Histogram* request_inference_time;
+  prometheus::Histogram* request_time_per_output_token;
+  prometheus::Histogram* iteration_tokens;  // per engine step: prompt + generated tokens
   prometheus::Gauge* tensor_parallel_size;
   prometheus::Histogram* collective_seconds;  // per engine step, tensor-parallel groups only
 

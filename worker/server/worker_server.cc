@@ -17,6 +17,7 @@
 #include "common/utf8.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "worker/server/vllm_metrics.h"
 #include "worker/server/worker_service.h"
 
 namespace pagellm {
@@ -30,10 +31,15 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                    Engine::Create(w->backend_.get(), w->tokenizer_.get(), options.engine));
   w->max_model_len_ = engine->max_model_len();
 
-  w->metrics_ = std::make_unique<WorkerMetrics>();
+  w->metrics_ = std::make_unique<WorkerMetrics>(w->max_model_len_);
   if (!options.metrics_address.empty()) {
+    std::vector<std::shared_ptr<const prometheus::Collectable>> sources = {w->metrics_->registry()};
+    if (options.vllm_metrics) {
+      sources.push_back(
+          std::make_shared<VllmMetricsView>(w->metrics_->registry(), options.model_name));
+    }
     ASSIGN_OR_RETURN(MetricsEndpoint endpoint,
-                     ServeMetrics(options.metrics_address, w->metrics_->registry()));
+                     ServeMetrics(options.metrics_address, std::move(sources)));
     w->metrics_endpoint_ = std::make_unique<MetricsEndpoint>(std::move(endpoint));
   }
   EngineLoop::Options lo;

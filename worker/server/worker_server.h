@@ -43,6 +43,8 @@ class WorkerServer {
     std::string model_name;                          // reported in ModelInfo
     std::string chat_template;                       // reported in ModelInfo ("" when none)
     SpecialTokenTexts chat_tokens;                   // reported in ModelInfo
+    // /metrics also under vLLM's names (vllm_metrics.h), labelled with model_name.
+    bool vllm_metrics = false;
     EngineOptions engine;
     int max_receive_message_bytes = kMaxRequestBytes;
     // TLS of the listener (optionally requiring client certificates: mutual TLS with the router).
