@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/api/proto_convert.h"
 #include "common/api/request_limits.h"
+#include "common/api/sampling_defaults.h"
 #include "common/json/strict_json.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
@@ -231,13 +232,25 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
   }
   out.prompt_ids = *std::move(ids);
 
-  out.params = SamplingParamsFromProto(request.sampling());
+  // What the request leaves unset comes from the model's generation_config.json (as vLLM).
+  const v1::SamplingParams& defaults = model.info().default_sampling();
+  v1::SamplingParams sampling = request.sampling();
+  ApplySamplingDefaults(defaults, &sampling);
+  out.params = SamplingParamsFromProto(sampling);
   const int64_t prompt_len = static_cast<int64_t>(out.prompt_ids.size());
   const int64_t max_len = model.max_model_len();
-  if (request.prompt_case() == v1::GenerateRequest::kChat && !request.sampling().has_max_tokens()) {
-    // A chat reply runs to its end or to the model length, as with vLLM's chat API.
-    out.params.max_tokens = static_cast<int32_t>(std::max<int64_t>(1, max_len - prompt_len));
+  if (request.prompt_case() == v1::GenerateRequest::kChat && !sampling.has_max_tokens()) {
+    // A chat reply runs to its end or to the model length, as with vLLM's chat API, or to the
+    // model's max_new_tokens. (A completion's default stays the API's 16, as vLLM's.)
+    const int64_t room = std::max<int64_t>(1, max_len - prompt_len);
+    out.params.max_tokens = static_cast<int32_t>(
+        defaults.has_max_tokens() ? std::min<int64_t>(room, defaults.max_tokens()) : room);
   }
+  if (const int32_t cap = model.info().max_tokens_limit(); cap > 0) {
+    out.params.max_tokens = std::min(out.params.max_tokens, cap);
+  }
+  sampling.set_max_tokens(out.params.max_tokens);
+  out.sampling = std::move(sampling);
   if (absl::Status s = out.params.Validate(model.vocab_size()); !s.ok()) return s;
   const int32_t limit = model.max_parallel_samples();
   if (out.params.n > limit) {

@@ -41,6 +41,9 @@ absl::StatusOr<EncodedPrompt> EncodeChat(const ModelContext& model, const v1::Ch
 struct ValidatedRequest {
   std::vector<int32_t> prompt_ids;  // non-empty, each in [0, vocab)
   SamplingParams params;            // valid for the model
+  // What the worker is sent: the request's sampling with what it left unset filled in as
+  // `params` has it (the model's default sampling parameters, max_tokens).
+  v1::SamplingParams sampling;
 };
 
 // Returns the prompt's ids and the parsed sampling parameters, or InvalidArgument naming the

@@ -82,6 +82,63 @@ TEST_F(RequestValidatorTest, ChatRepliesRunToTheModelLengthUnlessMaxTokensIsSet)
   EXPECT_EQ(v->params.max_tokens, 3);
 }
 
+TEST_F(RequestValidatorTest, WhatARequestLeavesUnsetComesFromTheModelsGenerationConfig) {
+  v1::ModelInfo info = FakeWorker::DefaultInfo();  // max_model_len 64
+  v1::SamplingParams* d = info.mutable_default_sampling();
+  d->set_temperature(0.6f);
+  d->set_top_p(0.9f);
+  d->set_top_k(20);
+  d->set_max_tokens(10);  // max_new_tokens
+  auto model =
+      ModelContext::TEST_Create(info, FakeWorker::TinyTokenizer(), std::make_unique<FakeChat>());
+  v1::GenerateRequest chat = Chat({{"user", "hi"}});
+  auto v = ValidateGenerateRequest(chat, *model);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_FLOAT_EQ(v->params.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(v->params.top_p, 0.9f);
+  EXPECT_EQ(v->params.top_k, 20);
+  EXPECT_FLOAT_EQ(v->params.repetition_penalty, 1.0f);  // the model sets none: the API's
+  EXPECT_EQ(v->params.max_tokens, 10) << "a chat reply: max_new_tokens, not the model length";
+  // The request's own values win, whatever they are.
+  chat.mutable_sampling()->set_temperature(1.0f);
+  chat.mutable_sampling()->set_top_k(-1);
+  chat.mutable_sampling()->set_max_tokens(30);
+  v = ValidateGenerateRequest(chat, *model);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_FLOAT_EQ(v->params.temperature, 1.0f);
+  EXPECT_EQ(v->params.top_k, -1);
+  EXPECT_FLOAT_EQ(v->params.top_p, 0.9f);
+  EXPECT_EQ(v->params.max_tokens, 30);
+  // A completion keeps the API's 16 (vLLM's CompletionRequest default), not max_new_tokens.
+  v = ValidateGenerateRequest(Text("hi"), *model);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->params.max_tokens, 16);
+  EXPECT_FLOAT_EQ(v->params.temperature, 0.6f);
+}
+
+TEST_F(RequestValidatorTest, TheMaxTokensLimitCapsEveryRequest) {
+  v1::ModelInfo info = FakeWorker::DefaultInfo();
+  info.set_max_tokens_limit(5);  // --override-generation-config '{"max_new_tokens": 5}'
+  auto model =
+      ModelContext::TEST_Create(info, FakeWorker::TinyTokenizer(), std::make_unique<FakeChat>());
+  v1::GenerateRequest r = Text("hi");
+  r.mutable_sampling()->set_max_tokens(12);
+  auto v = ValidateGenerateRequest(r, *model);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->params.max_tokens, 5);
+  v = ValidateGenerateRequest(Chat({{"user", "hi"}}), *model);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->params.max_tokens, 5);
+  r.mutable_sampling()->set_max_tokens(3);
+  v = ValidateGenerateRequest(r, *model);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->params.max_tokens, 3);
+  // min_tokens above the cap is the client's contradiction: refused, as vLLM does.
+  r.mutable_sampling()->set_max_tokens(12);
+  r.mutable_sampling()->set_min_tokens(8);
+  EXPECT_EQ(ValidateGenerateRequest(r, *model).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(RequestValidatorTest, TextGetsBosByDefault) {
   auto v = ValidateGenerateRequest(Text("hi"), *model_);
   ASSERT_TRUE(v.ok()) << v.status();

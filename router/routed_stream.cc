@@ -85,7 +85,7 @@ RoutedStream::RoutedStream(const Deps& deps, const ModelContext& model,
     worker_request_.set_request_id(absl::StrCat(client_request_id_, "@", ProcessPrefix(), seq));
     worker_request_.mutable_prompt_token_ids()->Add(valid->prompt_ids.begin(),
                                                     valid->prompt_ids.end());
-    *worker_request_.mutable_sampling() = request.sampling();
+    *worker_request_.mutable_sampling() = valid->sampling;
     const SamplingParams& params = valid->params;
     resumable_ = params.NumSequences() == 1 && !params.UseBeamSearch() && !params.embed;
     max_tokens_ = params.max_tokens;

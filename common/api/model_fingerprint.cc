@@ -31,6 +31,8 @@ std::string ModelFingerprint(const v1::ModelInfo& info, const v1::TokenizerSpec&
   *identity.mutable_eos_token_ids() = info.eos_token_ids();
   identity.set_chat_template(info.chat_template());
   *identity.mutable_special_tokens() = info.special_tokens();
+  if (info.has_default_sampling()) *identity.mutable_default_sampling() = info.default_sampling();
+  identity.set_max_tokens_limit(info.max_tokens_limit());
   const std::string a = Deterministic(identity);
   const std::string b = Deterministic(tokenizer);
 

@@ -40,6 +40,11 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
     labels with the values the API reported (requests by finish reason, prompt and completion
     tokens from usage, prefix-cache hits counted in the prompt tokens, n and max_tokens);
     promtool accepts the exposition;
+  - default sampling parameters (vLLM's --generation-config): a worker given a folder whose
+    generation_config.json says temperature 0 and max_new_tokens 7 answers requests without a
+    temperature greedily (the text of temperature 0), gives chat replies 7 tokens and caps a
+    completion's max_tokens of 20 at 7, while a request's own temperature still samples; a bad
+    --override-generation-config stops the worker at start, naming the flag;
   - 200 streaming clients that disconnect mid-stream (two mock workers) leave 0 KV blocks used
     (the time it took is printed).
 
@@ -55,6 +60,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 import urllib.error
@@ -1154,6 +1160,62 @@ class VllmMetricsTest(unittest.TestCase):
                     if l and not re.fullmatch(vllms_own, l)]
         self.assertEqual(problems, [])
         self.assertIn("vllm:num_requests_waiting metric names should not contain ':'", r.stdout + r.stderr)
+
+
+class GenerationConfigTest(unittest.TestCase):
+    """A worker's default sampling parameters from a generation_config.json folder."""
+
+    def setUp(self):
+        missing = e2e.Skip()
+        if missing:
+            self.skipTest(f"missing: {missing}")
+        self.dir = tempfile.mkdtemp(prefix="pagellm-genconfig-")
+        with open(os.path.join(self.dir, "generation_config.json"), "w") as f:
+            json.dump({"do_sample": True, "temperature": 0.0, "max_new_tokens": 7}, f)
+        self.worker = e2e.StartWorker("gc_worker", extra=["--generation-config", self.dir])
+        self.worker.WaitServing(timeout=120)
+        self.router = e2e.StartRouter("gc_router", [self.worker])
+        self.router.WaitServing()
+        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{self.router.http_port}/v1",
+                                    api_key="unused", max_retries=0, timeout=120)
+        self.model = self.client.models.list().data[0].id
+
+    def tearDown(self):
+        for p in (self.router, self.worker):
+            p.terminate()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_requests_take_what_they_leave_unset_from_the_model(self):
+        def complete(**kw):
+            r = self.client.completions.create(model=self.model, prompt=PROMPTS[0], **kw)
+            return r.choices[0].text, r.usage.completion_tokens, r.choices[0].finish_reason
+
+        greedy = complete(temperature=0, max_tokens=5)
+        # No temperature: the model's 0, so greedy, again and again.
+        self.assertEqual(complete(max_tokens=5), greedy)
+        self.assertEqual(complete(max_tokens=5), greedy)
+        # A request's own temperature wins: sampling (some seed leaves the greedy path).
+        sampled = {complete(temperature=1.0, seed=s, max_tokens=5)[0] for s in range(1, 5)}
+        self.assertTrue(sampled - {greedy[0]}, sampled)
+        # The folder's max_new_tokens: the chat default, and a cap on every request.
+        chat = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": CHAT}])
+        self.assertEqual(chat.usage.completion_tokens, 7)
+        self.assertEqual(chat.choices[0].finish_reason, "length")
+        self.assertEqual(complete(max_tokens=20)[1:], (7, "length"))
+        with open(self.worker.log.name, errors="replace") as f:
+            log = f.read()
+        self.assertIn("default sampling parameters from " + self.dir, log)
+
+    def test_a_bad_override_stops_the_worker_at_start(self):
+        port = e2e.FreePort()
+        p = subprocess.run([os.path.join(e2e.BIN, "pagellm-worker"), "--model", e2e.MODEL,
+                            "--port", str(port), "--metrics-port", "0",
+                            "--override-generation-config", '{"top_p": 3}'],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("--override-generation-config", p.stderr)
+        self.assertIn("top_p", p.stderr)
 
 
 class DisconnectTest(unittest.TestCase):

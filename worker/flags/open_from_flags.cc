@@ -37,6 +37,7 @@ absl::StatusOr<OpenedModel> OpenModelFromFlags() {
     m.tokenizer = std::move(loaded.tokenizer);
     m.chat_template = std::move(loaded.chat_template);
     m.chat_tokens = std::move(loaded.chat_tokens);
+    m.generation_config = std::move(loaded.generation_config);
     checkpoint = std::move(loaded.checkpoint);
     m.model_name = lo.path.empty() ? lo.format : std::filesystem::path(lo.path).filename().string();
   }

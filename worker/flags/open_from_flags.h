@@ -5,6 +5,7 @@
 #define PAGELLM_WORKER_FLAGS_OPEN_FROM_FLAGS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,6 +23,8 @@ struct OpenedModel {
   SpecialTokenTexts chat_tokens;  // the special tokens the template sees
   std::string model_name;         // the model file or directory's name ("mock", "dummy")
   LoraLoader lora_loader;         // reads adapters for this model (runtime LoRA updating)
+  // The checkpoint's generation_config.json (LoadedModel::generation_config).
+  std::optional<std::string> generation_config;
 };
 
 // InvalidArgument without --model (unless dummy or mock); the loader's and the backend's errors

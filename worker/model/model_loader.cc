@@ -148,6 +148,21 @@ absl::StatusOr<GgmlType> ParseDummyType(const std::string& t) {
 
 }  // namespace
 
+absl::StatusOr<std::optional<std::string>> ReadGenerationConfig(const std::string& dir) {
+  const std::filesystem::path path = std::filesystem::path(dir) / "generation_config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot read ", path.string()));
+  if (size > kMaxGenerationConfigFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path.string(), " is larger than ", kMaxGenerationConfigFileBytes, " bytes"));
+  }
+  std::optional<std::string> text = ReadSideFile(dir, "generation_config.json");
+  if (!text.has_value()) return absl::InternalError(absl::StrCat("cannot read ", path.string()));
+  return text;
+}
+
 absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
   LoadedModel m;
   std::string format = o.format;
@@ -172,6 +187,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
       m.chat_template = HfChatTemplate(o.path);
       m.chat_tokens = HfSpecialTokens(o.path);
     }
+    ASSIGN_OR_RETURN(m.generation_config, ReadGenerationConfig(o.path));
     ASSIGN_OR_RETURN(m.checkpoint, ReadHfCheckpoint(shared));
   } else if (format == "dummy") {
     ASSIGN_OR_RETURN(ModelConfig config, DummyModelPreset(o.dummy_preset));

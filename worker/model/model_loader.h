@@ -12,7 +12,9 @@
 #ifndef PAGELLM_WORKER_MODEL_MODEL_LOADER_H_
 #define PAGELLM_WORKER_MODEL_MODEL_LOADER_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -44,9 +46,20 @@ struct LoadedModel {
   // The special tokens the template sees: tokenizer_config.json's (else
   // special_tokens_map.json's) next to a tokenizer.json; a GGUF file's special token ids' texts.
   SpecialTokenTexts chat_tokens;
+  // A Hugging Face checkpoint's generation_config.json (the model's default sampling parameters,
+  // common/api/sampling_defaults.h); nullopt for GGUF files, dummy models and checkpoints
+  // without one.
+  std::optional<std::string> generation_config;
 };
 
 absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& options);
+
+// generation_config.json holds a few hundred bytes.
+inline constexpr uintmax_t kMaxGenerationConfigFileBytes = 1 << 20;
+
+// The text of `dir`/generation_config.json; nullopt when there is none. InvalidArgument when it
+// is larger than kMaxGenerationConfigFileBytes, Internal when it cannot be read.
+absl::StatusOr<std::optional<std::string>> ReadGenerationConfig(const std::string& dir);
 
 }  // namespace pagellm
 

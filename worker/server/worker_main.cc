@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/api/sampling_defaults.h"
 #include "common/auth/secret_set.h"
 #include "common/flags_util.h"
 #include "common/logging.h"
@@ -22,6 +23,8 @@
 #include "common/status_macros.h"
 #include "worker/flags/engine_flags.h"
 #include "worker/flags/open_from_flags.h"
+#include "worker/model/model_loader.h"
+#include "worker/server/generation_defaults.h"
 #include "worker/server/worker_server.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1",
@@ -44,6 +47,13 @@ ABSL_FLAG(std::string, served_model_name, "",
 ABSL_FLAG(bool, vllm_metrics, false,
           "/metrics also under vLLM's metric names and labels (vllm:num_requests_waiting, "
           "vllm:time_to_first_token_seconds, ...), for dashboards and autoscalers made for vLLM");
+ABSL_FLAG(std::string, generation_config, "auto",
+          "default sampling parameters: auto (the checkpoint's generation_config.json), vllm "
+          "(none), or a directory holding a generation_config.json");
+ABSL_FLAG(std::string, override_generation_config, "",
+          "JSON object of generation-config fields set over --generation-config's, e.g. "
+          "'{\"temperature\": 0.5, \"max_new_tokens\": 512}' (its max_new_tokens caps every "
+          "request)");
 ABSL_FLAG(std::string, lora_dir, "",
           "the directory adapters load from while serving: a lora_path resolves inside it only");
 
@@ -59,6 +69,23 @@ absl::StatusOr<std::unique_ptr<pagellm::WorkerServer>> StartFromFlags() {
                       ? model.model_name
                       : absl::GetFlag(FLAGS_served_model_name);
   so.vllm_metrics = absl::GetFlag(FLAGS_vllm_metrics);
+  ASSIGN_OR_RETURN(pagellm::GenerationDefaults defaults,
+                   pagellm::ResolveGenerationDefaults(
+                       absl::GetFlag(FLAGS_generation_config),
+                       absl::GetFlag(FLAGS_override_generation_config), model.generation_config,
+                       [](const std::string& dir) { return pagellm::ReadGenerationConfig(dir); }));
+  if (defaults.sampling.ByteSizeLong() > 0 || defaults.max_tokens_limit > 0) {
+    // As vLLM warns: outputs differ from the API's defaults unless a request sets its own.
+    PLOG_WARN(
+        "default sampling parameters from {}: {}{} (a request's own values win; "
+        "--generation-config vllm turns them off)",
+        defaults.source, pagellm::DescribeSamplingDefaults(defaults.sampling),
+        defaults.max_tokens_limit > 0
+            ? absl::StrCat("; max_tokens at most ", defaults.max_tokens_limit)
+            : "");
+  }
+  so.default_sampling = std::move(defaults.sampling);
+  so.max_tokens_limit = defaults.max_tokens_limit;
   so.chat_template = model.chat_template;
   so.chat_tokens = model.chat_tokens;
   so.listen_address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));

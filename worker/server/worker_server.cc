@@ -67,6 +67,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     info.add_lora_adapters(adapter);
     w->metrics_->lora_requests->Add({{"adapter", adapter}});  // 0 from the start
   }
+  *info.mutable_default_sampling() = options.default_sampling;
+  info.set_max_tokens_limit(options.max_tokens_limit);
   info.set_max_parallel_samples(
       static_cast<int32_t>(std::min<int64_t>(kMaxParallelSamples, options.engine.max_num_seqs)));
   v1::TokenizerSpec spec;

@@ -24,6 +24,7 @@
 #include "common/tokenizer/special_tokens.h"
 #include "common/tokenizer/tokenizer.h"
 #include "grpcpp/grpcpp.h"
+#include "pagellm/v1/generation.pb.h"
 #include "worker/backend/backend.h"
 #include "worker/engine/engine.h"
 #include "worker/server/engine_loop.h"
@@ -45,6 +46,10 @@ class WorkerServer {
     SpecialTokenTexts chat_tokens;                   // reported in ModelInfo
     // /metrics also under vLLM's names (vllm_metrics.h), labelled with model_name.
     bool vllm_metrics = false;
+    // The model's default sampling parameters and max_tokens cap, reported in ModelInfo
+    // (default_sampling, max_tokens_limit) for the router to apply.
+    v1::SamplingParams default_sampling;
+    int32_t max_tokens_limit = 0;
     EngineOptions engine;
     int max_receive_message_bytes = kMaxRequestBytes;
     // TLS of the listener (optionally requiring client certificates: mutual TLS with the router).
