@@ -675,6 +675,12 @@ void OpenAiFrontend::Respond(const HttpRequest& http, std::shared_ptr<HttpExchan
   config.stream = chat.stream;
   config.echo = *std::move(request);
   config.echo.chat.tool_choice = chat.tool_choice;  // what the reply is read under
+  // The values the request runs with: the model's defaults where it set none.
+  const v1::SamplingParams& defaults = served.model->info().default_sampling();
+  if (!config.echo.temperature && defaults.has_temperature()) {
+    config.echo.temperature = defaults.temperature();
+  }
+  if (!config.echo.top_p && defaults.has_top_p()) config.echo.top_p = defaults.top_p();
   SetRequestIds(config.id, served.adapter, &chat);
   Run(std::move(served.model), std::move(exchange), std::move(chat),
       std::make_unique<ResponsesResponse>(std::move(config)));

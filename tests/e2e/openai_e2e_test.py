@@ -1203,6 +1203,12 @@ class GenerationConfigTest(unittest.TestCase):
         self.assertEqual(chat.usage.completion_tokens, 7)
         self.assertEqual(chat.choices[0].finish_reason, "length")
         self.assertEqual(complete(max_tokens=20)[1:], (7, "length"))
+        # The Responses API reports the values it ran with: the model's temperature.
+        r = self.client.responses.create(model=self.model, input=CHAT, max_output_tokens=3)
+        self.assertEqual((r.temperature, r.top_p), (0.0, 1.0))
+        r = self.client.responses.create(model=self.model, input=CHAT, max_output_tokens=3,
+                                         temperature=0.4)
+        self.assertAlmostEqual(r.temperature, 0.4, places=6)
         with open(self.worker.log.name, errors="replace") as f:
             log = f.read()
         self.assertIn("default sampling parameters from " + self.dir, log)
