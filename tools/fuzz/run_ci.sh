@@ -35,7 +35,7 @@ declare -A dict=(
   [hf_tokenizer_json_fuzz]=hf_tokenizer_json [tokenizer_fuzz]=tokenizer
   [chat_template_fuzz]=chat_template [request_bytes_fuzz]=request_bytes
   [openai_request_fuzz]=openai_request [tool_reply_fuzz]=tool_reply
-  [structured_grammar_fuzz]=structured_grammar
+  [structured_grammar_fuzz]=structured_grammar [generation_config_fuzz]=generation_config
 )
 all_targets=""
 for src in tools/fuzz/*_fuzz.cc; do all_targets+="$(basename "$src" .cc) "; done
