@@ -15,8 +15,9 @@ send one request after another, picked at random:
     structured_outputs, guided_choice, guided_regex, guided_grammar: a complete answer must
     parse, be one of the choices or fully match the regex or grammar), chats without max_tokens (the rest of the context: the
     workers' max_model_len is what their pools hold for one sequence, 768 of the model's 8,192
-    positions): each answer is checked for its shape (one choice per sample, finish reasons,
-    usage that adds up, one logprob per token, no stop string in the text);
+    positions; one sample): each answer is checked for its shape (one choice per sample, finish
+    reasons, usage that adds up, one logprob per token, no stop string in the text; a chat
+    without max_tokens that ends by length ends at the model length);
   - streams that the client drops after a few events, gRPC calls cancelled after their first
     token or given deadlines of 50 ms .. 1 s, beam search over gRPC;
   - invalid requests (wrong types, values out of range, unknown fields, broken JSON, invalid
@@ -255,6 +256,10 @@ class Soak:
         if u["total_tokens"] != u["prompt_tokens"] + u["completion_tokens"] or \
                 u["completion_tokens"] > n * prompts * max_tokens:
             self.Fail(kind, f"usage {u}")
+        # A chat without max_tokens that ran out of length ran to the end of the context.
+        if kind == "chat_rest_of_context" and n == 1 and choices[0]["finish_reason"] == "length" \
+                and u["total_tokens"] != self.max_model_len:
+            self.Fail(kind, f"ended by length at {u['total_tokens']} of {self.max_model_len} tokens")
         if "logprobs" in body and body["logprobs"] is not False and total != u["completion_tokens"]:
             self.Fail(kind, f"{total} logprobs for {u['completion_tokens']} completion tokens")
 
@@ -285,7 +290,9 @@ class Soak:
                             {"role": "user", "content": Prompt(rng)}]
         kind = "chat"
         if rest_of_context:
+            # One sample: n of them to the end of the context need n times the pool.
             del body["max_tokens"]
+            body.pop("n", None)
             kind = "chat_rest_of_context"
         elif rng.random() < 0.1 and not any(  # a named / "required" choice is one already
                 k in ("response_format", "structured_outputs") or k.startswith("guided_")
@@ -296,6 +303,7 @@ class Soak:
             kind = "chat_tools"
         elif rng.random() < 0.05:  # the rest of the context, which the pool must hold
             del body["max_tokens"]
+            body.pop("n", None)
             kind = "chat_rest_of_context"
         status, r = self.Post("/v1/chat/completions", body)
         self.Count(kind, status)
