@@ -742,34 +742,6 @@ TEST_F(RouterTest, ChatPromptsAreRenderedWithTheWorkersTemplate) {
   EXPECT_EQ(w.generate_calls(), 1);
 }
 
-TEST_F(RouterTest, TheWorkerGetsWhatTheRequestLeftUnsetFilledIn) {
-  FakeWorker::Options o;
-  o.info.set_chat_template(
-      "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-      "{% if add_generation_prompt %}assistant: {% endif %}");
-  o.info.mutable_default_sampling()->set_temperature(0.6f);  // the model's generation_config
-  o.info.mutable_default_sampling()->set_top_p(0.9f);
-  FakeWorker& w = AddWorker(o);
-  StartRouter();
-  v1::GenerateRequest chat;
-  v1::ChatMessage* m = chat.mutable_chat()->add_messages();
-  m->set_role("user");
-  m->set_content("hi");
-  chat.mutable_sampling()->set_top_p(0.5f);
-  StreamResult r = Generate(chat);
-  if (r.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
-    GTEST_SKIP() << r.status.error_message();
-  }
-  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  ASSERT_EQ(w.requests().size(), 1u);
-  const v1::WorkerGenerateRequest& sent = w.requests()[0];
-  // A chat reply may run to the model length (64), not the worker's default of 16 tokens.
-  EXPECT_EQ(sent.sampling().max_tokens(), 64 - sent.prompt_token_ids_size());
-  EXPECT_FLOAT_EQ(sent.sampling().temperature(), 0.6f);
-  EXPECT_FLOAT_EQ(sent.sampling().top_p(), 0.5f) << "the request's own value";
-  EXPECT_FALSE(sent.sampling().has_top_k());
-}
-
 TEST_F(RouterTest, ChatTemplateKwargsReachTheTemplate) {
   FakeWorker::Options o;
   o.info.set_chat_template(

@@ -90,6 +90,36 @@ TEST_F(OpenAiFrontendTest, ChatStreamStartsWithTheAssistantRole) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 6);
 }
 
+// What a request leaves unset reaches the worker filled in: a chat reply's max_tokens (the rest
+// of the model length, not the worker's 16) and the model's default sampling parameters.
+TEST_F(OpenAiFrontendTest, TheWorkerGetsWhatTheRequestLeftUnsetFilledIn) {
+  FakeWorker::Options o;
+  o.info = FakeWorker::DefaultInfo();  // max_model_len 64
+  o.info.set_chat_template(
+      "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+      "{% if add_generation_prompt %}assistant: {% endif %}");
+  o.info.mutable_default_sampling()->set_temperature(0.6f);  // the model's generation_config
+  o.info.mutable_default_sampling()->set_top_p(0.9f);
+  o.tokens_per_request = 3;
+  FakeWorker& w = AddWorker(o);
+  StartRouter();
+  HttpResult r = Post(port(), "/v1/chat/completions",
+                      {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"top_p", 0.5}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_FALSE(w.requests().empty());
+  const v1::WorkerGenerateRequest sent = w.requests().back();
+  EXPECT_EQ(sent.sampling().max_tokens(), 64 - sent.prompt_token_ids_size());
+  EXPECT_FLOAT_EQ(sent.sampling().temperature(), 0.6f);
+  EXPECT_FLOAT_EQ(sent.sampling().top_p(), 0.5f) << "the request's own value";
+  EXPECT_FALSE(sent.sampling().has_top_k());
+  // The Responses API reports the values it runs with.
+  r = Post(port(), "/v1/responses", {{"input", "hi"}, {"max_output_tokens", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body);
+  EXPECT_FLOAT_EQ(j["temperature"].get<float>(), 0.6f);
+  EXPECT_FLOAT_EQ(j["top_p"].get<float>(), 0.9f);
+}
+
 // The Responses API: the chat request it amounts to, answered as a Response object, or as the
 // Responses API's named events whose deltas make the same text.
 TEST_F(OpenAiFrontendTest, ResponsesAreTheChatAnswerAsAResponseObject) {
