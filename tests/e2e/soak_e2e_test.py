@@ -52,6 +52,7 @@ import re
 import sys
 import threading
 import time
+import traceback
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -257,8 +258,10 @@ class Soak:
                 u["completion_tokens"] > n * prompts * max_tokens:
             self.Fail(kind, f"usage {u}")
         # A chat without max_tokens that ran out of length ran to the end of the context.
-        if kind == "chat_rest_of_context" and n == 1 and choices[0]["finish_reason"] == "length" \
-                and u["total_tokens"] != self.max_model_len:
+        # (`choices` above may have been rebound to a guided choice list: read the reply's.)
+        finish = r["choices"][0]["finish_reason"]
+        if kind == "chat_rest_of_context" and n == 1 and finish == "length" and \
+                u["total_tokens"] != self.max_model_len:
             self.Fail(kind, f"ended by length at {u['total_tokens']} of {self.max_model_len} tokens")
         if "logprobs" in body and body["logprobs"] is not False and total != u["completion_tokens"]:
             self.Fail(kind, f"{total} logprobs for {u['completion_tokens']} completion tokens")
@@ -468,8 +471,10 @@ class Soak:
             try:
                 fn(rng, rest_of_context=True) if first else fn(rng)
             except Exception as e:  # pylint: disable=broad-except
-                self.Fail(fn.__name__, f"{type(e).__name__}: {e}", unavailable=isinstance(
-                    e, (openai.APIError, grpc.RpcError, OSError, http.client.HTTPException)))
+                where = traceback.extract_tb(e.__traceback__)[-1]
+                self.Fail(fn.__name__, f"{type(e).__name__}: {e} (line {where.lineno})",
+                          unavailable=isinstance(e, (openai.APIError, grpc.RpcError, OSError,
+                                                     http.client.HTTPException)))
             first = False
 
 
