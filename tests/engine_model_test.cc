@@ -220,12 +220,24 @@ TEST_F(EngineTest, RejectsARequestLargerThanTheKvPool) {
   ASSERT_NE(e, nullptr);
   // The model's 8,192 positions are lowered to what the pool of 64 blocks of 16 holds.
   EXPECT_EQ(e->max_model_len(), 64 * 16);
-  // Two samples of 7 + 600 tokens need 2 x 38 blocks; the pool has 64.
-  SamplingParams two = Greedy(600);
-  two.n = 2;
-  absl::Status st = e->AddRequest("big", std::vector<int32_t>(7, 100), two);
+  // One sample of 7 + 1,100 tokens needs 70 blocks; the pool has 64.
+  absl::Status st = e->AddRequest("big", std::vector<int32_t>(7, 100), Greedy(1100));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;  // beyond max_model_len
+  // Two beams of 7 + 600 tokens need 2 x 38 blocks, and beams run together.
+  SamplingParams beams = Greedy(600);
+  beams.beam_width = 2;
+  st = e->AddRequest("big", std::vector<int32_t>(7, 100), beams);
   EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st;
   EXPECT_FALSE(e->HasUnfinished());
+  // Two samples as large run one group each (engine_test.cc checks their tokens).
+  SamplingParams two = Greedy(600);
+  two.n = 2;
+  ASSERT_TRUE(e->AddRequest("two", std::vector<int32_t>(7, 100), two).ok());
+  std::vector<SequenceOutput> outs;
+  ASSERT_TRUE(e->Step(&outs).ok());
+  EXPECT_EQ(outs.size(), 2u);  // each sample's first token
+  EXPECT_TRUE(e->Abort("two").ok());
+  EXPECT_EQ(e->num_used_blocks(), 0);
   // A failed request leaves its id free.
   EXPECT_TRUE(e->AddRequest("big", std::vector<int32_t>(7, 100), Greedy(1)).ok());
   RunAll(e.get());

@@ -259,10 +259,12 @@ class Soak:
             self.Fail(kind, f"usage {u}")
         # A chat without max_tokens that ran out of length ran to the end of the context.
         # (`choices` above may have been rebound to a guided choice list: read the reply's.)
-        finish = r["choices"][0]["finish_reason"]
-        if kind == "chat_rest_of_context" and n == 1 and finish == "length" and \
-                u["total_tokens"] != self.max_model_len:
-            self.Fail(kind, f"ended by length at {u['total_tokens']} of {self.max_model_len} tokens")
+        finished = [c["finish_reason"] for c in r["choices"]]
+        room = self.max_model_len - u["prompt_tokens"]
+        if kind == "chat_rest_of_context" and finished == ["length"] * n and \
+                u["completion_tokens"] != n * room:
+            self.Fail(kind, f"{n} sample(s) ended by length with {u['completion_tokens']} "
+                      f"tokens, not {n} x {room}")
         if "logprobs" in body and body["logprobs"] is not False and total != u["completion_tokens"]:
             self.Fail(kind, f"{total} logprobs for {u['completion_tokens']} completion tokens")
 
@@ -293,7 +295,7 @@ class Soak:
                             {"role": "user", "content": Prompt(rng)}]
         kind = "chat"
         if rest_of_context:
-            # One sample: n of them to the end of the context need n times the pool.
+            # One sample, so that one such chat surely runs to the end.
             del body["max_tokens"]
             body.pop("n", None)
             kind = "chat_rest_of_context"
@@ -305,8 +307,10 @@ class Soak:
                 ["required", "none", {"type": "function", "function": {"name": "lookup"}}])
             kind = "chat_tools"
         elif rng.random() < 0.05:  # the rest of the context, which the pool must hold
+            # Two samples to the end of the context need twice the pool: the worker runs them
+            # one group each, preempting one for the other.
             del body["max_tokens"]
-            body.pop("n", None)
+            body["n"] = min(body.get("n", 1), 2)
             kind = "chat_rest_of_context"
         status, r = self.Post("/v1/chat/completions", body)
         self.Count(kind, status)
@@ -426,9 +430,11 @@ class Soak:
             body = json.dumps(base).encode().replace(MARKER.encode(), b"\xff\xfe\xc3")
         elif kind == "nested":
             body = b'{"prompt": ' + b"[" * 100000 + b"]" * 100000 + b"}"
-        elif kind == "pool":  # beyond the context, or more KV blocks than the pool holds
+        elif kind == "pool":  # beyond the context, or more KV blocks than the pool holds:
+            # samples with prompt logprobs run together (without, each runs on its own).
             body = rng.choice([dict(base, prompt=[100] * 900, max_tokens=100),
-                               dict(base, prompt=[100] * 200, max_tokens=100, n=4)])
+                               dict(base, prompt=[100] * 200, max_tokens=100, n=4,
+                                    prompt_logprobs=1)])
         elif kind == "chat":
             path = "/v1/chat/completions"
             body = {"model": self.model, rng.choice(["messages", "prompt"]): rng.choice(

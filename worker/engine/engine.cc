@@ -29,6 +29,12 @@ int64_t UsableBlocks(int64_t num_kv_blocks, double watermark) {
   return num_kv_blocks - static_cast<int64_t>(watermark * num_kv_blocks);
 }
 
+// groups_'s key for sample `part` of a split request. Request ids are text; the unit separator
+// keeps the keys apart from them (AddRequest refuses an id that is taken either way).
+std::string PartKey(const std::string& request_id, int32_t part) {
+  return absl::StrCat(request_id, "\x1f", part);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend, const Tokenizer* tokenizer,
@@ -173,12 +179,24 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   // The request must fit alone even when all its sequences are recomputed separately, or it
   // could be preempted and re-admitted forever.
   const int64_t bs = backend_->block_size();
-  const int64_t blocks = num_seqs * ((total + bs - 1) / bs);
+  const int64_t seq_blocks = (total + bs - 1) / bs;
   const int64_t usable = UsableBlocks(backend_->num_kv_blocks(), options_.watermark);
-  if (blocks > usable) {
-    // OUT_OF_RANGE, not RESOURCE_EXHAUSTED: retrying cannot help (HTTP 400, not 429).
-    return absl::OutOfRangeError(absl::StrCat("the request needs up to ", blocks,
-                                              " KV blocks; the pool has ", usable, " usable"));
+  // Parallel samples that the pool cannot hold all at once run as one group per sample, as vLLM
+  // v1 runs every parallel sample: each is scheduled and preempted on its own, and they share
+  // the prompt only through the prefix cache. Beams and prompt logprobs need the group.
+  int32_t parts = 1;
+  if (num_seqs * seq_blocks > usable) {
+    if (seq_blocks > usable || params.UseBeamSearch() || params.prompt_logprobs.has_value()) {
+      // OUT_OF_RANGE, not RESOURCE_EXHAUSTED: retrying cannot help (HTTP 400, not 429).
+      return absl::OutOfRangeError(absl::StrCat(
+          "the request needs up to ", num_seqs * seq_blocks, " KV blocks; the pool has ", usable,
+          " usable",
+          seq_blocks <= usable ? (params.UseBeamSearch() ? " (beams run together)"
+                                                         : " (samples with prompt_logprobs run "
+                                                           "together)")
+                               : ""));
+    }
+    parts = static_cast<int32_t>(num_seqs);
   }
   int32_t adapter = -1;
   if (!params.lora_adapter.empty()) {
@@ -189,41 +207,60 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
           absl::StrCat("no LoRA slot can take adapter `", params.lora_adapter, "` any more"));
     }
   }
-  if (groups_.contains(request_id))
+  if (groups_.contains(request_id) || split_.contains(request_id))
     return absl::AlreadyExistsError(absl::StrCat("request id '", request_id, "' is in use"));
+  if (parts > 1) {
+    for (int32_t i = 0; i < parts; ++i) {
+      if (groups_.contains(PartKey(request_id, i)))
+        return absl::AlreadyExistsError(absl::StrCat("request id '", request_id, "' is in use"));
+    }
+  }
   std::shared_ptr<structured::CompiledGrammar> grammar;
   if (params.structured_output.enabled()) {
     ASSIGN_OR_RETURN(grammar, structured_->Compile(params.structured_output, std::move(prebuilt)));
   }
-  auto group = std::make_unique<SequenceGroup>();
-  group->request_id = request_id;
-  group->arrival = next_arrival_++;
-  group->params = params;
-  group->adapter = adapter;
-  if (!params.allowed_token_ids.empty()) group->allowed_mask = structured_->AllowedMask(params);
+  std::vector<uint64_t> allowed_mask;
+  if (!params.allowed_token_ids.empty()) allowed_mask = structured_->AllowedMask(params);
+  std::shared_ptr<const StopConditions> stop_conditions;
   if (!params.UseBeamSearch()) {
-    group->stop_conditions = StopConditions::Create(params, tokenizer_->end_of_generation_ids());
+    stop_conditions = StopConditions::Create(params, tokenizer_->end_of_generation_ids());
   }
-  group->max_seqs = num_seqs;
-  group->seqs.push_back(
-      NewSequence(*group, 0, std::move(prompt_ids), SamplingRng::ForRequest(params)));
-  if (grammar != nullptr) group->seqs.front()->grammar.emplace(std::move(grammar));
-  if (!resumed_output.empty()) {
-    RETURN_IF_ERROR(Resume(*group, group->seqs.front().get(), resumed_output));
-    group->forked = true;  // its first token was sampled (one sample: nothing forks)
+  const SamplingRng rng = SamplingRng::ForRequest(params);
+  for (int32_t part = 0; part < parts; ++part) {
+    auto group = std::make_unique<SequenceGroup>();
+    group->request_id = request_id;
+    group->key = parts > 1 ? PartKey(request_id, part) : request_id;
+    group->arrival = next_arrival_++;
+    group->params = params;
+    group->adapter = adapter;
+    group->allowed_mask = allowed_mask;
+    group->stop_conditions = stop_conditions;
+    group->max_seqs = num_seqs;
+    if (parts > 1) {
+      group->params.n = 1;  // sample `part` of n: its own stream, as the group's would be
+      group->max_seqs = 1;
+    }
+    group->seqs.push_back(NewSequence(
+        *group, part, part + 1 < parts ? prompt_ids : std::move(prompt_ids), rng.ForSample(part)));
+    if (grammar != nullptr) group->seqs.front()->grammar.emplace(grammar);
+    if (!resumed_output.empty()) {
+      RETURN_IF_ERROR(Resume(*group, group->seqs.front().get(), resumed_output));
+      group->forked = true;  // its first token was sampled (one sample: nothing forks)
+    }
+    if (adapter >= 0) {
+      adapters_.Acquire(adapter);
+      group->adapter_swaps = adapters_.moves(adapter);
+      group->cache_namespace = adapters_.cache_namespace(adapter);
+    }
+    SequenceGroup* g = group.get();
+    groups_.emplace(g->key, std::move(group));
+    if (adapter >= 0 && !adapters_.held(adapter)) {
+      ParkForAdapter(g);  // until its weights are read again
+    } else {
+      scheduler_->Add(g);
+    }
   }
-  if (adapter >= 0) {
-    adapters_.Acquire(adapter);
-    group->adapter_swaps = adapters_.moves(adapter);
-    group->cache_namespace = adapters_.cache_namespace(adapter);
-  }
-  SequenceGroup* g = group.get();
-  groups_.emplace(request_id, std::move(group));
-  if (adapter >= 0 && !adapters_.held(adapter)) {
-    ParkForAdapter(g);  // until its weights are read again
-  } else {
-    scheduler_->Add(g);
-  }
+  if (parts > 1) split_.emplace(request_id, Split{parts, parts});
   return absl::OkStatus();
 }
 
@@ -268,6 +305,15 @@ absl::Status Engine::Resume(const SequenceGroup& group, Sequence* seq,
 }
 
 absl::Status Engine::Abort(const std::string& request_id) {
+  if (auto split = split_.find(request_id); split != split_.end()) {
+    const int32_t parts = split->second.parts;
+    for (int32_t i = 0; i < parts; ++i) {  // the last removal forgets split_'s entry
+      if (auto it = groups_.find(PartKey(request_id, i)); it != groups_.end()) {
+        RemoveGroup(it->second.get());
+      }
+    }
+    return absl::OkStatus();
+  }
   auto it = groups_.find(request_id);
   if (it == groups_.end())
     return absl::NotFoundError(absl::StrCat("no request '", request_id, "'"));
@@ -286,11 +332,29 @@ void Engine::RemoveGroup(SequenceGroup* group) {
 
 void Engine::EraseGroup(SequenceGroup* group) {
   const int32_t adapter = group->adapter;
-  groups_.erase(group->request_id);
+  if (group->key != group->request_id) {  // a part of a split request
+    auto split = split_.find(group->request_id);
+    if (split != split_.end() && --split->second.left == 0) split_.erase(split);
+  }
+  groups_.erase(group->key);
   if (adapter >= 0) ReleaseAdapter(adapter);
 }
 
 std::optional<GroupState> Engine::RequestState(const std::string& request_id) const {
+  if (auto split = split_.find(request_id); split != split_.end()) {
+    // Waiting until a part has been scheduled; running while one runs.
+    std::optional<GroupState> state;
+    for (int32_t i = 0; i < split->second.parts; ++i) {
+      auto it = groups_.find(PartKey(request_id, i));
+      if (it == groups_.end()) continue;
+      const GroupState s = it->second->state;
+      if (!state.has_value() || s == GroupState::kRunning ||
+          (s == GroupState::kSwapped && *state == GroupState::kWaiting)) {
+        state = s;
+      }
+    }
+    return state;
+  }
   auto it = groups_.find(request_id);
   if (it == groups_.end()) return std::nullopt;
   return it->second->state;

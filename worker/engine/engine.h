@@ -146,7 +146,11 @@ class Engine {
   // Validates and queues a request. InvalidArgument for an empty prompt, ids outside the
   // vocabulary, bad sampling parameters, more parallel sequences than --max-num-seqs, or
   // prompt + max_tokens beyond max_model_len (the message names both numbers); AlreadyExists for
-  // a duplicate id; OutOfRange when the request could never fit in the KV pool. `prebuilt`:
+  // a duplicate id; OutOfRange when the request could never fit in the KV pool. Parallel samples
+  // (n > 1) that the pool cannot hold all at once run as one group per sample, each scheduled and
+  // preempted on its own (their outputs keep the request id and sample index; Abort and
+  // RequestState take the request as a whole); beams, and samples with prompt_logprobs, must fit
+  // together. `prebuilt`:
   // BuildGrammar(params.structured_output) (structured_outputs.h) when the caller built it on
   // its own thread; the engine builds it otherwise, unless a recent request had the same
   // constraint.
@@ -321,7 +325,13 @@ class Engine {
   std::unique_ptr<BlockManager> block_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<StructuredOutputs> structured_;
+  // By SequenceGroup::key: the request id, or a split request's PartKey (engine.cc) per sample.
   absl::flat_hash_map<std::string, std::unique_ptr<SequenceGroup>> groups_;
+  struct Split {
+    int32_t parts;  // its samples, one group each
+    int32_t left;   // groups not yet erased
+  };
+  absl::flat_hash_map<std::string, Split> split_;  // by request id
   AdapterTable adapters_{{}, 0};
   int64_t adapter_step_ = 0;   // steps that used an adapter, for AdapterTable::Touch
   int64_t adapter_loads_ = 0;  // moving adapters put into a slot (EngineStats)

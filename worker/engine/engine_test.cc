@@ -171,12 +171,18 @@ void SpreadRule(std::span<const int32_t> context, std::span<float> row) {
   for (int32_t k = 0; k < 5; ++k) row[base + k] = 1.0f - 0.1f * k;
 }
 
+// Sampling at temperature 1 with `seed` (ignore_eos, as Greedy).
+SamplingParams Seeded(int32_t max_tokens, uint64_t seed) {
+  SamplingParams p = Greedy(max_tokens);
+  p.temperature = 1.0f;
+  p.seed = seed;
+  return p;
+}
+
 TEST_F(EngineTest, ParallelSamplesShareThePromptAndDrawTheirOwnStreams) {
   MakeBackend();
   backend_->SetRule(SpreadRule);
-  SamplingParams p = Greedy(10);
-  p.temperature = 1.0f;
-  p.seed = 1234;
+  SamplingParams p = Seeded(10, 1234);
   const std::vector<int32_t> prompt = Prompt(9, 11);
   std::unique_ptr<Engine> single = NewEngine();
   ASSERT_TRUE(single->AddRequest("r", prompt, p).ok());
@@ -322,11 +328,78 @@ TEST_F(EngineTest, RejectsWhatCannotRun) {
   const absl::Status too_long = e->AddRequest("x", Prompt(1, 10), Greedy(60));
   EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(too_long.message()), HasSubstr("64"));
-  // Two samples of 40 tokens need 2 x 10 blocks of 4; the pool has 16.
-  SamplingParams two = Greedy(30);
-  two.n = 2;
-  EXPECT_EQ(e->AddRequest("x", Prompt(1, 10), two).code(), absl::StatusCode::kOutOfRange);
+  // Two beams of 40 tokens need 2 x 10 blocks of 4; the pool has 16. Beams run together.
+  SamplingParams beams = Greedy(30);
+  beams.beam_width = 2;
+  EXPECT_EQ(e->AddRequest("x", Prompt(1, 10), beams).code(), absl::StatusCode::kOutOfRange);
+  // So do samples whose prompt logprobs are reported once, before their first tokens.
+  SamplingParams scored = Greedy(30);
+  scored.n = 2;
+  scored.prompt_logprobs = 1;
+  const absl::Status together = e->AddRequest("x", Prompt(1, 10), scored);
+  EXPECT_EQ(together.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(together.message()), HasSubstr("prompt_logprobs"));
   EXPECT_FALSE(e->HasUnfinished());
+}
+
+// vLLM v1 runs every parallel sample as a request of its own. pagellm keeps a request's samples
+// in one group (sharing the prompt's blocks) while the pool can hold them all; when it cannot,
+// each sample runs as a group of its own, scheduled and preempted alone, with the draws it would
+// have had in the group.
+TEST_F(EngineTest, ParallelSamplesThePoolCannotHoldTogetherRunSeparately) {
+  MakeBackend({.block_size = 4, .num_kv_blocks = 64, .max_model_len = 64});
+  backend_->SetRule(SpreadRule);
+  SamplingParams p = Seeded(30, 77);
+  p.n = 3;
+  const std::vector<int32_t> prompt = Prompt(3, 10);
+  std::unique_ptr<Engine> roomy = NewEngine();
+  ASSERT_TRUE(roomy->AddRequest("r", prompt, p).ok());
+  const RunResult together = Drain(roomy.get());
+  ASSERT_TRUE(together.step_errors.empty());
+  EXPECT_EQ(roomy->stats().preemptions(), 0);
+
+  // Each sample needs 10 blocks of 4 (10 + 30 tokens); the pool holds 16: one at a time.
+  MakeBackend({.block_size = 4, .num_kv_blocks = 16, .max_model_len = 64});
+  backend_->SetRule(SpreadRule);
+  std::unique_ptr<Engine> e = NewEngine();
+  ASSERT_TRUE(e->AddRequest("r", prompt, p).ok());
+  EXPECT_EQ(e->AddRequest("r", prompt, Greedy(2)).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(e->RequestState("r"), GroupState::kWaiting);
+  std::vector<SequenceOutput> outs;
+  ASSERT_TRUE(e->Step(&outs).ok());
+  EXPECT_EQ(e->RequestState("r"), GroupState::kRunning);
+  RunResult apart = Drain(e.get());  // checks that no block is left held
+  ASSERT_TRUE(apart.step_errors.empty());
+  EXPECT_GT(e->stats().preemptions(), 0) << "the samples did not compete for the pool";
+  EXPECT_FALSE(e->RequestState("r").has_value());
+  int distinct = 0;
+  for (int32_t i = 0; i < 3; ++i) {
+    std::vector<int32_t> got;
+    for (const SequenceOutput& o : outs) {
+      if (o.sample_index == i) got = o.new_token_ids;
+    }
+    const auto& rest = apart.tokens.at({"r", i});
+    got.insert(got.end(), rest.begin(), rest.end());
+    EXPECT_EQ(got, together.tokens.at({"r", i})) << "sample " << i;
+    EXPECT_EQ(apart.finish.at({"r", i}), FinishReason::kLength);
+    distinct += together.tokens.at({"r", i}) != together.tokens.at({"r", 0});
+  }
+  EXPECT_GT(distinct, 0) << "the samples drew the same tokens: the streams are not tested";
+  EXPECT_EQ(apart.tokens.size(), 3u);
+
+  // Aborted, every sample goes and the id is free again.
+  ASSERT_TRUE(e->AddRequest("s", prompt, p).ok());
+  outs.clear();
+  ASSERT_TRUE(e->Step(&outs).ok());
+  EXPECT_GT(e->num_used_blocks(), 0);
+  ASSERT_TRUE(e->Abort("s").ok());
+  EXPECT_FALSE(e->HasUnfinished());
+  EXPECT_EQ(e->num_used_blocks(), 0);
+  EXPECT_FALSE(e->RequestState("s").has_value());
+  EXPECT_EQ(e->Abort("s").code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(e->AddRequest("s", prompt, Greedy(3)).ok());
+  // SpreadRule's most likely token after a context of length L is L * 7 % 200.
+  EXPECT_EQ(Drain(e.get()).tokens.at({"s", 0}), (std::vector<int32_t>{70, 77, 84}));
 }
 
 // A run of one request, output by output: its tokens, the text each output carried, and how

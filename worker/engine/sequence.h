@@ -67,6 +67,9 @@ enum class GroupState { kWaiting, kRunning, kSwapped };
 
 struct SequenceGroup {
   std::string request_id;
+  // The engine's key for the group: request_id, or, when the request's n samples run as one group
+  // each (Engine::AddRequest), request_id and the sample index.
+  std::string key;
   int64_t arrival = 0;  // FCFS order: smaller arrived earlier
   SamplingParams params;
   // Built from params once, shared by every sequence's StopChecker (null in the simulator and
