@@ -4,9 +4,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/test_util.h"
 #include "worker/model/model_loader.h"
 
@@ -142,6 +145,54 @@ TEST(HfSideFilesTest, TemplateFileAndSpecialTokenFallbacks) {
   m = LoadModel(lo);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->chat_template, "{{ messages[0].content }} from the file");
+}
+
+// As vLLM: generation stops at the ids generation_config.json's eos_token_id lists, else at
+// config.json's (worker/model/hf_eos.h, checked against transformers there); an id the
+// tokenizer lacks is left out, and a malformed one stops the load naming the file.
+TEST(HfSideFilesTest, GenerationConfigEosIdsEndGeneration) {
+  const std::string model = "models/SmolLM2-135M-Instruct-hf";
+  PAGELLM_SKIP_WITHOUT_MODEL(model);
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "hf_eos";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"model.safetensors", "tokenizer.json"}) {
+    std::filesystem::create_symlink(std::filesystem::absolute(model) / f, dir / f);
+  }
+  std::ifstream config_in(std::filesystem::path(model) / "config.json", std::ios::binary);
+  std::stringstream config;
+  config << config_in.rdbuf();
+  auto write = [&](const char* name, const std::string& text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+  };
+  LoadModelOptions lo;
+  lo.path = dir.string();
+  constexpr int32_t kWord = 1000;  // an ordinary token
+  write("config.json", config.str());
+  auto m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->tokenizer->IsEndOfGeneration(kWord));
+  const std::vector<int32_t> before = m->tokenizer->end_of_generation_ids();
+
+  write("generation_config.json", R"({"eos_token_id": [2, 1000, 999999], "temperature": 0.6})");
+  m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->tokenizer->IsEndOfGeneration(kWord));
+  EXPECT_TRUE(m->tokenizer->IsEndOfGeneration(2));
+  EXPECT_EQ(m->tokenizer->end_of_generation_ids().size(), before.size() + 1) << "999999 is out";
+
+  std::filesystem::remove(dir / "generation_config.json");
+  nlohmann::json with_id = nlohmann::json::parse(config.str());
+  with_id["eos_token_id"] = {1000};
+  write("config.json", with_id.dump());
+  m = LoadModel(lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->tokenizer->IsEndOfGeneration(kWord)) << "config.json's eos_token_id";
+
+  write("generation_config.json", R"({"eos_token_id": "2"})");
+  m = LoadModel(lo);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("generation_config.json"), std::string::npos) << m.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, HfLayoutTest,

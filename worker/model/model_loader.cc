@@ -3,14 +3,19 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/tokenizer/hf_tokenizer_json.h"
 #include "nlohmann/json.hpp"
 #include "worker/model/gguf_file.h"
 #include "worker/model/gguf_vocab.h"
 #include "worker/model/hf_checkpoint.h"
+#include "worker/model/hf_eos.h"
 
 namespace pagellm {
 namespace {
@@ -24,17 +29,34 @@ bool IsJsonPath(const std::string& path) {
   return path.size() >= 5 && path.substr(path.size() - 5) == ".json";
 }
 
-// A tokenizer from a GGUF file or a tokenizer.json.
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
+// Adds the model's end-of-generation ids (hf_eos.h) to `spec`, leaving out, with a warning, any
+// the vocabulary lacks (a model's files may name ids its tokenizer does not have).
+void AddEndOfGenerationIds(std::span<const int32_t> ids, VocabSpec* spec) {
+  for (int32_t id : ids) {
+    if (id < static_cast<int64_t>(spec->tokens.size())) {
+      spec->eog_ids.push_back(id);
+    } else {
+      PLOG_WARN("eos_token_id {} is outside the tokenizer's {} tokens: ignored", id,
+                spec->tokens.size());
+    }
+  }
+}
+
+// A tokenizer from a GGUF file or a tokenizer.json, which also ends generation at `eos_ids`.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path,
+                                                         std::span<const int32_t> eos_ids = {}) {
+  VocabSpec spec;
   if (IsJsonPath(path)) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
     std::stringstream ss;
     ss << in.rdbuf();
-    return Tokenizer::FromHfTokenizerJson(ss.str());
+    ASSIGN_OR_RETURN(spec, VocabSpecFromHfTokenizerJson(ss.str()));
+  } else {
+    ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(path));
+    ASSIGN_OR_RETURN(spec, VocabFromGguf(*gguf));
   }
-  ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(path));
-  ASSIGN_OR_RETURN(VocabSpec spec, VocabFromGguf(*gguf));
+  AddEndOfGenerationIds(eos_ids, &spec);
   return Tokenizer::Create(std::move(spec));
 }
 
@@ -165,6 +187,7 @@ absl::StatusOr<std::optional<std::string>> ReadGenerationConfig(const std::strin
 
 absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
   LoadedModel m;
+  std::vector<int32_t> eos_ids;  // a Hugging Face checkpoint's (hf_eos.h)
   std::string format = o.format;
   if (format == "auto") format = IsDirectory(o.path) ? "hf" : "gguf";
   if (format == "gguf") {
@@ -181,13 +204,22 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
   } else if (format == "hf") {
     ASSIGN_OR_RETURN(std::unique_ptr<HfCheckpoint> ckpt, HfCheckpoint::Open(o.path));
     std::shared_ptr<HfCheckpoint> shared(std::move(ckpt));
+    ASSIGN_OR_RETURN(m.generation_config, ReadGenerationConfig(o.path));
+    // Where vLLM finds the end-of-generation ids besides the tokenizer's EOS (hf_eos.h).
+    if (m.generation_config.has_value()) {
+      ASSIGN_OR_RETURN(eos_ids,
+                       EosIdsFromGenerationConfig(*m.generation_config, "generation_config.json"));
+    } else if (std::optional<std::string> config = ReadSideFile(o.path, "config.json")) {
+      ASSIGN_OR_RETURN(eos_ids, EosIdsFromConfigJson(*config, "config.json"));
+    }
     if (o.tokenizer_path.empty()) {
       ASSIGN_OR_RETURN(std::string json, shared->ReadTokenizerJson());
-      ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::FromHfTokenizerJson(json));
+      ASSIGN_OR_RETURN(VocabSpec spec, VocabSpecFromHfTokenizerJson(json));
+      AddEndOfGenerationIds(eos_ids, &spec);
+      ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::Create(std::move(spec)));
       m.chat_template = HfChatTemplate(o.path);
       m.chat_tokens = HfSpecialTokens(o.path);
     }
-    ASSIGN_OR_RETURN(m.generation_config, ReadGenerationConfig(o.path));
     ASSIGN_OR_RETURN(m.checkpoint, ReadHfCheckpoint(shared));
   } else if (format == "dummy") {
     ASSIGN_OR_RETURN(ModelConfig config, DummyModelPreset(o.dummy_preset));
@@ -209,7 +241,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
         absl::StrCat("unknown load format '", o.format, "' (auto, gguf, hf, dummy)"));
   }
   if (!o.tokenizer_path.empty()) {
-    ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(o.tokenizer_path));
+    ASSIGN_OR_RETURN(m.tokenizer, LoadTokenizer(o.tokenizer_path, eos_ids));
     SetChatFor(o.tokenizer_path, &m);
   }
   return m;
