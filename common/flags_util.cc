@@ -45,10 +45,35 @@ std::vector<std::string> NormalizeArgs(int argc, char** argv,
   return out;
 }
 
+namespace {
+
+// The flags the last ParseFlags saw (FlagGiven).
+std::vector<std::string>& GivenFlags() {
+  static auto* given = new std::vector<std::string>();
+  return *given;
+}
+
+}  // namespace
+
+bool FlagGiven(std::string_view name) {
+  const std::vector<std::string>& given = GivenFlags();
+  return std::find(given.begin(), given.end(), name) != given.end();
+}
+
 std::vector<std::vector<std::string>> ParseFlags(int argc, char** argv,
                                                  const std::vector<std::string>& repeated) {
   std::vector<std::vector<std::string>> collected;
   std::vector<std::string> args = NormalizeArgs(argc, argv, repeated, &collected);
+  std::vector<std::string>& given = GivenFlags();
+  given.clear();
+  for (size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) continue;
+    std::string name =
+        a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+    given.push_back(name);
+    if (name.rfind("no", 0) == 0) given.push_back(name.substr(2));  // --noflag
+  }
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(cargs.size()), cargs.data());

@@ -3,6 +3,7 @@
 #define PAGELLM_COMMON_FLAGS_UTIL_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pagellm::cli {
@@ -20,6 +21,11 @@ std::vector<std::string> NormalizeArgs(int argc, char** argv,
 // Returns the values of each repeatable flag in `repeated`, in order.
 std::vector<std::vector<std::string>> ParseFlags(int argc, char** argv,
                                                  const std::vector<std::string>& repeated = {});
+
+// Whether the last ParseFlags saw flag `name` (absl's spelling, "max_tokens") on the command line,
+// whatever its value: a flag left off may take a default from elsewhere (a model's). Not
+// thread-safe against a concurrent ParseFlags (programs call that once, first).
+bool FlagGiven(std::string_view name);
 
 }  // namespace pagellm::cli
 

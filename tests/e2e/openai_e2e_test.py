@@ -1213,6 +1213,41 @@ class GenerationConfigTest(unittest.TestCase):
             log = f.read()
         self.assertIn("default sampling parameters from " + self.dir, log)
 
+    def test_pagellm_generate_takes_them_for_the_flags_left_off(self):
+        """As vLLM's LLM.generate: with --server the serving side fills in what the command line
+        left off; with --model the checkpoint's own generation_config.json does."""
+        def generate(*args):
+            p = subprocess.run([os.path.join(e2e.BIN, "pagellm"), "generate", "--prompt",
+                                PROMPTS[0], "--json", "--ignore-eos", *args],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout.splitlines()[-1])["token_ids"]
+
+        server = ["--server", self.router.target]
+        greedy = generate(*server, "--temperature", "0", "--max-tokens", "5")
+        self.assertEqual(len(greedy), 5)
+        self.assertEqual(generate(*server, "--max-tokens", "5"), greedy)
+        sampled = {tuple(generate(*server, "--temperature", "1", "--seed", str(s),
+                                  "--max-tokens", "5")) for s in range(1, 4)}
+        self.assertTrue(sampled - {tuple(greedy)}, "--temperature 1 did not sample")
+
+        hf = os.path.join(e2e.ROOT, "models", "SmolLM2-135M-Instruct-hf")
+        if not os.path.isdir(hf):
+            self.skipTest(f"missing: {hf}")
+        folder = os.path.join(self.dir, "checkpoint")
+        os.mkdir(folder)
+        for name in os.listdir(hf):
+            if name != "generation_config.json":
+                os.symlink(os.path.join(hf, name), os.path.join(folder, name))
+        shutil.copy(os.path.join(self.dir, "generation_config.json"), folder)
+        local = ["--model", folder, "--threads", "1"]
+        local_greedy = generate(*local, "--temperature", "0", "--max-tokens", "7")
+        # temperature 0 and max_new_tokens 7 (not --max-tokens' 64) from the file.
+        self.assertEqual(generate(*local), local_greedy)
+        sampled = {tuple(generate(*local, "--temperature", "1", "--seed", str(s)))
+                   for s in range(1, 4)}
+        self.assertTrue(sampled - {tuple(local_greedy)}, "--temperature 1 did not sample")
+
     def test_a_bad_override_stops_the_worker_at_start(self):
         port = e2e.FreePort()
         p = subprocess.run([os.path.join(e2e.BIN, "pagellm-worker"), "--model", e2e.MODEL,

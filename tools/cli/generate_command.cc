@@ -17,6 +17,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/api/proto_convert.h"
+#include "common/api/sampling_defaults.h"
 #include "common/flags_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -144,12 +146,57 @@ void PrintStats(const EngineStats& s, double seconds, const MemoryStats& mem) {
   std::fprintf(stderr, "%s\n", j.dump().c_str());
 }
 
+bool Given(const char* name) { return FlagGiven(name); }
+
+// The sampling flags a model's generation_config.json gives defaults for
+// (common/api/sampling_defaults.h): a flag left off the command line takes the model's value,
+// as vLLM's LLM.generate takes it without SamplingParams. max_new_tokens replaces
+// --max-tokens' 64.
+void ApplyModelDefaults(const v1::SamplingParams& d, SamplingParams* p) {
+  if (d.has_temperature() && !Given("temperature")) p->temperature = d.temperature();
+  if (d.has_top_p() && !Given("top_p")) p->top_p = d.top_p();
+  if (d.has_top_k() && !Given("top_k")) p->top_k = d.top_k();
+  if (d.has_min_p() && !Given("min_p")) p->min_p = d.min_p();
+  if (d.has_repetition_penalty() && !Given("repetition_penalty")) {
+    p->repetition_penalty = d.repetition_penalty();
+  }
+  if (d.has_presence_penalty() && !Given("presence_penalty")) {
+    p->presence_penalty = d.presence_penalty();
+  }
+  if (d.has_frequency_penalty() && !Given("frequency_penalty")) {
+    p->frequency_penalty = d.frequency_penalty();
+  }
+  if (d.has_max_tokens() && !Given("max_tokens")) p->max_tokens = d.max_tokens();
+}
+
+// For --server: the same flags, left unset in the request when not given, so that the serving
+// side fills them from the model's defaults (its own API defaults are the flags' defaults).
+void ClearFlagsNotGiven(v1::SamplingParams* p) {
+  if (!Given("temperature")) p->clear_temperature();
+  if (!Given("top_p")) p->clear_top_p();
+  if (!Given("top_k")) p->clear_top_k();
+  if (!Given("min_p")) p->clear_min_p();
+  if (!Given("repetition_penalty")) p->clear_repetition_penalty();
+  if (!Given("presence_penalty")) p->clear_presence_penalty();
+  if (!Given("frequency_penalty")) p->clear_frequency_penalty();
+}
+
 // Generates in-process with the model the flags name.
-absl::Status RunLocal(const std::vector<std::string>& prompts, const SamplingParams& params,
-                      bool stream, std::vector<Completion>* done,
+absl::Status RunLocal(const std::vector<std::string>& prompts, SamplingParams params, bool stream,
+                      std::vector<Completion>* done,
                       std::vector<std::vector<int32_t>>* prompt_ids) {
   ASSIGN_OR_RETURN(EngineOptions eo, EngineOptionsFromFlags());
   ASSIGN_OR_RETURN(OpenedModel model, OpenModelFromFlags());
+  if (model.generation_config.has_value()) {
+    v1::SamplingParams defaults;
+    RETURN_IF_ERROR(
+        MergeGenerationConfig(*model.generation_config, "generation_config.json", &defaults));
+    ApplyModelDefaults(defaults, &params);
+    if (defaults.ByteSizeLong() > 0) {
+      PLOG_INFO("default sampling parameters from the model's generation_config.json: {}",
+                DescribeSamplingDefaults(defaults));
+    }
+  }
   MemoryStats mem;
   mem.after_load = ProcStatusBytes("VmRSS");
   std::unique_ptr<Tokenizer> tokenizer = std::move(model.tokenizer);
@@ -297,8 +344,12 @@ int GenerateMain(int argc, char** argv) {
   }
   std::vector<std::vector<int32_t>> prompt_ids(prompts.size());  // local runs only
   const std::string server = absl::GetFlag(FLAGS_server);
-  const absl::Status st = server.empty() ? RunLocal(prompts, params, stream, &done, &prompt_ids)
-                                         : RemoteGenerate(server, prompts, params, stream, &done);
+  v1::SamplingParams sampling;  // for --server
+  SamplingParamsToProto(params, &sampling);
+  ClearFlagsNotGiven(&sampling);
+  const absl::Status st =
+      server.empty() ? RunLocal(prompts, params, stream, &done, &prompt_ids)
+                     : RemoteGenerate(server, prompts, sampling, per_prompt, stream, &done);
   if (!server.empty() && stream) std::fputc('\n', stdout);
   if (!st.ok()) return Fail(st);
   for (size_t i = 0; i < done.size() && !stream; ++i) {

@@ -27,18 +27,17 @@ SampleResult FromProto(const v1::TokenLogprob& t) {
 }  // namespace
 
 absl::Status RemoteGenerate(const std::string& server, const std::vector<std::string>& prompts,
-                            const SamplingParams& params, bool stream,
+                            const v1::SamplingParams& sampling, int32_t per_prompt, bool stream,
                             std::vector<Completion>* done) {
   auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
   std::unique_ptr<v1::Generation::Stub> stub = v1::Generation::NewStub(channel);
-  const int32_t per_prompt = params.NumSequences();
   std::mutex mu;  // guards `first_error` and stdout
   absl::Status first_error;
   auto run = [&](size_t i) {
     v1::GenerateRequest req;
     req.set_request_id(std::to_string(i));
     req.set_text(prompts[i]);
-    SamplingParamsToProto(params, req.mutable_sampling());
+    *req.mutable_sampling() = sampling;
     grpc::ClientContext ctx;
     auto reader = stub->Generate(&ctx, req);
     v1::GenerateResponse r;
