@@ -27,10 +27,16 @@
 namespace pagellm::kernels {
 
 // Element type of the cached keys and values.
-// The CUDA kernels use it for activations and weights too (kF16 or kBF16).
-enum class KvDtype : int32_t { kF32, kF16, kBF16 };
+// The CUDA kernels use it for activations and weights too (kF16 or kBF16). The 8-bit floats
+// (common/fp8.h; vLLM's fp8_e4m3 and fp8_e5m2, unscaled) are the CPU kernels' only.
+enum class KvDtype : int32_t { kF32, kF16, kBF16, kFp8E4M3, kFp8E5M2 };
 
-PAGELLM_HOST_DEVICE constexpr int64_t KvDtypeBytes(KvDtype t) { return t == KvDtype::kF32 ? 4 : 2; }
+PAGELLM_HOST_DEVICE constexpr int64_t KvDtypeBytes(KvDtype t) {
+  return t == KvDtype::kF32 ? 4 : (t == KvDtype::kFp8E4M3 || t == KvDtype::kFp8E5M2) ? 1 : 2;
+}
+PAGELLM_HOST_DEVICE constexpr bool IsFp8(KvDtype t) {
+  return t == KvDtype::kFp8E4M3 || t == KvDtype::kFp8E5M2;
+}
 
 // The shape of one layer's pool, without its memory.
 struct PagedKvShape {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/exp_x86.h"
+#include "kernels/cpu/fp8_x86.h"
 
 namespace pagellm::kernels::internal {
 namespace {
@@ -26,6 +27,14 @@ struct V8x2 {
   static R Load(const uint16_t* h) {
     return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))),
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 8)))};
+  }
+  static R Load(const Fp8E4M3Elem* p) {
+    return {Fp8Load8(reinterpret_cast<const uint8_t*>(p), /*e4m3=*/true),
+            Fp8Load8(reinterpret_cast<const uint8_t*>(p) + 8, /*e4m3=*/true)};
+  }
+  static R Load(const Fp8E5M2Elem* p) {
+    return {Fp8Load8(reinterpret_cast<const uint8_t*>(p), /*e4m3=*/false),
+            Fp8Load8(reinterpret_cast<const uint8_t*>(p) + 8, /*e4m3=*/false)};
   }
   static void Store(float* p, R a) {
     _mm256_storeu_ps(p, a.lo);

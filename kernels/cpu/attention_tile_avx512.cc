@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/exp_x86.h"
+#include "kernels/cpu/fp8_x86.h"
 
 // GCC 12 reports the undefined vectors inside its own intrinsics (_mm512_cvtph_ps,
 // _mm512_extractf64x4_pd) as uninitialized when they are inlined into arrays of rows (a false
@@ -29,6 +30,12 @@ struct V16 {
   static R Load(const float* p) { return _mm512_loadu_ps(p); }
   static R Load(const uint16_t* h) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
+  }
+  static R Load(const Fp8E4M3Elem* p) {
+    return Fp8Load16(reinterpret_cast<const uint8_t*>(p), /*e4m3=*/true);
+  }
+  static R Load(const Fp8E5M2Elem* p) {
+    return Fp8Load16(reinterpret_cast<const uint8_t*>(p), /*e4m3=*/false);
   }
   static void Store(float* p, R a) { _mm512_storeu_ps(p, a); }
   static R Fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }

@@ -25,7 +25,9 @@
 #include <cstring>
 
 #include "kernels/cpu/attention_tile.h"
+#include "kernels/cpu/fp8_x86.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/paged_attention.h"
 
 namespace pagellm::kernels::internal {
 namespace {  // NOLINT(build/namespaces_headers): see the file comment
@@ -220,10 +222,26 @@ __attribute__((noinline)) void ChunkRows(const AttentionTileArgs& a, const TileR
   }
 }
 
-// Tiles of at most this many rows read fp16 K/V rows directly, widening them in each use (a
-// decode step's query: few rows share a chunk); larger ones widen each chunk once into a buffer.
+// Tiles of at most this many rows read fp16 or fp8 K/V rows directly, widening them in each use
+// (a decode step's query: few rows share a chunk); larger ones widen each chunk once into a
+// buffer.
 constexpr int64_t kDirectRows = 4;
 constexpr uint16_t kZeroHalves[128] = {};
+
+// The chunk at c0 read directly from fp8 rows of element type E (fp8_x86.h); rows past `valid`
+// read zeros.
+template <class V, int C, typename E>
+void DirectFp8Chunk(const AttentionTileArgs& a, const TileRows& t, const char* kbase,
+                    const char* vbase, int64_t c0, int64_t valid) {
+  static constexpr E kZero[16 * C] = {};
+  const E* kr[kChunk];
+  const E* vr[kChunk];
+  for (int64_t j = 0; j < kChunk; ++j) {
+    kr[j] = j < valid ? reinterpret_cast<const E*>(kbase + a.kv_rows[c0 + j]) : kZero;
+    vr[j] = j < valid ? reinterpret_cast<const E*>(vbase + a.kv_rows[c0 + j]) : kZero;
+  }
+  ChunkRows<V, C>(a, t, KRows<E>{kr}, vr, c0);
+}
 
 template <class V, int C>
 void AttentionTile(const AttentionTileArgs& a) {
@@ -231,6 +249,7 @@ void AttentionTile(const AttentionTileArgs& a) {
   static_assert(hd <= 128, "kZeroHalves");
   const PagedKvLayer& layer = *a.layer;
   const bool f16 = layer.dtype == KvDtype::kF16;
+  const bool fp8 = IsFp8(layer.dtype);
   const int64_t row_bytes = hd * KvDtypeBytes(layer.dtype);
   const int64_t rows = a.num_queries * a.group;
   const bool widen = f16 && rows > kDirectRows;
@@ -294,6 +313,28 @@ void AttentionTile(const AttentionTileArgs& a) {
         vp[j] = vbuf + j * hd;
       }
       if (transpose) V::template Transpose<C>(kh, kbuf);
+    } else if (fp8 && rows <= kDirectRows) {
+      if (layer.dtype == KvDtype::kFp8E4M3) {
+        DirectFp8Chunk<V, C, Fp8E4M3Elem>(a, t, kbase, vbase, c0, valid);
+      } else {
+        DirectFp8Chunk<V, C, Fp8E5M2Elem>(a, t, kbase, vbase, c0, valid);
+      }
+      continue;
+    } else if (fp8) {
+      // Each chunk widened once: the K rows (through vbuf when they are transposed into kbuf),
+      // then the V rows.
+      const auto widen = [&](const char* base, float* dst, const float** rows) {
+        for (int64_t j = 0; j < kChunk; ++j) {
+          rows[j] = zero;
+          if (j >= valid) continue;
+          Fp8ToFloats(reinterpret_cast<const uint8_t*>(base + a.kv_rows[c0 + j]), hd, layer.dtype,
+                      dst + j * hd, /*vector=*/true);
+          rows[j] = dst + j * hd;
+        }
+      };
+      widen(kbase, transpose ? vbuf : kbuf, kp);
+      if (transpose) V::template Transpose<C>(kp, kbuf);
+      widen(vbase, vbuf, vp);
     } else {
       for (int64_t j = 0; j < kChunk; ++j) {
         kp[j] = j < valid ? reinterpret_cast<const float*>(kbase + a.kv_rows[c0 + j]) : zero;

@@ -12,9 +12,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/fp8.h"
 #include "kernels/cpu/attention_tile.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/fp8_x86.h"
 #include "kernels/cpu/ops.h"
 
 namespace pagellm::kernels {
@@ -23,11 +25,19 @@ namespace {
 // --- portable ---
 // Both paths accumulate dot products in 16 lanes (lane i % 16) with fma and reduce the lanes
 // with ReduceLanes16; axpy is one fma per element. So they are bit-identical.
+// An fp8 cache's element i (exact).
+float Fp8At(const void* p, KvDtype t, int64_t i) {
+  const uint8_t b = static_cast<const uint8_t*>(p)[i];
+  return t == KvDtype::kFp8E4M3 ? Fp8E4M3ToFloat(b) : Fp8E5M2ToFloat(b);
+}
+
 float DotPortable(const float* q, const void* k, KvDtype t, int64_t n) {
   float lanes[16] = {};
   if (t == KvDtype::kF32) {
     const float* kf = static_cast<const float*>(k);
     for (int64_t i = 0; i < n; ++i) lanes[i % 16] = std::fma(q[i], kf[i], lanes[i % 16]);
+  } else if (IsFp8(t)) {
+    for (int64_t i = 0; i < n; ++i) lanes[i % 16] = std::fma(q[i], Fp8At(k, t, i), lanes[i % 16]);
   } else {
     const uint16_t* kh = static_cast<const uint16_t*>(k);
     for (int64_t i = 0; i < n; ++i)
@@ -40,6 +50,8 @@ void AxpyPortable(float a, const void* v, KvDtype t, int64_t n, float* out) {
   if (t == KvDtype::kF32) {
     const float* vf = static_cast<const float*>(v);
     for (int64_t i = 0; i < n; ++i) out[i] = std::fma(a, vf[i], out[i]);
+  } else if (IsFp8(t)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::fma(a, Fp8At(v, t, i), out[i]);
   } else {
     const uint16_t* vh = static_cast<const uint16_t*>(v);
     for (int64_t i = 0; i < n; ++i) out[i] = std::fma(a, HalfToFloat(vh[i]), out[i]);
@@ -54,6 +66,9 @@ void AxpyPortable(float a, const void* v, KvDtype t, int64_t n, float* out) {
 __attribute__((target("avx512f,avx512vl,fma,f16c"))) inline __m512 Load16(const void* p, KvDtype t,
                                                                           int64_t i) {
   if (t == KvDtype::kF32) return _mm512_loadu_ps(static_cast<const float*>(p) + i);
+  if (IsFp8(t)) {
+    return internal::Fp8Load16(static_cast<const uint8_t*>(p) + i, t == KvDtype::kFp8E4M3);
+  }
   return _mm512_cvtph_ps(
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
 }
@@ -82,6 +97,9 @@ __attribute__((target("avx512f,avx512vl,fma,f16c"))) void AxpyAvx512(float a, co
 // --- AVX2 (head_dim % 16 == 0): the 16 lanes in two 256-bit vectors ---
 __attribute__((target("avx2,fma,f16c"))) inline __m256 Load8(const void* p, KvDtype t, int64_t i) {
   if (t == KvDtype::kF32) return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  if (IsFp8(t)) {
+    return internal::Fp8Load8(static_cast<const uint8_t*>(p) + i, t == KvDtype::kFp8E4M3);
+  }
   return _mm256_cvtph_ps(
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
 }
@@ -143,9 +161,85 @@ __attribute__((target("avx512f,f16c"))) void FloatsToHalvesAvx512(const float* x
 }
 #pragma GCC diagnostic pop
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,avx512vl,fma,f16c"))) void Fp8ToFloatsAvx512(const uint8_t* x,
+                                                                            int64_t n, KvDtype t,
+                                                                            float* out) {
+  for (int64_t i = 0; i < n; i += 16) _mm512_storeu_ps(out + i, Load16(x, t, i));
+}
+__attribute__((target("avx2,fma,f16c"))) void Fp8ToFloatsAvx2(const uint8_t* x, int64_t n,
+                                                              KvDtype t, float* out) {
+  for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(out + i, Load8(x, t, i));
+}
+#pragma GCC diagnostic pop
+
+// Floats to fp8 codes as FloatToFp8E4M3 / FloatToFp8E5M2 do it (common/fp8.cc), 8 lanes at a
+// time (AVX2 also on AVX-512 machines: WriteKv converts a few values per token): a normal result
+// rounds the float's bits to the format's mantissa (nearest even) and rebiases the exponent,
+// saturating; a subnormal one is the float addition of a magic number whose last place is the
+// format's smallest step; NaN gives 0x7f under the sign.
+struct Fp8Format {
+  int mbits, bias, max_code;
+};
+constexpr Fp8Format FormatOf(KvDtype t) {
+  return t == KvDtype::kFp8E4M3 ? Fp8Format{3, 7, 0x7e} : Fp8Format{2, 15, 0x7b};
+}
+
+__attribute__((target("avx2"))) void FloatsToFp8Avx2(const float* x, int64_t n, KvDtype t,
+                                                     uint8_t* out) {
+  const Fp8Format f = FormatOf(t);
+  const int drop = 23 - f.mbits;
+  const float magic = std::ldexp(static_cast<float>(1 << drop), 1 - f.bias);
+  const __m256i min_normal = _mm256_set1_epi32((1 - f.bias + 127) << 23);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i half_ulp = _mm256_set1_epi32((1 << (drop - 1)) - 1), one = _mm256_set1_epi32(1);
+  const __m256i rebias = _mm256_set1_epi32((127 - f.bias) << f.mbits);
+  const __m256i mant_mask = _mm256_set1_epi32((1 << f.mbits) - 1);
+  const __m256i max_code = _mm256_set1_epi32(f.max_code);
+  const __m256 magic_v = _mm256_set1_ps(magic);
+  const __m256i magic_bits = _mm256_castps_si256(magic_v);
+  const __m128i drop_shift = _mm_cvtsi32_si128(drop);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+    const __m256i a = _mm256_and_si256(u, abs_mask);
+    const __m256i r = _mm256_add_epi32(_mm256_add_epi32(a, half_ulp),
+                                       _mm256_and_si256(_mm256_srl_epi32(a, drop_shift), one));
+    __m256i normal = _mm256_sub_epi32(
+        _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(r, 23), f.mbits),
+                        _mm256_and_si256(_mm256_srl_epi32(r, drop_shift), mant_mask)),
+        rebias);
+    normal = _mm256_min_epi32(normal, max_code);
+    const __m256i sub = _mm256_sub_epi32(
+        _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic_v)), magic_bits);
+    // a and min_normal are non-negative: a signed compare orders them.
+    __m256i code = _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(min_normal, a));
+    code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), _mm256_cmpgt_epi32(a, inf));
+    code = _mm256_or_si256(code, _mm256_srli_epi32(_mm256_andnot_si256(abs_mask, u), 24));
+    const __m256i p8 = _mm256_packus_epi16(_mm256_packus_epi32(code, code), code);
+    const __m128i lo = _mm256_castsi256_si128(p8), hi = _mm256_extracti128_si256(p8, 1);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i), _mm_unpacklo_epi32(lo, hi));
+  }
+  const auto scalar = t == KvDtype::kFp8E4M3 ? FloatToFp8E4M3 : FloatToFp8E5M2;
+  for (; i < n; ++i) out[i] = scalar(x[i]);
+}
+
 }  // namespace
 
 namespace internal {
+void FloatsToFp8(const float* x, int64_t n, KvDtype t, uint8_t* out, bool vector) {
+  if (vector && GetCpuFeatures().avx2) return FloatsToFp8Avx2(x, n, t, out);
+  const auto scalar = t == KvDtype::kFp8E4M3 ? FloatToFp8E4M3 : FloatToFp8E5M2;
+  for (int64_t i = 0; i < n; ++i) out[i] = scalar(x[i]);
+}
+
+void Fp8ToFloats(const uint8_t* x, int64_t n, KvDtype t, float* out, bool vector) {
+  if (vector && GetCpuFeatures().avx512) return Fp8ToFloatsAvx512(x, n, t, out);
+  if (vector && GetCpuFeatures().avx2) return Fp8ToFloatsAvx2(x, n, t, out);
+  for (int64_t i = 0; i < n; ++i) out[i] = Fp8At(x, t, i);
+}
+
 void FloatsToHalves(const float* x, int64_t n, uint16_t* h, bool vector) {
   if (vector && GetCpuFeatures().avx512) return FloatsToHalvesAvx512(x, n, h);
   if (vector && GetCpuFeatures().avx2) return FloatsToHalvesAvx2(x, n, h);
@@ -167,6 +261,9 @@ void WriteKv(const PagedKvLayer& layer, const float* k, const float* v, int64_t 
       if (layer.dtype == KvDtype::kF32) {
         std::memcpy(static_cast<float*>(layer.k) + dst, ks, hd * eb);
         std::memcpy(static_cast<float*>(layer.v) + dst, vs, hd * eb);
+      } else if (IsFp8(layer.dtype)) {
+        internal::FloatsToFp8(ks, hd, layer.dtype, static_cast<uint8_t*>(layer.k) + dst, vector);
+        internal::FloatsToFp8(vs, hd, layer.dtype, static_cast<uint8_t*>(layer.v) + dst, vector);
       } else {
         internal::FloatsToHalves(ks, hd, static_cast<uint16_t*>(layer.k) + dst, vector);
         internal::FloatsToHalves(vs, hd, static_cast<uint16_t*>(layer.v) + dst, vector);

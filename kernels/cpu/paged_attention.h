@@ -1,7 +1,9 @@
 // Paged attention on CPU: keys and values live in fixed-size blocks anywhere in a pool, and
 // each sequence's block table maps its logical blocks to physical ones.
 //
-// The cache layout is kernels/paged_kv.h's, dense (block_stride 0) with fp32 or fp16 elements.
+// The cache layout is kernels/paged_kv.h's, dense (block_stride 0) with fp32, fp16 or fp8 (E4M3,
+// E5M2: common/fp8.h) elements. Keys and values are rounded to the cache's type when written
+// and widened exactly to fp32 when read, so the attention is that of the rounded values.
 //
 // Determinism: a token's output depends only on its query, its position and the keys/values at
 // positions 0..pos of its sequence, visited in position order in chunks of 16 with an online
@@ -59,6 +61,14 @@ namespace internal {
 // (16 at a time with AVX-512, 8 with AVX2), else one by one. WriteKv's conversion; tests
 // compare the two.
 void FloatsToHalves(const float* x, int64_t n, uint16_t* h, bool vector);
+// n floats to fp8 codes of type `t` (kFp8E4M3 or kFp8E5M2: FloatToFp8E4M3's / FloatToFp8E5M2's),
+// 8 at a time when `vector` and the CPU has AVX2, else one by one. WriteKv's conversion; tests
+// compare the two.
+void FloatsToFp8(const float* x, int64_t n, KvDtype t, uint8_t* out, bool vector);
+// n fp8 values of type `t` (kFp8E4M3 or kFp8E5M2) widened to floats, exactly (Fp8E4M3ToFloat's
+// values, NaN codes to NaN), with F16C when `vector` and the CPU has AVX2. REQUIRES: n % 16 == 0
+// when `vector`.
+void Fp8ToFloats(const uint8_t* x, int64_t n, KvDtype t, float* out, bool vector);
 
 // PagedAttention with the query-tile kernels (attention_tile.h) allowed or not (then every token
 // runs the generic loop); tests compare the two: they must be bit-identical.

@@ -8,10 +8,20 @@
 #include <tuple>
 #include <vector>
 
+#include "common/fp8.h"
 #include "gtest/gtest.h"
 
 namespace pagellm::kernels {
 namespace {
+
+constexpr KvDtype kDtypes[] = {KvDtype::kF32, KvDtype::kF16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2};
+
+// The value an fp8 cache holds for x (common/fp8.h, checked against ml_dtypes); x otherwise.
+double Stored(float x, KvDtype dt) {
+  if (dt == KvDtype::kFp8E4M3) return Fp8E4M3ToFloat(FloatToFp8E4M3(x));
+  if (dt == KvDtype::kFp8E5M2) return Fp8E5M2ToFloat(FloatToFp8E5M2(x));
+  return x;
+}
 
 // One sequence of `len` tokens with random q/k/v, stored through a shuffled block table.
 struct Case {
@@ -84,12 +94,13 @@ Result RunCase(const Case& c, uint32_t seed, bool one_token_at_a_time,
 }
 
 TEST(PagedAttentionTest, MatchesContiguousReference) {
-  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+  for (KvDtype dt : kDtypes) {
     for (int64_t hd : {64, 80, 128}) {
       for (auto [nh, nkv] : {std::pair<int64_t, int64_t>{4, 4}, {9, 3}, {8, 1}}) {
         Case c{37, nh, nkv, hd, 8, dt};
         Result r = RunCase(c, 3, false);
-        const double tol = dt == KvDtype::kF32 ? 1e-5 : 3e-3;
+        // fp8: against the values the cache holds, so only the kernel's own rounding counts.
+        const double tol = dt == KvDtype::kF16 ? 3e-3 : 1e-5;
         for (int64_t t = 0; t < c.len; ++t)
           for (int64_t h = 0; h < nh; ++h) {
             const int64_t kvh = h / (nh / nkv);
@@ -98,15 +109,16 @@ TEST(PagedAttentionTest, MatchesContiguousReference) {
             for (int64_t p = 0; p <= t; ++p) {
               double d = 0;
               for (int64_t i = 0; i < hd; ++i)
-                d +=
-                    static_cast<double>(r.q[(t * nh + h) * hd + i]) * r.k[(p * nkv + kvh) * hd + i];
+                d += static_cast<double>(r.q[(t * nh + h) * hd + i]) *
+                     Stored(r.k[(p * nkv + kvh) * hd + i], dt);
               s[p] = d / std::sqrt(static_cast<double>(hd));
               mx = std::max(mx, s[p]);
             }
             for (auto& x : s) sum += (x = std::exp(x - mx));
             for (int64_t i = 0; i < hd; ++i) {
               double o = 0;
-              for (int64_t p = 0; p <= t; ++p) o += s[p] / sum * r.v[(p * nkv + kvh) * hd + i];
+              for (int64_t p = 0; p <= t; ++p)
+                o += s[p] / sum * Stored(r.v[(p * nkv + kvh) * hd + i], dt);
               const float got = r.out[(t * nh + h) * hd + i];
               ASSERT_FALSE(std::isnan(got));
               ASSERT_NEAR(got, o, tol) << "t=" << t << " h=" << h << " i=" << i;
@@ -118,7 +130,7 @@ TEST(PagedAttentionTest, MatchesContiguousReference) {
 }
 
 TEST(PagedAttentionTest, OutputIndependentOfBlockSizeAndBatching) {
-  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+  for (KvDtype dt : kDtypes) {
     Result base = RunCase({50, 9, 3, 64, 16, dt}, 5, false);
     for (int64_t bs : {1, 8, 16, 32}) {
       for (bool single : {false, true}) {
@@ -133,7 +145,7 @@ TEST(PagedAttentionTest, OutputIndependentOfBlockSizeAndBatching) {
 // The AVX-512 tasks specialized for (head_dim, group) read each K/V row once for the group and
 // keep outputs in registers; they must give the generic loop's bits exactly.
 TEST(PagedAttentionTest, SpecializedTasksAreBitIdenticalToTheGenericLoop) {
-  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+  for (KvDtype dt : kDtypes) {
     for (auto [hd, nh, nkv] : {std::tuple<int64_t, int64_t, int64_t>{64, 9, 3},
                                {64, 4, 4},
                                {64, 8, 4},
@@ -159,7 +171,7 @@ TEST(PagedAttentionTest, SpecializedTasksAreBitIdenticalToTheGenericLoop) {
 // a sequence with two non-consecutive positions (two tiles). The query tiles, whatever their
 // split, give each token the bits of the generic loop run one token at a time.
 TEST(PagedAttentionTest, MixedBatchTilesAreBitIdenticalToTheGenericLoop) {
-  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+  for (KvDtype dt : kDtypes) {
     for (auto [hd, nh, nkv] :
          {std::tuple<int64_t, int64_t, int64_t>{64, 9, 3}, {128, 8, 2}, {64, 4, 4}}) {
       constexpr int64_t kSeqs = 5, kMaxLen = 300, kBs = 16;
@@ -225,7 +237,7 @@ TEST(PagedAttentionTest, MixedBatchTilesAreBitIdenticalToTheGenericLoop) {
 // blocks and partial 16-position runs.
 TEST(PagedAttentionTest, VectorAndPortableLoopsAreBitIdentical) {
   if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+  for (KvDtype dt : kDtypes) {
     for (auto [len, hd, nh, nkv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{70, 64, 9, 3},
                                     {37, 128, 8, 2},
                                     {5, 64, 4, 4}}) {
@@ -263,6 +275,58 @@ TEST(PagedAttentionTest, VectorFp16ConversionIsFloatToHalf) {
   internal::FloatsToHalves(x.data(), static_cast<int64_t>(x.size()), scalar.data(), false);
   for (size_t i = 0; i < x.size(); ++i) {
     ASSERT_EQ(scalar[i], vec[i]) << std::hex << std::bit_cast<uint32_t>(x[i]);
+  }
+}
+
+// WriteKv's fp8 rounding: AVX2 against FloatToFp8E4M3 / FloatToFp8E5M2 (themselves
+// checked against ml_dtypes), over float bit patterns spread across the whole range and around
+// every rounding boundary of both formats.
+TEST(PagedAttentionTest, VectorFp8ConversionIsTheScalarOne) {
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<float> x;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 65521) {
+    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+  }
+  for (uint32_t exp = 100; exp < 150; ++exp) {  // ties and their neighbours in every regime
+    for (uint32_t low : {0x07FFFu, 0x08000u, 0x08001u, 0x0FFFFu, 0x10000u, 0x10001u, 0x17FFFFu,
+                         0x180000u, 0x180001u, 0x7FFFFFu}) {
+      for (uint32_t sign : {0u, 0x80000000u})
+        x.push_back(std::bit_cast<float>(sign | (exp << 23) | low));
+    }
+  }
+  for (float v : {448.0f, 464.0f, 465.0f, 57344.0f, 61440.0f, INFINITY, -INFINITY, NAN, -0.0f}) {
+    x.push_back(v);
+  }
+  x.resize(x.size() / 16 * 16 + 5);  // a scalar tail too
+  for (KvDtype dt : {KvDtype::kFp8E4M3, KvDtype::kFp8E5M2}) {
+    std::vector<uint8_t> vec(x.size()), scalar(x.size());
+    internal::FloatsToFp8(x.data(), static_cast<int64_t>(x.size()), dt, vec.data(), true);
+    internal::FloatsToFp8(x.data(), static_cast<int64_t>(x.size()), dt, scalar.data(), false);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(scalar[i], vec[i]) << std::hex << std::bit_cast<uint32_t>(x[i]);
+    }
+  }
+}
+
+// The kernels' fp8 widening (F16C, 16 or 8 at a time) against the scalar decoder, every code.
+TEST(PagedAttentionTest, VectorFp8WideningIsExact) {
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<uint8_t> codes(256);
+  for (int b = 0; b < 256; ++b) codes[b] = static_cast<uint8_t>(b);
+  for (KvDtype dt : {KvDtype::kFp8E4M3, KvDtype::kFp8E5M2}) {
+    std::vector<float> vec(256), scalar(256);
+    internal::Fp8ToFloats(codes.data(), 256, dt, vec.data(), true);
+    internal::Fp8ToFloats(codes.data(), 256, dt, scalar.data(), false);
+    for (int b = 0; b < 256; ++b) {
+      const float want =
+          dt == KvDtype::kFp8E4M3 ? Fp8E4M3ToFloat(codes[b]) : Fp8E5M2ToFloat(codes[b]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(vec[b]) && std::isnan(scalar[b])) << b;
+      } else {
+        EXPECT_EQ(std::bit_cast<uint32_t>(vec[b]), std::bit_cast<uint32_t>(want)) << b;
+        EXPECT_EQ(std::bit_cast<uint32_t>(scalar[b]), std::bit_cast<uint32_t>(want)) << b;
+      }
+    }
   }
 }
 

@@ -156,8 +156,9 @@ cudaError_t LaunchConvert(const void* src, KvDtype src_dtype, int64_t n, void* d
       return ConvertFrom(static_cast<const __half*>(src), n, dst, dst_dtype, stream);
     case KvDtype::kBF16:
       return ConvertFrom(static_cast<const __nv_bfloat16*>(src), n, dst, dst_dtype, stream);
+    default:  // the fp8 types are the CPU kernels' only
+      return cudaErrorInvalidValue;
   }
-  return cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchFillUniform(void* dst, KvDtype dst_dtype, int64_t n, uint64_t seed, float scale,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/flags/lora_modules.h"
@@ -26,7 +27,8 @@ ABSL_FLAG(int64_t, num_kv_blocks, 0,
           "KV pool size in blocks (0: from --kv-cache-memory, or on a GPU from "
           "--gpu-memory-utilization)");
 ABSL_FLAG(double, kv_cache_memory, 1.0, "KV pool budget in GiB when --num-kv-blocks is 0");
-ABSL_FLAG(std::string, kv_cache_dtype, "auto", "auto | f32 | f16");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto",
+          "auto | f32 | f16 | fp8 | fp8_e4m3 | fp8_e5m2 (fp8: CPU only, half the bytes of f16)");
 ABSL_FLAG(int64_t, max_num_seqs, 256, "most sequences per step");
 ABSL_FLAG(int64_t, max_num_batched_tokens, 0,
           "most tokens per step (0: 256 on --device cpu, 2048 otherwise). A step's latency grows "
@@ -137,6 +139,12 @@ absl::StatusOr<BackendOptions> BackendOptionsFromFlags() {
   }
 
   c.dtype = dtype;
+  if (o.device == "cuda" && absl::StartsWith(c.kv_cache_dtype, "fp8")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-cache-dtype ", c.kv_cache_dtype,
+                     ": the CUDA backend's KV cache has the weights' type (bfloat16 or float16); "
+                     "fp8 caches are the CPU backend's"));
+  }
   if (o.device == "cpu" && dtype != "auto" && dtype != "float32" && dtype != "bfloat16") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--dtype ", dtype,

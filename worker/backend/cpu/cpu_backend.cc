@@ -118,9 +118,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
   if (o.block_size < 1 || o.block_size > 1024)
     return absl::InvalidArgumentError(absl::StrCat("block size ", o.block_size, " not in 1..1024"));
   if (o.swap_space_bytes < 0) return absl::InvalidArgumentError("swap space must be >= 0");
-  if (o.kv_cache_dtype != "auto" && o.kv_cache_dtype != "f32" && o.kv_cache_dtype != "f16") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown KV cache dtype '", o.kv_cache_dtype, "' (auto, f32, f16)"));
+  static constexpr const char* kKvDtypes[] = {"auto", "f32", "f16", "fp8", "fp8_e4m3", "fp8_e5m2"};
+  if (std::find(std::begin(kKvDtypes), std::end(kKvDtypes), o.kv_cache_dtype) ==
+      std::end(kKvDtypes)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown KV cache dtype '", o.kv_cache_dtype,
+                                                   "' (auto, f32, f16, fp8, fp8_e4m3, fp8_e5m2)"));
   }
   if (o.dtype != "auto" && o.dtype != "float32" && o.dtype != "bfloat16") {
     return absl::InvalidArgumentError(
@@ -138,6 +140,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
       (o.kv_cache_dtype == "auto" &&
        (weights->layers.empty() || weights->layers[0].wq.type == GgmlType::kF32))) {
     dtype = kernels::KvDtype::kF32;
+  }
+  // As vLLM: "fp8" is E4M3; the values are stored unscaled (vLLM's default scale of 1.0).
+  if (o.kv_cache_dtype == "fp8" || o.kv_cache_dtype == "fp8_e4m3") {
+    dtype = kernels::KvDtype::kFp8E4M3;
+  } else if (o.kv_cache_dtype == "fp8_e5m2") {
+    dtype = kernels::KvDtype::kFp8E5M2;
   }
   KvCacheOptions kv;
   kv.num_layers = c.num_layers;
@@ -177,7 +185,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
       "blocks",
       threads, weight_bytes >> 20, kv.num_blocks, kv.block_size,
       kv.num_blocks * KvCache::BytesPerBlock(kv) >> 20,
-      dtype == kernels::KvDtype::kF32 ? "f32" : "f16", swap_options.num_blocks);
+      dtype == kernels::KvDtype::kF32       ? "f32"
+      : dtype == kernels::KvDtype::kFp8E4M3 ? "fp8_e4m3"
+      : dtype == kernels::KvDtype::kFp8E5M2 ? "fp8_e5m2"
+                                            : "f16",
+      swap_options.num_blocks);
   return std::unique_ptr<Backend>(
       new CpuBackend(std::move(pool), std::move(model), std::move(cache), std::move(swap), o));
 }

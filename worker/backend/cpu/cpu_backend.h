@@ -30,7 +30,7 @@ struct CpuBackendOptions {
   // kernel). Quantized matrices stay quantized either way.
   std::string dtype = "auto";  // auto | float32 | bfloat16
   // "auto": fp32 when the matrices run in fp32 (exact comparisons with references), else fp16.
-  std::string kv_cache_dtype = "auto";  // auto | f32 | f16
+  std::string kv_cache_dtype = "auto";  // auto | f32 | f16 | fp8 (= fp8_e4m3) | fp8_e5m2
   // Check every batch against forward_batch.h's contract before running it.
   bool validate_batches = ValidateBatchesByDefault();
   // Tensor parallelism: this backend is rank `shard.rank` of a group whose collectives run over
