@@ -146,39 +146,37 @@ void PrintStats(const EngineStats& s, double seconds, const MemoryStats& mem) {
   std::fprintf(stderr, "%s\n", j.dump().c_str());
 }
 
-bool Given(const char* name) { return FlagGiven(name); }
-
 // The sampling flags a model's generation_config.json gives defaults for
 // (common/api/sampling_defaults.h): a flag left off the command line takes the model's value,
 // as vLLM's LLM.generate takes it without SamplingParams. max_new_tokens replaces
 // --max-tokens' 64.
 void ApplyModelDefaults(const v1::SamplingParams& d, SamplingParams* p) {
-  if (d.has_temperature() && !Given("temperature")) p->temperature = d.temperature();
-  if (d.has_top_p() && !Given("top_p")) p->top_p = d.top_p();
-  if (d.has_top_k() && !Given("top_k")) p->top_k = d.top_k();
-  if (d.has_min_p() && !Given("min_p")) p->min_p = d.min_p();
-  if (d.has_repetition_penalty() && !Given("repetition_penalty")) {
+  if (d.has_temperature() && !FlagGiven("temperature")) p->temperature = d.temperature();
+  if (d.has_top_p() && !FlagGiven("top_p")) p->top_p = d.top_p();
+  if (d.has_top_k() && !FlagGiven("top_k")) p->top_k = d.top_k();
+  if (d.has_min_p() && !FlagGiven("min_p")) p->min_p = d.min_p();
+  if (d.has_repetition_penalty() && !FlagGiven("repetition_penalty")) {
     p->repetition_penalty = d.repetition_penalty();
   }
-  if (d.has_presence_penalty() && !Given("presence_penalty")) {
+  if (d.has_presence_penalty() && !FlagGiven("presence_penalty")) {
     p->presence_penalty = d.presence_penalty();
   }
-  if (d.has_frequency_penalty() && !Given("frequency_penalty")) {
+  if (d.has_frequency_penalty() && !FlagGiven("frequency_penalty")) {
     p->frequency_penalty = d.frequency_penalty();
   }
-  if (d.has_max_tokens() && !Given("max_tokens")) p->max_tokens = d.max_tokens();
+  if (d.has_max_tokens() && !FlagGiven("max_tokens")) p->max_tokens = d.max_tokens();
 }
 
 // For --server: the same flags, left unset in the request when not given, so that the serving
 // side fills them from the model's defaults (its own API defaults are the flags' defaults).
 void ClearFlagsNotGiven(v1::SamplingParams* p) {
-  if (!Given("temperature")) p->clear_temperature();
-  if (!Given("top_p")) p->clear_top_p();
-  if (!Given("top_k")) p->clear_top_k();
-  if (!Given("min_p")) p->clear_min_p();
-  if (!Given("repetition_penalty")) p->clear_repetition_penalty();
-  if (!Given("presence_penalty")) p->clear_presence_penalty();
-  if (!Given("frequency_penalty")) p->clear_frequency_penalty();
+  if (!FlagGiven("temperature")) p->clear_temperature();
+  if (!FlagGiven("top_p")) p->clear_top_p();
+  if (!FlagGiven("top_k")) p->clear_top_k();
+  if (!FlagGiven("min_p")) p->clear_min_p();
+  if (!FlagGiven("repetition_penalty")) p->clear_repetition_penalty();
+  if (!FlagGiven("presence_penalty")) p->clear_presence_penalty();
+  if (!FlagGiven("frequency_penalty")) p->clear_frequency_penalty();
 }
 
 // Generates in-process with the model the flags name.
