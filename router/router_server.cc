@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/api/proto_convert.h"
 #include "common/logging.h"
+#include "grpc/grpc.h"  // GRPC_ARG_ALLOW_REUSEPORT
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "router/http/openai_response.h"
@@ -44,6 +45,9 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(Options option
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen_address, *credentials, &r->port_);
+  // gRPC sets SO_REUSEPORT by default: a second server on a port in use would start and take
+  // half of its connections. A port in use is an error at start instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(r->service_.get());
   r->server_ = builder.BuildAndStart();
   if (r->server_ == nullptr || r->port_ == 0) {

@@ -65,19 +65,61 @@ def Channel(target, credentials=None):
     return grpc.secure_channel(target, credentials, options=FAST_RECONNECT)
 
 
+# Ports handed out in this process: the kernel may give a freed port again, and gRPC servers
+# would share one (the test would then talk to the wrong process).
+_GIVEN_PORTS = set()
+
+
 def FreePort():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listened on a moment ago, never one handed out before here. It can
+    still be taken (by another process, or as an outgoing connection's local port) before the
+    service binds it: Proc starts a service again on new ports when it could not bind."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
+
+
+# What pagellm-worker and pagellm-router print when they cannot bind a port they were given.
+BIND_FAILED = re.compile(rb"cannot listen on|cannot serve metrics on")
 
 
 class Proc:
-    """A service process with its ports; stopped by kill() or terminate()."""
+    """A service process with its ports; stopped by kill() or terminate().
 
-    def __init__(self, name, args, port, metrics_port):
-        self.name, self.args, self.port, self.metrics_port = name, args, port, metrics_port
+    launch() returns (argv, ports) with ports a dict holding at least "port" and "metrics_port"
+    (they become attributes). It is called again, up to twice, when the process exits at start
+    because one of its ports was taken, so it should pick fresh ports each time (FreePort)."""
+
+    BIND_RETRIES = 2
+
+    def __init__(self, name, launch):
+        self.name, self._launch, self._relaunches = name, launch, 0
         self.log = open(os.path.join(LOG_DIR, f"{name}.log"), "ab")
-        self.p = subprocess.Popen(args, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        self._Spawn()
+
+    def _Spawn(self):
+        self.args, ports = self._launch()
+        for key, value in ports.items():
+            setattr(self, key, value)
+        self._log_start = self.log.tell()
+        self.p = subprocess.Popen(self.args, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def _RelaunchAfterBindFailure(self):
+        """True when the process exited because a port was taken, and it was started again."""
+        if self._relaunches >= self.BIND_RETRIES:
+            return False
+        with open(self.log.name, "rb") as f:
+            f.seek(self._log_start)
+            if not BIND_FAILED.search(f.read()):
+                return False
+        self._relaunches += 1
+        print(f"{self.name}: a port was taken; starting it again on new ports", file=sys.stderr)
+        self._Spawn()
+        return True
 
     @property
     def target(self):
@@ -86,7 +128,7 @@ class Proc:
     def WaitServing(self, timeout=60, credentials=None):
         end = time.time() + timeout
         while time.time() < end:
-            if self.p.poll() is not None:
+            if self.p.poll() is not None and not self._RelaunchAfterBindFailure():
                 raise RuntimeError(f"{self.name} exited with {self.p.returncode}; see {self.log.name}")
             # A new channel each time: a TLS channel whose first connection was refused (the
             # process not listening yet) retried only after gRPC's default backoff, up to 15 s.
@@ -122,22 +164,28 @@ class Proc:
 
 
 def StartWorker(name, extra=(), port=None, mock=False):
-    port = port or FreePort()
-    mport = FreePort()
+    """A worker on `port` (kept when given: a restart on a dead worker's port) or a fresh one."""
     model = ["--load-format", "mock"] if mock else ["--model", MODEL, "--threads", "1"]
-    args = [os.path.join(BIN, "pagellm-worker"), *model, "--host", "127.0.0.1",
-            "--port", str(port), "--metrics-port", str(mport), "--log-level", "warn", *extra]
-    return Proc(name, args, port, mport)
+
+    def Launch():
+        ports = {"port": port or FreePort(), "metrics_port": FreePort()}
+        return [os.path.join(BIN, "pagellm-worker"), *model, "--host", "127.0.0.1",
+                "--port", str(ports["port"]), "--metrics-port", str(ports["metrics_port"]),
+                "--log-level", "warn", *extra], ports
+
+    return Proc(name, Launch)
 
 
 def StartRouter(name, workers, extra=()):
-    port, mport, hport = FreePort(), FreePort(), FreePort()
-    args = [os.path.join(BIN, "pagellm-router"), "--host", "127.0.0.1", "--port", str(port),
-            "--metrics-port", str(mport), "--http-port", str(hport),
-            "--workers", ",".join(w.target for w in workers), "--log-level", "warn", *extra]
-    p = Proc(name, args, port, mport)
-    p.http_port = hport
-    return p
+    def Launch():
+        ports = {"port": FreePort(), "metrics_port": FreePort(), "http_port": FreePort()}
+        return [os.path.join(BIN, "pagellm-router"), "--host", "127.0.0.1",
+                "--port", str(ports["port"]), "--metrics-port", str(ports["metrics_port"]),
+                "--http-port", str(ports["http_port"]),
+                "--workers", ",".join(w.target for w in workers), "--log-level", "warn",
+                *extra], ports
+
+    return Proc(name, Launch)
 
 
 def Skip():

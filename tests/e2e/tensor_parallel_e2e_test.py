@@ -28,12 +28,15 @@ PROMPTS = [f"Request {i} asks about the {w}" for i in range(4) for w in ("sea", 
 
 
 def StartDummyWorker(name, tp):
-    port, mport = e2e.FreePort(), e2e.FreePort()
-    args = [os.path.join(e2e.BIN, "pagellm-worker"), "--load-format", "dummy", "--dummy-model",
-            "llama-tiny", "--dummy-dtype", "f32", "--tokenizer", e2e.MODEL, "--threads", "1",
-            "--num-kv-blocks", "256", "--tensor-parallel-size", str(tp), "--host", "127.0.0.1",
-            "--port", str(port), "--metrics-port", str(mport), "--log-level", "warn"]
-    return e2e.Proc(name, args, port, mport)
+    def Launch():
+        ports = {"port": e2e.FreePort(), "metrics_port": e2e.FreePort()}
+        return [os.path.join(e2e.BIN, "pagellm-worker"), "--load-format", "dummy",
+                "--dummy-model", "llama-tiny", "--dummy-dtype", "f32", "--tokenizer", e2e.MODEL,
+                "--threads", "1", "--num-kv-blocks", "256", "--tensor-parallel-size", str(tp),
+                "--host", "127.0.0.1", "--port", str(ports["port"]),
+                "--metrics-port", str(ports["metrics_port"]), "--log-level", "warn"], ports
+
+    return e2e.Proc(name, Launch)
 
 
 def Children(pid):

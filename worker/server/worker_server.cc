@@ -15,6 +15,7 @@
 #include "common/sampling/sampling_params.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
+#include "grpc/grpc.h"  // GRPC_ARG_ALLOW_REUSEPORT
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "worker/server/vllm_metrics.h"
@@ -104,6 +105,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address, *credentials, &w->port_);
+  // gRPC sets SO_REUSEPORT by default: a second server on a port in use would start and take
+  // half of its connections. A port in use is an error at start instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(w->service_.get());
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   w->server_ = builder.BuildAndStart();

@@ -178,6 +178,25 @@ TEST_F(WorkerServerTest, MalformedRequestsGetInvalidArgumentNamingTheProblem) {
   EXPECT_EQ(scripted_->forward_calls(), 0);
 }
 
+TEST_F(WorkerServerTest, APortInUseIsAnErrorAtStartNotShared) {
+  Start();
+  auto tokenizer = MockTokenizer();
+  ASSERT_TRUE(tokenizer.ok());
+  WorkerServer::Options o;
+  o.listen_address = absl::StrCat("127.0.0.1:", server_->port());
+  o.model_name = "second";
+  o.chat_template = "{{ messages }}";
+  auto second = WorkerServer::Start(
+      std::move(o),
+      std::make_unique<ScriptedBackend>(testing::ScriptedBackendOptions{.vocab_size = 257}),
+      *std::move(tokenizer));
+  ASSERT_FALSE(second.ok()) << "a second worker started on a port in use";
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("cannot listen on 127.0.0.1:"), std::string::npos)
+      << second.status();
+  EXPECT_EQ(Health(), testing::HealthStatus::kServing);
+}
+
 TEST_F(WorkerServerTest, ShutdownDrainsWithinTheGrace) {
   Start();
   // The running request's steps wait for `release`, so it is in flight while the drain begins.
