@@ -195,6 +195,59 @@ TEST(HfSideFilesTest, GenerationConfigEosIdsEndGeneration) {
   EXPECT_NE(m.status().message().find("generation_config.json"), std::string::npos) << m.status();
 }
 
+// vLLM's --generation-config DIR: the ids come from DIR's generation_config.json, else DIR's
+// config.json, else nowhere -- not from the model's files -- for an HF checkpoint and a GGUF
+// file alike (vllm/config/model.py try_get_generation_config).
+TEST(HfSideFilesTest, AGenerationConfigDirGivesTheEosIds) {
+  const std::string model = "models/SmolLM2-135M-Instruct-hf";
+  const std::string gguf = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  PAGELLM_SKIP_WITHOUT_MODEL(model);
+  PAGELLM_SKIP_WITHOUT_MODEL(gguf);
+  const std::filesystem::path root = std::filesystem::path(::testing::TempDir()) / "hf_eos_dir";
+  std::filesystem::remove_all(root);
+  const std::filesystem::path ckpt = root / "model", dir = root / "config_dir";
+  std::filesystem::create_directories(ckpt);
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
+    std::filesystem::create_symlink(std::filesystem::absolute(model) / f, ckpt / f);
+  }
+  auto write = [](const std::filesystem::path& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary) << text;
+  };
+  write(ckpt / "generation_config.json", R"({"eos_token_id": [1000]})");
+  constexpr int32_t kModels = 1000, kDirs = 1001, kDirsConfig = 1002;  // ordinary tokens
+  auto eog = [](const LoadModelOptions& lo) {
+    auto m = LoadModel(lo);
+    EXPECT_TRUE(m.ok()) << m.status();
+    std::vector<bool> out;
+    for (int32_t id : {kModels, kDirs, kDirsConfig}) {
+      out.push_back(m.ok() && m->tokenizer->IsEndOfGeneration(id));
+    }
+    return out;
+  };
+  for (const std::string& path : {ckpt.string(), gguf}) {
+    SCOPED_TRACE(path);
+    LoadModelOptions lo;
+    lo.path = path;
+    const bool hf = path == ckpt.string();
+    EXPECT_EQ(eog(lo), (std::vector<bool>{hf, false, false})) << "the model's own files";
+    lo.generation_config_dir = dir.string();
+    EXPECT_EQ(eog(lo), (std::vector<bool>{false, false, false})) << "an empty DIR: none";
+    write(dir / "config.json", R"({"model_type": "llama", "eos_token_id": 1002})");
+    EXPECT_EQ(eog(lo), (std::vector<bool>{false, false, true})) << "DIR's config.json";
+    write(dir / "generation_config.json", R"({"eos_token_id": [1001], "temperature": 0.6})");
+    EXPECT_EQ(eog(lo), (std::vector<bool>{false, true, false})) << "DIR's generation_config";
+    write(dir / "generation_config.json", R"({"eos_token_id": -3})");
+    auto bad = LoadModel(lo);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find((dir / "generation_config.json").string()),
+              std::string::npos)
+        << bad.status();
+    std::filesystem::remove(dir / "generation_config.json");
+    std::filesystem::remove(dir / "config.json");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, HfLayoutTest,
                          ::testing::Values("models/SmolLM2-135M-Instruct-hf",
                                            "models/SmolLM2-135M-Instruct-hf-sharded"));

@@ -11,7 +11,7 @@
 
 namespace pagellm::cli {
 
-absl::StatusOr<OpenedModel> OpenModelFromFlags() {
+absl::StatusOr<OpenedModel> OpenModelFromFlags(const std::string& generation_config_dir) {
   ASSIGN_OR_RETURN(BackendOptions bo, BackendOptionsFromFlags());
   if (TensorParallelSizeFromFlags() > 1 && bo.device != "cpu" && bo.device != "cuda") {
     return absl::UnimplementedError(
@@ -30,6 +30,7 @@ absl::StatusOr<OpenedModel> OpenModelFromFlags() {
     // The CUDA backend generates dummy weights on the device (16 GB made on the host would take
     // minutes only to be copied over).
     lo.dummy_generated_by_backend = bo.device == "cuda";
+    lo.generation_config_dir = generation_config_dir;
     if (lo.path.empty() && lo.format != "dummy") {
       return absl::InvalidArgumentError("--model is required");
     }

@@ -33,7 +33,10 @@ struct OpenedModel {
 // With --tensor-parallel-size N > 1 (parallel_flags.h), rank 0 returns the group as one backend;
 // on any other rank this never returns: the process serves rank 0's steps and exits (status 0
 // when rank 0 stopped the group, 1 on an error).
-absl::StatusOr<OpenedModel> OpenModelFromFlags();
+//
+// `generation_config_dir`: LoadModelOptions::generation_config_dir (pagellm-worker
+// --generation-config DIR); "" for the model's own files.
+absl::StatusOr<OpenedModel> OpenModelFromFlags(const std::string& generation_config_dir = "");
 
 }  // namespace pagellm::cli
 

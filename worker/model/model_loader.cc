@@ -158,6 +158,18 @@ void SetChatFor(const std::string& tokenizer_path, LoadedModel* m) {
   m->chat_tokens = TokenizerSpecialTokens(*m->tokenizer);
 }
 
+// Where vLLM finds the end-of-generation ids besides the tokenizer's EOS (hf_eos.h): `dir`'s
+// generation_config.json (its text, read by the caller), else its config.json, else none.
+absl::StatusOr<std::vector<int32_t>> EosIdsFrom(
+    const std::string& dir, const std::optional<std::string>& generation_config) {
+  const std::string where = (std::filesystem::path(dir) / "generation_config.json").string();
+  if (generation_config.has_value()) return EosIdsFromGenerationConfig(*generation_config, where);
+  if (std::optional<std::string> config = ReadSideFile(dir, "config.json")) {
+    return EosIdsFromConfigJson(*config, (std::filesystem::path(dir) / "config.json").string());
+  }
+  return std::vector<int32_t>();
+}
+
 absl::StatusOr<GgmlType> ParseDummyType(const std::string& t) {
   if (t == "q4_0") return GgmlType::kQ4_0;
   if (t == "q4_1") return GgmlType::kQ4_1;
@@ -187,7 +199,12 @@ absl::StatusOr<std::optional<std::string>> ReadGenerationConfig(const std::strin
 
 absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
   LoadedModel m;
-  std::vector<int32_t> eos_ids;  // a Hugging Face checkpoint's (hf_eos.h)
+  std::vector<int32_t> eos_ids;  // --generation-config DIR's or a Hugging Face checkpoint's
+  if (!o.generation_config_dir.empty()) {
+    ASSIGN_OR_RETURN(std::optional<std::string> dir_config,
+                     ReadGenerationConfig(o.generation_config_dir));
+    ASSIGN_OR_RETURN(eos_ids, EosIdsFrom(o.generation_config_dir, dir_config));
+  }
   std::string format = o.format;
   if (format == "auto") format = IsDirectory(o.path) ? "hf" : "gguf";
   if (format == "gguf") {
@@ -195,6 +212,7 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
     std::shared_ptr<GgufFile> gguf(std::move(file));
     if (o.tokenizer_path.empty()) {
       ASSIGN_OR_RETURN(VocabSpec spec, VocabFromGguf(*gguf));
+      AddEndOfGenerationIds(eos_ids, &spec);
       ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::Create(std::move(spec)));
       m.chat_template = GgufChatTemplate(*gguf);
       m.chat_tokens = TokenizerSpecialTokens(*m.tokenizer);
@@ -205,12 +223,8 @@ absl::StatusOr<LoadedModel> LoadModel(const LoadModelOptions& o) {
     ASSIGN_OR_RETURN(std::unique_ptr<HfCheckpoint> ckpt, HfCheckpoint::Open(o.path));
     std::shared_ptr<HfCheckpoint> shared(std::move(ckpt));
     ASSIGN_OR_RETURN(m.generation_config, ReadGenerationConfig(o.path));
-    // Where vLLM finds the end-of-generation ids besides the tokenizer's EOS (hf_eos.h).
-    if (m.generation_config.has_value()) {
-      ASSIGN_OR_RETURN(eos_ids,
-                       EosIdsFromGenerationConfig(*m.generation_config, "generation_config.json"));
-    } else if (std::optional<std::string> config = ReadSideFile(o.path, "config.json")) {
-      ASSIGN_OR_RETURN(eos_ids, EosIdsFromConfigJson(*config, "config.json"));
+    if (o.generation_config_dir.empty()) {
+      ASSIGN_OR_RETURN(eos_ids, EosIdsFrom(o.path, m.generation_config));
     }
     if (o.tokenizer_path.empty()) {
       ASSIGN_OR_RETURN(std::string json, shared->ReadTokenizerJson());

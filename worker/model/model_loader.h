@@ -34,6 +34,10 @@ struct LoadModelOptions {
   // Dummy weights as shapes only (ModelCheckpoint::generated), for a backend that makes them
   // itself: dummy_type must be f16 or bf16.
   bool dummy_generated_by_backend = false;
+  // pagellm-worker --generation-config DIR: where the end-of-generation ids besides the
+  // tokenizer's EOS come from (DIR's generation_config.json, else its config.json, else none),
+  // as vLLM reads them. "": the checkpoint's own files (none for a GGUF file).
+  std::string generation_config_dir;
 };
 
 struct LoadedModel {

@@ -62,7 +62,13 @@ namespace {
 // Opens what the flags name and starts serving it.
 absl::StatusOr<std::unique_ptr<pagellm::WorkerServer>> StartFromFlags() {
   ASSIGN_OR_RETURN(pagellm::EngineOptions eo, pagellm::cli::EngineOptionsFromFlags());
-  ASSIGN_OR_RETURN(pagellm::cli::OpenedModel model, pagellm::cli::OpenModelFromFlags());
+  // A --generation-config directory also gives the end-of-generation ids, as in vLLM.
+  const std::string generation_config = absl::GetFlag(FLAGS_generation_config);
+  ASSIGN_OR_RETURN(
+      pagellm::cli::OpenedModel model,
+      pagellm::cli::OpenModelFromFlags(generation_config == "auto" || generation_config == "vllm"
+                                           ? std::string()
+                                           : generation_config));
   pagellm::WorkerServer::Options so;
   so.engine = eo;
   so.model_name = absl::GetFlag(FLAGS_served_model_name).empty()
