@@ -12,6 +12,7 @@
 //   ring are resumed from OnWriteDone, which is not one of the call's reactions.
 #include "router/routed_stream.h"
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <utility>
@@ -87,8 +88,9 @@ RoutedStream::RoutedStream(const Deps& deps, const ModelContext& model,
                                                     valid->prompt_ids.end());
     *worker_request_.mutable_sampling() = valid->sampling;
     const SamplingParams& params = valid->params;
-    resumable_ = params.NumSequences() == 1 && !params.UseBeamSearch() && !params.embed;
+    resumable_ = !params.UseBeamSearch() && !params.embed;
     max_tokens_ = params.max_tokens;
+    if (resumable_) samples_.resize(params.n);
     if (resumable_ && !worker_request_.sampling().has_seed()) {
       // As random as the worker's own choice, and the same on the worker that resumes it.
       static thread_local std::mt19937_64 seeds{std::random_device{}()};
@@ -199,10 +201,13 @@ void RoutedStream::OnWorkerRead(bool ok) {
     ReleaseLocked(&after);  // this attempt's reservation, at its first message
     if (resumable_) {
       for (const v1::SampleDelta& d : msg.deltas()) {
-        if (d.sample_index() != 0) continue;
-        if (generated_.empty()) generated_.reserve(max_tokens_);
-        generated_.insert(generated_.end(), d.token_ids().begin(), d.token_ids().end());
-        if (d.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) sample_finished_ = true;
+        if (d.sample_index() < 0 || d.sample_index() >= std::ssize(samples_)) continue;
+        Sample& s = samples_[d.sample_index()];
+        // Grown geometrically past the first 1,024: n x max_tokens up front would hold memory
+        // that most streams never use.
+        if (s.tokens.empty()) s.tokens.reserve(std::min(max_tokens_, 1024));
+        s.tokens.insert(s.tokens.end(), d.token_ids().begin(), d.token_ids().end());
+        if (d.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) s.finished = true;
       }
     }
     if (!got_token_ && HasTokens(msg)) {
@@ -277,23 +282,16 @@ void RoutedStream::OnWorkerDone(const grpc::Status& status) {
       // After messages: resumed after the tokens the client has (or will have once the ring is
       // written), keeping the work done; otherwise started over only when the client kept them
       // to itself and has them all (none in the ring, none being written).
-      const bool resume = got_response_ && resumable_ && !generated_.empty() && !sample_finished_ &&
-                          std::ssize(generated_) < max_tokens_;
+      const bool resume = got_response_ && resumable_ && CanResumeLocked();
       const bool restart =
           got_response_ && !resume && client_->Restartable() && !writing_ && count_ == 0;
       if (worker_failed && (!got_response_ || restart || resume) && attempts_ < kMaxAttempts) {
         if (restart) {
           client_->Restart();
           got_response_ = false;
-          generated_.clear();
-          sample_finished_ = false;
+          for (Sample& s : samples_) s = Sample();
         } else if (resume) {
-          // No call reads worker_request_ now. The prompt's logprobs came with the first token.
-          worker_request_.mutable_resumed_output_token_ids()->Assign(generated_.begin(),
-                                                                     generated_.end());
-          worker_request_.mutable_sampling()->clear_prompt_logprobs();
-          // The next worker computes them too (placement counts their blocks).
-          ticket_.prompt_tokens = worker_request_.prompt_token_ids_size() + std::ssize(generated_);
+          SetResumedLocked();
         }
         deps_.metrics->CountRetry(resume);
         failed_worker_ = placement_.worker;
@@ -314,6 +312,38 @@ void RoutedStream::OnWorkerDone(const grpc::Status& status) {
   }
   done.reset();
   Run(deps, this, std::move(after));
+}
+
+bool RoutedStream::CanResumeLocked() const {
+  bool has_tokens = false, can_go_on = false;
+  for (const Sample& s : samples_) {
+    has_tokens |= !s.tokens.empty();
+    can_go_on |= !s.finished && std::ssize(s.tokens) < max_tokens_;
+  }
+  return has_tokens && can_go_on;
+}
+
+void RoutedStream::SetResumedLocked() {
+  // No call reads worker_request_ now. The prompt's logprobs came with the first token.
+  worker_request_.mutable_sampling()->clear_prompt_logprobs();
+  auto* all = worker_request_.mutable_resumed_output_token_ids();
+  all->Clear();
+  worker_request_.clear_resumed_samples();
+  int64_t longest = 0;  // of the samples that go on
+  for (const Sample& s : samples_) {
+    // Back to back for several samples: a worker that predates resumed_samples refuses them.
+    all->Add(s.tokens.begin(), s.tokens.end());
+    const bool finished = s.finished || std::ssize(s.tokens) >= max_tokens_;
+    if (!finished) longest = std::max<int64_t>(longest, std::ssize(s.tokens));
+    if (samples_.size() > 1) {
+      v1::ResumedSample* r = worker_request_.add_resumed_samples();
+      r->mutable_token_ids()->Assign(s.tokens.begin(), s.tokens.end());
+      r->set_finished(finished);
+    }
+  }
+  // The next worker computes them too: placement counts the blocks of the longest sample that
+  // goes on (there, each runs as a group of its own and must fit alone).
+  ticket_.prompt_tokens = worker_request_.prompt_token_ids_size() + longest;
 }
 
 void RoutedStream::Cancel() {

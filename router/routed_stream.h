@@ -13,12 +13,13 @@
 //      ring is full (the client's flow control reaches the worker);
 //   4. the worker's status ends the stream (Client::Finish) once the ring is written out. A
 //      worker that fails with UNAVAILABLE (or drops the call) before sending anything is
-//      retried once elsewhere; after that the client gets UNAVAILABLE. A stream of one sample
-//      (no beam search, no embedding) that has tokens and has not finished is resumed once on
-//      another worker: the request goes there with the tokens read so far
-//      (WorkerGenerateRequest.resumed_output_token_ids), and that worker sends what follows
-//      them. A request without a seed gets one from the router, so that a resumed sample draws
-//      what the first worker would have drawn. Any other request that fails after sending
+//      retried once elsewhere; after that the client gets UNAVAILABLE. A stream of samples
+//      (no beam search, no embedding) that has tokens and an unfinished sample is resumed once
+//      on another worker: the request goes there with each sample's tokens read so far
+//      (WorkerGenerateRequest.resumed_output_token_ids for one sample, resumed_samples for
+//      several, with the finished ones marked), and that worker sends what follows them. A
+//      request without a seed gets one from the router, so that a resumed sample draws what the
+//      first worker would have drawn. Any other request that fails after sending
 //      something is retried once when the client is Restartable (it keeps the whole answer
 //      until Finish, so nobody has seen the first attempt's messages): Restart() first.
 // Cancellation (Cancel: the client left; or the deadline) withdraws a queued request or
@@ -156,12 +157,19 @@ class RoutedStream final : public QueuedRequest {
   bool read_closed_ ABSL_GUARDED_BY(mu_) = false;  // the worker's stream has ended
   bool writing_ ABSL_GUARDED_BY(mu_) = false;      // a client write is outstanding
   int attempts_ ABSL_GUARDED_BY(mu_) = 0;
-  // The request may be resumed (see 4. above); then `generated_` holds the sample's tokens
-  // read from workers so far, and `sample_finished_` whether a worker finished it.
+  // The request may be resumed (see 4. above); then `samples_` holds, per sample, its tokens
+  // read from workers so far and whether a worker finished it.
+  struct Sample {
+    std::vector<int32_t> tokens;
+    bool finished = false;
+  };
+  // Whether some sample has tokens and some can go on (unfinished, under max_tokens).
+  bool CanResumeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts the samples' tokens into worker_request_ for the next worker.
+  void SetResumedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool resumable_ = false;
   int32_t max_tokens_ = 0;
-  std::vector<int32_t> generated_ ABSL_GUARDED_BY(mu_);
-  bool sample_finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
   bool got_response_ ABSL_GUARDED_BY(mu_) = false;  // this stream has read a worker message
   bool got_token_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, deadline, or a write failed

@@ -96,8 +96,14 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       for (int32_t id : req.prompt_token_ids()) sum += id;
       embedding_ = {static_cast<float>(prompt_len_), static_cast<float>(sum), 0.5f};
     }
-    // A resumed stream goes on after the tokens it had (the canned ones, by position).
-    sent_ = std::min(req.resumed_output_token_ids_size(), total_ - 1);
+    // A resumed stream goes on after the tokens it had (the canned ones, by position). Samples
+    // go in step here: those resumed unfinished have as many tokens; finished ones stay silent.
+    int resumed = req.resumed_output_token_ids_size();
+    for (const v1::ResumedSample& s : req.resumed_samples()) {
+      finished_.push_back(s.finished());
+      if (!s.finished()) resumed = s.token_ids_size();
+    }
+    sent_ = std::min(resumed, total_ - 1);
   }
 
   // Starts the stream (a stalled one waits for its cancellation).
@@ -186,6 +192,7 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
     msg_.set_request_id(request_id_);
     msg_.mutable_embedding()->Add(embedding_.begin(), embedding_.end());
     for (int s = 0; s < n_ && embedding_.empty(); ++s) {
+      if (s < std::ssize(finished_) && finished_[s]) continue;
       v1::SampleDelta* d = msg_.add_deltas();
       d->set_sample_index(s);
       std::string text;
@@ -218,6 +225,7 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   const bool stall_;
   int total_ = 16;
   std::vector<float> embedding_;  // an embedding request's: {prompt length, sum of ids, 0.5}
+  std::vector<bool> finished_;    // a resumed request's samples that ended before
 
   absl::Mutex mu_;
   v1::GenerateResponse msg_ ABSL_GUARDED_BY(mu_);

@@ -143,7 +143,7 @@ std::unique_ptr<Sequence> Engine::NewSequence(const SequenceGroup& group, int32_
 absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32_t> prompt_ids,
                                 const SamplingParams& params,
                                 std::optional<structured::Grammar> prebuilt,
-                                std::span<const int32_t> resumed_output) {
+                                const ResumedOutput& resumed) {
   const int64_t vocab = backend_->config().vocab_size;
   if (prompt_ids.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (int32_t id : prompt_ids) {
@@ -185,6 +185,22 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
   // v1 runs every parallel sample: each is scheduled and preempted on its own, and they share
   // the prompt only through the prefix cache. Beams and prompt logprobs need the group.
   int32_t parts = 1;
+  if (!resumed.empty()) {
+    if (params.UseBeamSearch() || params.embed || params.prompt_logprobs.has_value()) {
+      return absl::InvalidArgumentError(
+          "resumed_output: a request with beam search, embedding or prompt logprobs cannot be "
+          "resumed");
+    }
+    if (std::ssize(resumed.samples) != num_seqs) {
+      return absl::InvalidArgumentError(absl::StrCat("resumed_output: ", resumed.samples.size(),
+                                                     " samples for a request of ", num_seqs));
+    }
+    if (std::ranges::all_of(resumed.samples, &ResumedOutput::Sample::finished)) {
+      return absl::InvalidArgumentError("resumed_output: every sample ended: nothing is left");
+    }
+    // Samples resumed after different numbers of tokens no longer share a first token.
+    if (num_seqs > 1) parts = static_cast<int32_t>(num_seqs);
+  }
   if (num_seqs * seq_blocks > usable) {
     if (seq_blocks > usable || params.UseBeamSearch() || params.prompt_logprobs.has_value()) {
       // OUT_OF_RANGE, not RESOURCE_EXHAUSTED: retrying cannot help (HTTP 400, not 429).
@@ -226,7 +242,13 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
     stop_conditions = StopConditions::Create(params, tokenizer_->end_of_generation_ids());
   }
   const SamplingRng rng = SamplingRng::ForRequest(params);
+  // Every group is built (and a resumed one checked) before any is registered.
+  std::vector<std::unique_ptr<SequenceGroup>> built;
+  built.reserve(parts);
+  int32_t last_part = parts - 1;  // the last one built takes prompt_ids
+  while (!resumed.empty() && resumed.samples[last_part].finished) --last_part;
   for (int32_t part = 0; part < parts; ++part) {
+    if (!resumed.empty() && resumed.samples[part].finished) continue;
     auto group = std::make_unique<SequenceGroup>();
     group->request_id = request_id;
     group->key = parts > 1 ? PartKey(request_id, part) : request_id;
@@ -241,12 +263,15 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
       group->max_seqs = 1;
     }
     group->seqs.push_back(NewSequence(
-        *group, part, part + 1 < parts ? prompt_ids : std::move(prompt_ids), rng.ForSample(part)));
+        *group, part, part < last_part ? prompt_ids : std::move(prompt_ids), rng.ForSample(part)));
     if (grammar != nullptr) group->seqs.front()->grammar.emplace(grammar);
-    if (!resumed_output.empty()) {
-      RETURN_IF_ERROR(Resume(*group, group->seqs.front().get(), resumed_output));
+    if (!resumed.empty() && !resumed.samples[part].tokens.empty()) {
+      RETURN_IF_ERROR(Resume(*group, group->seqs.front().get(), resumed.samples[part].tokens));
       group->forked = true;  // its first token was sampled (one sample: nothing forks)
     }
+    built.push_back(std::move(group));
+  }
+  for (std::unique_ptr<SequenceGroup>& group : built) {
     if (adapter >= 0) {
       adapters_.Acquire(adapter);
       group->adapter_swaps = adapters_.moves(adapter);
@@ -260,18 +285,13 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
       scheduler_->Add(g);
     }
   }
-  if (parts > 1) split_.emplace(request_id, Split{parts, parts});
+  if (parts > 1) split_.emplace(request_id, Split{parts, static_cast<int32_t>(built.size())});
   return absl::OkStatus();
 }
 
 absl::Status Engine::Resume(const SequenceGroup& group, Sequence* seq,
                             std::span<const int32_t> resumed_output) const {
-  const SamplingParams& p = group.params;
-  if (p.NumSequences() != 1 || p.UseBeamSearch() || p.embed || p.prompt_logprobs.has_value()) {
-    return absl::InvalidArgumentError(
-        "resumed_output: only a request with one sample and no beam search, embedding or prompt "
-        "logprobs can be resumed");
-  }
+  const SamplingParams& p = group.params;  // one sample (AddRequest checked the request)
   if (static_cast<int64_t>(resumed_output.size()) >= p.max_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("resumed_output: ", resumed_output.size(),
                                                    " tokens leave nothing of max_tokens ",

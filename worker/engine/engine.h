@@ -28,6 +28,7 @@
 #include "worker/engine/adapter_table.h"
 #include "worker/engine/beam_search.h"
 #include "worker/engine/ngram_proposer.h"
+#include "worker/engine/resumed_output.h"
 #include "worker/engine/scheduler.h"
 #include "worker/engine/sequence.h"
 #include "worker/engine/step_cost_model.h"
@@ -154,17 +155,19 @@ class Engine {
   // BuildGrammar(params.structured_output) (structured_outputs.h) when the caller built it on
   // its own thread; the engine builds it otherwise, unless a recent request had the same
   // constraint.
-  // `resumed_output`: a request resumed elsewhere (its worker died mid-stream): the tokens it
-  // had generated there. The request goes on after them as if it had generated them here
+  // `resumed`: a request resumed elsewhere (its worker died mid-stream): per sample, the tokens
+  // it had generated there. Each sample goes on after them as if it had generated them here
   // (detokenizer, stop strings, grammar, penalties, max_tokens and the seeded draws all see
   // them), and emits only what follows: the first output's text is what the first worker held
-  // back, then new tokens. InvalidArgument unless it has one sample and no beam search,
-  // embedding or prompt logprobs, the tokens are fewer than max_tokens, and none of them ended
-  // the output.
+  // back, then new tokens. With n > 1 every unfinished sample runs as a group of its own (as
+  // samples a pool cannot hold together), and a finished one does not run again.
+  // InvalidArgument unless there is one entry per sample (n), no beam search, embedding or
+  // prompt logprobs, some sample is unfinished, and an unfinished sample's tokens are fewer than
+  // max_tokens and none of them ended its output.
   absl::Status AddRequest(const std::string& request_id, std::vector<int32_t> prompt_ids,
                           const SamplingParams& params,
                           std::optional<structured::Grammar> prebuilt = std::nullopt,
-                          std::span<const int32_t> resumed_output = {});
+                          const ResumedOutput& resumed = {});
   // Removes the request wherever it is and frees its blocks. NotFound if unknown or finished.
   absl::Status Abort(const std::string& request_id);
 
@@ -254,8 +257,8 @@ class Engine {
   void ProposeDrafts();
   // True when `id` ends a request's output (EOS unless ignore_eos, or a stop token id).
   [[nodiscard]] bool EndsOutput(const SamplingParams& p, int32_t id) const;
-  // AddRequest's resumed_output: checks it and takes `seq` (the group's only sequence, not yet
-  // scheduled) through it, discarding the text it would have emitted.
+  // AddRequest's resumed tokens of one sample: checks them and takes `seq` (the group's only
+  // sequence, not yet scheduled) through them, discarding the text it would have emitted.
   absl::Status Resume(const SequenceGroup& group, Sequence* seq,
                       std::span<const int32_t> resumed_output) const;
   // Cuts `draft` before its first token that `matcher`'s grammar refuses or that ends the

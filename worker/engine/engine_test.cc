@@ -1,7 +1,8 @@
 // Engine tests without a model: a ScriptedBackend (whose "model" is a rule of each sequence's
-// whole context, read back through its paged KV blocks) and the mock byte tokenizer. Expected
-// tokens come from the rule applied in a plain loop (ScriptedBackend::Continue), never from the
-// engine. tests/engine_model_test.cc runs the engine on the real default model.
+// whole context, read back through its paged KV blocks) and the mock byte tokenizer
+// (testing/engine_fixture.h). Expected tokens come from the rule applied in a plain loop
+// (ScriptedBackend::Continue), never from the engine. tests/engine_model_test.cc runs the engine
+// on the real default model; engine_resume_test.cc resumes requests.
 #include "worker/engine/engine.h"
 
 #include <algorithm>
@@ -16,77 +17,22 @@
 #include "gtest/gtest.h"
 #include "worker/backend/mock/mock_backend.h"
 #include "worker/backend/testing/scripted_backend.h"
-#include "worker/engine/testing/sampling.h"
+#include "worker/engine/testing/engine_fixture.h"
 #include "worker/model/lora_adapter.h"
 
 namespace pagellm {
 namespace {
 
+using testing::EngineTest;
+using testing::Greedy;
 using ::testing::HasSubstr;
+using testing::kEos;
+using testing::Prompt;
+using testing::RunResult;
 using testing::ScriptedBackend;
 using testing::ScriptedBackendOptions;
-
-constexpr int32_t kEos = 256;  // the mock tokenizer's <|endoftext|>
-
-SamplingParams Greedy(int32_t max_tokens) { return testing::GreedyParams(max_tokens); }
-
-std::vector<int32_t> Prompt(int32_t first, int n) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back((first + 13 * i) % 200 + 32);
-  return p;
-}
-
-struct RunResult {
-  std::map<std::pair<std::string, int32_t>, std::vector<int32_t>> tokens;
-  std::map<std::pair<std::string, int32_t>, FinishReason> finish;
-  std::map<std::pair<std::string, int32_t>, double> cumulative_logprob;
-  std::vector<absl::Status> step_errors;
-};
-
-class EngineTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto tokenizer = MockTokenizer();
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-    tokenizer_ = std::move(*tokenizer);
-  }
-
-  // A backend over the mock tokenizer's 257-token vocabulary.
-  void MakeBackend(ScriptedBackendOptions o = {}) {
-    o.vocab_size = 257;
-    backend_ = std::make_unique<ScriptedBackend>(o);
-  }
-  std::unique_ptr<Engine> NewEngine(EngineOptions o = {}) {
-    auto e = Engine::Create(backend_.get(), tokenizer_.get(), o);
-    EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? std::move(*e) : nullptr;
-  }
-  // Steps until idle (bounded), collecting everything; checks that no block is left held.
-  static RunResult Drain(Engine* e) {
-    RunResult run;
-    std::vector<SequenceOutput> outs;
-    for (int i = 0; i < 5000 && e->HasUnfinished(); ++i) {
-      outs.clear();
-      absl::Status st = e->Step(&outs);
-      if (!st.ok()) run.step_errors.push_back(st);
-      for (const SequenceOutput& o : outs) {
-        const auto key = std::make_pair(o.request_id, o.sample_index);
-        auto& t = run.tokens[key];
-        t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-        run.finish[key] = o.finish_reason;
-        run.cumulative_logprob[key] = o.cumulative_logprob;
-      }
-    }
-    EXPECT_FALSE(e->HasUnfinished()) << "no progress";
-    const BlockManager::Stats bm = e->block_manager().GetStats();
-    EXPECT_EQ(bm.device_used, 0) << "device blocks leaked";
-    EXPECT_EQ(bm.swap_used, 0) << "swap blocks leaked";
-    return run;
-  }
-
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<ScriptedBackend> backend_;
-};
+using testing::Seeded;
+using testing::SpreadRule;
 
 TEST_F(EngineTest, GreedyTokensFollowTheModelThroughThePagedCache) {
   MakeBackend();
@@ -162,21 +108,6 @@ TEST_F(EngineTest, PrefixCacheHitsReadTheSharedBlocks) {
   RunResult second = Drain(e.get());
   EXPECT_GE(e->stats().prefix_cache_hit_tokens, 12);
   EXPECT_EQ(second.tokens.at({"b", 0}), backend_->Continue(b, 5));
-}
-
-// A rule with a few likely tokens, so that seeded sampling has real choices.
-void SpreadRule(std::span<const int32_t> context, std::span<float> row) {
-  std::fill(row.begin(), row.end(), -30.0f);
-  const int32_t base = static_cast<int32_t>(context.size() * 7 % 200);
-  for (int32_t k = 0; k < 5; ++k) row[base + k] = 1.0f - 0.1f * k;
-}
-
-// Sampling at temperature 1 with `seed` (ignore_eos, as Greedy).
-SamplingParams Seeded(int32_t max_tokens, uint64_t seed) {
-  SamplingParams p = Greedy(max_tokens);
-  p.temperature = 1.0f;
-  p.seed = seed;
-  return p;
 }
 
 TEST_F(EngineTest, ParallelSamplesShareThePromptAndDrawTheirOwnStreams) {
@@ -400,113 +331,6 @@ TEST_F(EngineTest, ParallelSamplesThePoolCannotHoldTogetherRunSeparately) {
   ASSERT_TRUE(e->AddRequest("s", prompt, Greedy(3)).ok());
   // SpreadRule's most likely token after a context of length L is L * 7 % 200.
   EXPECT_EQ(Drain(e.get()).tokens.at({"s", 0}), (std::vector<int32_t>{70, 77, 84}));
-}
-
-// A run of one request, output by output: its tokens, the text each output carried, and how
-// it finished.
-struct Outputs {
-  std::vector<int32_t> tokens;
-  std::vector<std::string> texts;  // one per output
-  FinishReason finish = FinishReason::kNone;
-  [[nodiscard]] std::string Text(size_t first = 0) const {
-    std::string t;
-    for (size_t i = first; i < texts.size(); ++i) t += texts[i];
-    return t;
-  }
-};
-
-Outputs RunOne(Engine* e) {
-  Outputs run;
-  std::vector<SequenceOutput> outs;
-  for (int i = 0; i < 1000 && e->HasUnfinished(); ++i) {
-    outs.clear();
-    EXPECT_TRUE(e->Step(&outs).ok());
-    for (const SequenceOutput& o : outs) {
-      run.tokens.insert(run.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-      run.texts.push_back(o.text);
-      if (o.finished()) run.finish = o.finish_reason;
-    }
-  }
-  EXPECT_EQ(e->block_manager().GetStats().device_used, 0);
-  return run;
-}
-
-// A stream resumed after its first k tokens (the router's failover when a worker dies) goes on
-// exactly as the uninterrupted request: the same seeded draws and penalties (they see the
-// resumed tokens as output), and the text the first worker held back (a character split over
-// tokens; a possible stop string) comes out of the second, never twice or lost.
-TEST_F(EngineTest, AResumedRequestGoesOnAsIfItHadNeverMoved) {
-  MakeBackend({.block_size = 4, .num_kv_blocks = 64});
-  // Mostly the bytes of kText, in order; sometimes (seeded draws) a runner-up.
-  static const std::string kText =
-      "ab\xc3\xa9"
-      "cd\xe2\x82\xac"
-      " fin, ab cd ef gh";
-  constexpr int64_t kPromptLen = 5;
-  backend_->SetRule([](std::span<const int32_t> context, std::span<float> row) {
-    std::fill(row.begin(), row.end(), -30.0f);
-    const size_t at = (context.size() - kPromptLen) % kText.size();
-    row[static_cast<unsigned char>(kText[at])] = 3.0f;
-    row['x'] = 1.5f;
-    row['y'] = 1.0f;
-  });
-  SamplingParams p = Greedy(24);
-  p.temperature = 1.0f;
-  p.seed = 99;
-  p.frequency_penalty = 0.5f;
-  p.stop = {"cd ef"};  // spans the resume points 17 and 18
-  const std::vector<int32_t> prompt = Prompt(3, kPromptLen);
-  std::unique_ptr<Engine> e = NewEngine();
-  ASSERT_TRUE(e->AddRequest("whole", prompt, p).ok());
-  const Outputs whole = RunOne(e.get());
-  ASSERT_GE(whole.tokens.size(), 12u);
-  ASSERT_EQ(whole.texts.size(), whole.tokens.size());  // one token per output
-  ASSERT_NE(std::count(whole.tokens.begin(), whole.tokens.end(), 'x') +
-                std::count(whole.tokens.begin(), whole.tokens.end(), 'y'),
-            0)
-      << "the draws never left the text: the seed is not tested";
-
-  for (size_t k = 1; k < whole.tokens.size(); ++k) {
-    SCOPED_TRACE(k);
-    const std::vector<int32_t> resumed(whole.tokens.begin(), whole.tokens.begin() + k);
-    ASSERT_TRUE(e->AddRequest("resumed", prompt, p, std::nullopt, resumed).ok());
-    const Outputs rest = RunOne(e.get());
-    EXPECT_EQ(rest.tokens, std::vector<int32_t>(whole.tokens.begin() + k, whole.tokens.end()));
-    EXPECT_EQ(whole.Text(0).substr(0, whole.Text(0).size() - whole.Text(k).size()) + rest.Text(),
-              whole.Text());
-    EXPECT_EQ(rest.Text(), whole.Text(k));
-    EXPECT_EQ(rest.finish, whole.finish);
-  }
-}
-
-TEST_F(EngineTest, AResumeIsRefusedWhereItCannotGoOn) {
-  MakeBackend();
-  std::unique_ptr<Engine> e = NewEngine();
-  const std::vector<int32_t> prompt = Prompt(3, 5);
-  const std::vector<int32_t> some = {'a', 'b'};
-  auto refused = [&](const SamplingParams& p, std::vector<int32_t> resumed) {
-    return e->AddRequest("r", prompt, p, std::nullopt, resumed).code() ==
-           absl::StatusCode::kInvalidArgument;
-  };
-  SamplingParams two = Greedy(8);
-  two.n = 2;
-  EXPECT_TRUE(refused(two, some));
-  SamplingParams beams = Greedy(8);
-  beams.beam_width = 2;
-  EXPECT_TRUE(refused(beams, some));
-  SamplingParams scored = Greedy(8);
-  scored.prompt_logprobs = 1;
-  EXPECT_TRUE(refused(scored, some));
-  EXPECT_TRUE(refused(Greedy(2), some)) << "nothing of max_tokens is left";
-  EXPECT_TRUE(refused(Greedy(8), {'a', 257})) << "outside the vocabulary";
-  SamplingParams eos = Greedy(8);
-  eos.ignore_eos = false;
-  EXPECT_TRUE(refused(eos, {'a', kEos})) << "the output ended already";
-  SamplingParams stop = Greedy(8);
-  stop.stop = {"ab"};
-  EXPECT_TRUE(refused(stop, some)) << "a stop string ended it already";
-  EXPECT_FALSE(e->HasUnfinished());
-  EXPECT_TRUE(e->AddRequest("r", prompt, Greedy(8), std::nullopt, some).ok());
 }
 
 // vLLM's priority: refused under fcfs; under priority the smaller value runs first (one

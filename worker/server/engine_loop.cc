@@ -39,7 +39,7 @@ EngineLoop::~EngineLoop() { Stop(); }
 
 absl::Status EngineLoop::Submit(std::string id, std::vector<int32_t> prompt_ids,
                                 SamplingParams params, std::shared_ptr<RequestSink> sink,
-                                std::vector<int32_t> resumed_output) {
+                                ResumedOutput resumed) {
   // The grammar, off the engine thread (a size the engine would refuse is left to it).
   std::optional<structured::Grammar> grammar;
   if (params.structured_output.enabled() && params.structured_output.Validate().ok()) {
@@ -53,7 +53,7 @@ absl::Status EngineLoop::Submit(std::string id, std::vector<int32_t> prompt_ids,
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_ || draining_) return absl::UnavailableError("the worker is shutting down");
   inbox_.push_back({std::move(id), std::move(prompt_ids), std::move(params), std::move(grammar),
-                    std::move(sink), clock_(), std::move(resumed_output)});
+                    std::move(sink), clock_(), std::move(resumed)});
   ++load_.waiting;
   ++load_.active;
   cv_.notify_one();
@@ -229,14 +229,14 @@ void EngineLoop::AdmitPending(std::vector<Pending>* pending) {
     } else {
       const int64_t prompt_tokens = static_cast<int64_t>(p.prompt_ids.size());
       st = engine_->AddRequest(p.id, std::move(p.prompt_ids), p.params, std::move(p.grammar),
-                               p.resumed_output);
+                               p.resumed);
       if (st.ok()) {
         // The engine admitted the name: it is a served adapter (a label set bounded by the
         // operator's loads, not by clients).
         if (metrics_ != nullptr && !p.params.lora_adapter.empty()) {
           metrics_->lora_requests->Add({{"adapter", p.params.lora_adapter}}).Increment();
         }
-        const auto resumed = static_cast<int64_t>(p.resumed_output.size());
+        const int64_t resumed = p.resumed.tokens();
         active_.emplace(p.id, Active{.sink = std::move(p.sink),
                                      .prompt_tokens = prompt_tokens,
                                      .completion_tokens = resumed,

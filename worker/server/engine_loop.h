@@ -34,6 +34,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "worker/engine/engine.h"
+#include "worker/engine/resumed_output.h"
 #include "worker/server/worker_metrics.h"
 
 namespace pagellm {
@@ -83,9 +84,9 @@ class EngineLoop {
   // here, on the caller's thread, so that the engine thread never stalls on a large schema);
   // otherwise OK and the sink hears the outcome (other validation errors too) through OnDone.
   // `id` must be unique among active requests (AlreadyExists through OnDone otherwise).
-  // `resumed_output`: Engine::AddRequest's; the completion tokens OnDone reports count them.
+  // `resumed`: Engine::AddRequest's; the completion tokens OnDone reports count them.
   absl::Status Submit(std::string id, std::vector<int32_t> prompt_ids, SamplingParams params,
-                      std::shared_ptr<RequestSink> sink, std::vector<int32_t> resumed_output = {});
+                      std::shared_ptr<RequestSink> sink, ResumedOutput resumed = {});
   // Aborts the request at the next step and frees its blocks; its sink gets OnDone(CANCELLED).
   // Unknown or finished ids are ignored.
   void Cancel(const std::string& id);
@@ -137,7 +138,7 @@ class EngineLoop {
     std::optional<structured::Grammar> grammar;  // built by Submit
     std::shared_ptr<RequestSink> sink;
     double submit_time = 0;
-    std::vector<int32_t> resumed_output;
+    ResumedOutput resumed;
   };
   struct Active {
     std::shared_ptr<RequestSink> sink;

@@ -130,14 +130,14 @@ class GenerateStream::Sink : public RequestSink {
 
 GenerateStream::GenerateStream(EngineLoop* loop, std::string internal_id, std::string client_id,
                                std::vector<int32_t> prompt_ids, SamplingParams params,
-                               std::vector<int32_t> resumed_output)
+                               ResumedOutput resumed)
     : loop_(loop),
       internal_id_(std::move(internal_id)),
       sink_(std::make_shared<Sink>(
           this, std::move(client_id),
           params.prompt_logprobs.has_value() ? prompt_ids : std::vector<int32_t>())) {
   const absl::Status st = loop_->Submit(internal_id_, std::move(prompt_ids), std::move(params),
-                                        sink_, std::move(resumed_output));
+                                        sink_, std::move(resumed));
   if (!st.ok()) sink_->OnDone(st, 0, 0);
 }
 

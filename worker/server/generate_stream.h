@@ -25,10 +25,10 @@ namespace pagellm {
 class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // Starts the call: `loop` (borrowed, outlives every call) gets the request under
-  // `internal_id`; responses carry `client_id`. `resumed_output`: EngineLoop::Submit's.
+  // `internal_id`; responses carry `client_id`. `resumed`: EngineLoop::Submit's.
   GenerateStream(EngineLoop* loop, std::string internal_id, std::string client_id,
                  std::vector<int32_t> prompt_ids, SamplingParams params,
-                 std::vector<int32_t> resumed_output = {});
+                 ResumedOutput resumed = {});
   // A call refused before it reached the engine: finishes with `error` (REQUIRES: not OK).
   GenerateStream(EngineLoop* loop, const absl::Status& error);
 

@@ -82,8 +82,19 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
   // Internal ids are unique whatever the clients send; responses carry the client's id.
   std::string id = absl::StrCat("w", next_id_.fetch_add(1, std::memory_order_relaxed));
   std::vector<int32_t> prompt(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
-  std::vector<int32_t> resumed(request.resumed_output_token_ids().begin(),
-                               request.resumed_output_token_ids().end());
+  // Several samples: resumed_samples (resumed_output_token_ids then holds them all, for older
+  // workers to refuse); one: resumed_output_token_ids.
+  ResumedOutput resumed;
+  if (request.resumed_samples_size() > 0) {
+    resumed.samples.reserve(request.resumed_samples_size());
+    for (const v1::ResumedSample& s : request.resumed_samples()) {
+      resumed.samples.push_back(
+          {std::vector<int32_t>(s.token_ids().begin(), s.token_ids().end()), s.finished()});
+    }
+  } else {
+    resumed = ResumedOutput::OneSample(std::vector<int32_t>(
+        request.resumed_output_token_ids().begin(), request.resumed_output_token_ids().end()));
+  }
   return new GenerateStream(loop_, std::move(id), std::move(*request.mutable_request_id()),
                             std::move(prompt), SamplingParamsFromProto(request.sampling()),
                             std::move(resumed));

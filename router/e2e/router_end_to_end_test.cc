@@ -1,6 +1,7 @@
 // End to end through a real RouterServer (gRPC on 127.0.0.1) in front of in-process fake
-// workers: streaming, cancellation, deadlines, worker failures, admission, health, reflection,
-// metrics, the local unary calls and draining.
+// workers (router_test_fixture.h): streaming, cancellation, deadlines, admission, health,
+// reflection, metrics, the local unary calls and draining. Worker failures:
+// router_failover_test.cc.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pagellm/v1/generation.grpc.pb.h"
+#include "router/e2e/router_test_fixture.h"
 #include "router/router_server.h"
 #include "router/testing/fake_worker.h"
 
@@ -25,104 +27,11 @@ using ::testing::Contains;
 using testing::FakeWorker;
 using ::testing::HasSubstr;
 using testing::HealthStatus;
-
 using testing::Load;
+using testing::Request;
+using testing::RouterTest;
+using testing::StreamResult;
 using testing::WaitFor;
-
-v1::GenerateRequest Request(const std::string& id, int max_tokens = 5,
-                            const std::string& text = "hi") {
-  v1::GenerateRequest r;
-  r.set_request_id(id);
-  r.set_text(text);
-  r.mutable_sampling()->set_max_tokens(max_tokens);
-  return r;
-}
-
-struct StreamResult {
-  grpc::Status status;
-  std::vector<v1::GenerateResponse> messages;
-  int tokens = 0;
-  absl::Duration took;
-};
-
-class RouterTest : public ::testing::Test {
- protected:
-  void TearDown() override {
-    if (router_ != nullptr) router_->Shutdown(absl::ZeroDuration());
-  }
-
-  FakeWorker& AddWorker(FakeWorker::Options o = {}) {
-    workers_.push_back(FakeWorker::Start(std::move(o)));
-    return *workers_.back();
-  }
-
-  // Two workers: `a` (10 ms between tokens) gets the first request, having more free blocks
-  // than `b`.
-  std::pair<FakeWorker&, FakeWorker&> AddFirstChoiceAndOther() {
-    FakeWorker::Options slow;
-    slow.token_interval = absl::Milliseconds(10);
-    slow.load = Load(1000);
-    FakeWorker& a = AddWorker(slow);
-    FakeWorker::Options other;
-    other.load = Load(500);
-    return {a, AddWorker(other)};
-  }
-
-  RouterServer::Options DefaultOptions() {
-    RouterServer::Options o;
-    o.listen_address = "127.0.0.1:0";
-    o.metrics_address = "";  // the exposer takes 2 s to stop: only the metrics test has one
-    for (const auto& w : workers_) o.workers.addresses.push_back(w->address());
-    o.poll_interval = absl::Milliseconds(20);
-    o.request_timeout = absl::Seconds(20);
-    return o;
-  }
-
-  // Starts the router and, when `wait_ready`, waits until it serves with every worker ready.
-  void StartRouter(RouterServer::Options o, bool wait_ready = true) {
-    auto r = RouterServer::Start(std::move(o));
-    ASSERT_TRUE(r.ok()) << r.status();
-    router_ = *std::move(r);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", router_->port()),
-                                   grpc::InsecureChannelCredentials());
-    stub_ = v1::Generation::NewStub(channel_);
-    if (wait_ready) {
-      ASSERT_TRUE(WaitFor([&] {
-        return router_->serving() &&
-               router_->worker_stats().ready == static_cast<int>(workers_.size());
-      }));
-    }
-  }
-  void StartRouter() { StartRouter(DefaultOptions()); }
-
-  StreamResult Generate(const v1::GenerateRequest& request,
-                        absl::Duration deadline = absl::Seconds(20)) {
-    grpc::ClientContext context;
-    if (deadline != absl::InfiniteDuration()) {
-      context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-    }
-    return Read(&context, request);
-  }
-
-  StreamResult Read(grpc::ClientContext* context, const v1::GenerateRequest& request) {
-    StreamResult out;
-    const absl::Time start = absl::Now();
-    auto reader = stub_->Generate(context, request);
-    v1::GenerateResponse m;
-    while (reader->Read(&m)) {
-      for (const auto& d : m.deltas()) out.tokens += d.token_ids_size();
-      out.messages.push_back(m);
-    }
-    out.status = reader->Finish();
-    out.took = absl::Now() - start;
-    return out;
-  }
-
-  std::vector<std::unique_ptr<FakeWorker>> workers_;
-  std::unique_ptr<RouterServer> router_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Generation::Stub> stub_;
-};
 
 TEST_F(RouterTest, StreamsTheWorkersTokensUnderTheClientsRequestId) {
   FakeWorker& w = AddWorker();
@@ -219,136 +128,6 @@ TEST_F(RouterTest, RequestTimeoutAppliesWhenTheClientSetsNoDeadline) {
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_LT(r.took, absl::Seconds(3));
   EXPECT_TRUE(w.WaitForActiveStreams(0, absl::Seconds(5)));
-}
-
-// A stream of one sample whose worker dies goes on from another worker, after the tokens its
-// client has: no token lost or repeated, the same seed (the router's, when the client set
-// none) so that the draws go on too.
-TEST_F(RouterTest, WorkerDyingMidStreamIsResumedOnAnotherAfterTheTokensSent) {
-  auto [a, b] = AddFirstChoiceAndOther();
-  StartRouter();
-
-  grpc::ClientContext context;
-  v1::GenerateRequest request = Request("moves", 50);
-  request.mutable_sampling()->set_temperature(0.8f);
-  auto reader = stub_->Generate(&context, request);
-  v1::GenerateResponse m;
-  std::vector<int32_t> ids;
-  std::string text;
-  auto take = [&] {
-    for (const auto& d : m.deltas()) {
-      ids.insert(ids.end(), d.token_ids().begin(), d.token_ids().end());
-      text += d.text();
-    }
-  };
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(reader->Read(&m));
-    take();
-  }
-  const absl::Time killed_at = absl::Now();
-  a.Kill();
-  ASSERT_TRUE(reader->Read(&m));  // the stream goes on
-  take();
-  EXPECT_LT(absl::Now() - killed_at, absl::Seconds(1));
-  while (reader->Read(&m)) take();
-  const grpc::Status status = reader->Finish();
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  std::string expected;
-  for (int i = 0; i < 50; ++i) expected.push_back(static_cast<char>('a' + i % 26));
-  EXPECT_EQ(text, expected);
-  EXPECT_EQ(ids, std::vector<int32_t>(expected.begin(), expected.end()));
-  EXPECT_EQ(m.usage().completion_tokens(), 50);
-
-  const std::vector<v1::WorkerGenerateRequest> on_a = a.requests();
-  const std::vector<v1::WorkerGenerateRequest> on_b = b.requests();
-  ASSERT_EQ(on_a.size(), 1u);
-  ASSERT_EQ(on_b.size(), 1u);
-  const v1::WorkerGenerateRequest& first = on_a[0];
-  const v1::WorkerGenerateRequest& resumed = on_b[0];
-  EXPECT_EQ(first.resumed_output_token_ids_size(), 0);
-  EXPECT_GE(resumed.resumed_output_token_ids_size(), 3);
-  EXPECT_LT(resumed.resumed_output_token_ids_size(), 50);
-  EXPECT_TRUE(std::equal(resumed.resumed_output_token_ids().begin(),
-                         resumed.resumed_output_token_ids().end(), expected.begin()));
-  ASSERT_TRUE(first.sampling().has_seed()) << "the router seeds an unseeded request";
-  EXPECT_EQ(resumed.sampling().seed(), first.sampling().seed());
-  EXPECT_EQ(resumed.prompt_token_ids_size(), first.prompt_token_ids_size());
-}
-
-// A stream that cannot be resumed (several samples) ends promptly with UNAVAILABLE when its
-// worker dies; the other worker takes the next requests, and the restarted one is used again.
-TEST_F(RouterTest, WorkerDyingMidStreamEndsTheStreamPromptlyAndTheOtherTakesOver) {
-  auto [a, b] = AddFirstChoiceAndOther();
-  StartRouter();
-
-  grpc::ClientContext context;
-  v1::GenerateRequest two = Request("dies", 50);
-  two.mutable_sampling()->set_n(2);
-  auto reader = stub_->Generate(&context, two);
-  v1::GenerateResponse m;
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(reader->Read(&m));
-  const absl::Time killed_at = absl::Now();
-  a.Kill();
-  while (reader->Read(&m)) {
-  }
-  grpc::Status status = reader->Finish();
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
-  EXPECT_LT(absl::Now() - killed_at, absl::Seconds(1));
-
-  for (int i = 0; i < 3; ++i) {
-    StreamResult r = Generate(Request(absl::StrCat("after", i), 3));
-    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-    EXPECT_EQ(r.tokens, 3);
-  }
-  EXPECT_EQ(b.completed(), 3);
-
-  // The restarted worker is used again once a poll sees it.
-  b.SetLoad(Load(10));
-  a.Restart();
-  ASSERT_TRUE(WaitFor([&] { return router_->worker_stats().ready == 2; }));
-  const int before = a.generate_calls();
-  StreamResult r = Generate(Request("back", 3));
-  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_EQ(a.generate_calls(), before + 1);
-}
-
-TEST_F(RouterTest, UnavailableBeforeTheFirstTokenIsRetriedOnAnotherWorker) {
-  FakeWorker::Options first;
-  first.load = Load(1000);
-  FakeWorker& a = AddWorker(first);
-  FakeWorker::Options second;
-  second.load = Load(500);
-  FakeWorker& b = AddWorker(second);
-  a.SetGenerateError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "draining"));
-  StartRouter();
-  StreamResult r = Generate(Request("retry", 4));
-  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_EQ(r.tokens, 4);
-  EXPECT_EQ(a.generate_calls(), 1);
-  EXPECT_EQ(b.generate_calls(), 1);
-}
-
-TEST_F(RouterTest, UnavailableTwiceEndsWithUnavailable) {
-  FakeWorker& a = AddWorker();
-  FakeWorker& b = AddWorker();
-  a.SetGenerateError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone"));
-  b.SetGenerateError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone"));
-  StartRouter();
-  StreamResult r = Generate(Request("twice"));
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(a.generate_calls() + b.generate_calls(), 2);
-}
-
-TEST_F(RouterTest, WorkerErrorsOtherThanUnavailableAreForwardedAsTheyAre) {
-  FakeWorker& w = AddWorker();
-  StartRouter();
-  for (auto code : {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::RESOURCE_EXHAUSTED}) {
-    w.SetGenerateError(grpc::Status(code, "worker says no"));
-    StreamResult r = Generate(Request("e"));
-    EXPECT_EQ(r.status.error_code(), code);
-    EXPECT_EQ(r.status.error_message(), "worker says no");
-  }
-  EXPECT_EQ(w.generate_calls(), 2) << "no retry for a request the worker refused";
 }
 
 TEST_F(RouterTest, BadRequestIsRefusedWithoutReachingAWorker) {
