@@ -50,6 +50,24 @@ bool HasTokens(const v1::GenerateResponse& m) {
   return false;
 }
 
+// A worker ends a sample with reason ABORT only when the stream fails (its engine failed, it
+// stopped): the stream's status says so, and the sample may yet go on elsewhere. So a stream of
+// samples drops that reason, and the delta when nothing else is in it (it never has tokens).
+void DropAbortedDeltas(v1::GenerateResponse* m) {
+  auto* deltas = m->mutable_deltas();
+  int kept = 0;
+  for (int i = 0; i < deltas->size(); ++i) {
+    v1::SampleDelta* d = deltas->Mutable(i);
+    if (d->finish_reason() == v1::FINISH_REASON_ABORT) {
+      d->clear_finish_reason();
+      if (d->token_ids_size() == 0 && d->text().empty() && d->logprobs_size() == 0) continue;
+    }
+    if (kept != i) deltas->SwapElements(kept, i);
+    ++kept;
+  }
+  deltas->DeleteSubrange(kept, deltas->size() - kept);
+}
+
 }  // namespace
 
 class RoutedStream::WorkerCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
@@ -198,8 +216,10 @@ void RoutedStream::OnWorkerRead(bool ok) {
     }
     v1::GenerateResponse& msg = slots_[read_slot_];
     got_response_ = true;
+    got_last_ |= msg.finished();
     ReleaseLocked(&after);  // this attempt's reservation, at its first message
     if (resumable_) {
+      DropAbortedDeltas(&msg);
       for (const v1::SampleDelta& d : msg.deltas()) {
         if (d.sample_index() < 0 || d.sample_index() >= std::ssize(samples_)) continue;
         Sample& s = samples_[d.sample_index()];
@@ -279,13 +299,22 @@ void RoutedStream::OnWorkerDone(const grpc::Status& status) {
       const bool worker_failed =
           code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::CANCELLED;
       if (code == grpc::StatusCode::UNAVAILABLE) after.report_down = placement_.worker;
+      const bool whole = got_last_ || (resumable_ && AllSamplesFinishedLocked());
       // After messages: resumed after the tokens the client has (or will have once the ring is
       // written), keeping the work done; otherwise started over only when the client kept them
       // to itself and has them all (none in the ring, none being written).
       const bool resume = got_response_ && resumable_ && CanResumeLocked();
       const bool restart =
           got_response_ && !resume && client_->Restartable() && !writing_ && count_ == 0;
-      if (worker_failed && (!got_response_ || restart || resume) && attempts_ < kMaxAttempts) {
+      if (worker_failed && whole) {
+        // The client has (or will have, once the ring is written) the whole answer.
+        PLOG_WARN("worker {} failed after request {}'s whole answer ({}); finished it",
+                  placement_.worker->address(), worker_request_.request_id(),
+                  status.error_message());
+        if (!got_last_) AddLastMessageLocked(&after);
+        outcome_ = absl::OkStatus();
+      } else if (worker_failed && (!got_response_ || restart || resume) &&
+                 attempts_ < kMaxAttempts) {
         if (restart) {
           client_->Restart();
           got_response_ = false;
@@ -321,6 +350,29 @@ bool RoutedStream::CanResumeLocked() const {
     can_go_on |= !s.finished && std::ssize(s.tokens) < max_tokens_;
   }
   return has_tokens && can_go_on;
+}
+
+bool RoutedStream::AllSamplesFinishedLocked() const {
+  return !samples_.empty() &&
+         std::all_of(samples_.begin(), samples_.end(), [](const Sample& s) { return s.finished; });
+}
+
+void RoutedStream::AddLastMessageLocked(After* after) {
+  // A new message in a free slot; with none free, the newest one becomes the last (it is not
+  // the one being written: that is the oldest, and kSlots > 1).
+  const bool full = count_ == kSlots;
+  v1::GenerateResponse& last = slots_[(head_ + count_ - (full ? 1 : 0)) % kSlots];
+  if (!full) {
+    last.Clear();
+    last.set_request_id(client_request_id_);
+    ++count_;
+  }
+  last.set_finished(true);
+  int64_t completion_tokens = 0;
+  for (const Sample& s : samples_) completion_tokens += std::ssize(s.tokens);
+  last.mutable_usage()->set_prompt_tokens(worker_request_.prompt_token_ids_size());
+  last.mutable_usage()->set_completion_tokens(static_cast<int32_t>(completion_tokens));
+  if (!writing_) StartWriteLocked(after);
 }
 
 void RoutedStream::SetResumedLocked() {

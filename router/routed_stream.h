@@ -22,6 +22,9 @@
 //      first worker would have drawn. Any other request that fails after sending
 //      something is retried once when the client is Restartable (it keeps the whole answer
 //      until Finish, so nobody has seen the first attempt's messages): Restart() first.
+//      A worker that fails once its answer is whole -- after its last message (the one with
+//      usage), or after every sample's last token -- does not fail the stream: it finishes OK,
+//      with the usage the worker would have sent made up by the router in the second case.
 // Cancellation (Cancel: the client left; or the deadline) withdraws a queued request or
 // cancels the worker call; the stream finishes when the worker call is over.
 //
@@ -85,6 +88,7 @@ class RoutedStream final : public QueuedRequest {
 
   // Messages buffered between the worker and the client, per stream.
   static constexpr int kSlots = 4;
+  static_assert(kSlots > 1, "the message being written and a newer one");
 
   // A stream for `client` (borrowed until Finish). `client_deadline`: InfiniteFuture when the
   // client set none. Nothing happens until Start.
@@ -167,10 +171,15 @@ class RoutedStream final : public QueuedRequest {
   bool CanResumeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts the samples' tokens into worker_request_ for the next worker.
   void SetResumedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether every sample has had its last token (a resumable stream only).
+  bool AllSamplesFinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the stream's last message (finished, with usage) in place of the worker's.
+  void AddLastMessageLocked(After* after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool resumable_ = false;
   int32_t max_tokens_ = 0;
   std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
   bool got_response_ ABSL_GUARDED_BY(mu_) = false;  // this stream has read a worker message
+  bool got_last_ ABSL_GUARDED_BY(mu_) = false;      // ... and the last one (finished, usage)
   bool got_token_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, deadline, or a write failed
   bool started_ ABSL_GUARDED_BY(mu_) = false;      // Start was called

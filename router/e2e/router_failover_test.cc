@@ -1,7 +1,7 @@
 // Worker failures through a real RouterServer in front of in-process fake workers
 // (router_test_fixture.h): streams resumed on another worker after the tokens their clients
-// have, streams that cannot be resumed ending promptly, retries before the first token, and
-// worker errors passed on.
+// have, streams that cannot be resumed ending promptly, workers failing once the answer is
+// whole, retries before the first token, and worker errors passed on.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -174,6 +174,90 @@ TEST_F(RouterTest, WorkerDyingMidStreamEndsTheStreamPromptlyAndTheOtherTakesOver
   StreamResult r = Generate(Request("back", 3));
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(a.generate_calls(), before + 1);
+}
+
+// Each sample's text (sample_index -> the deltas' text) and whether a delta ended with ABORT.
+std::vector<std::string> SampleTexts(const StreamResult& r, int n, bool* saw_abort = nullptr) {
+  std::vector<std::string> texts(n);
+  for (const v1::GenerateResponse& m : r.messages) {
+    for (const v1::SampleDelta& d : m.deltas()) {
+      texts.at(d.sample_index()) += d.text();
+      if (saw_abort != nullptr) *saw_abort |= d.finish_reason() == v1::FINISH_REASON_ABORT;
+    }
+  }
+  return texts;
+}
+
+std::string Letters(int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s.push_back(static_cast<char>('a' + i % 26));
+  return s;
+}
+
+// A worker that fails once the client has its whole answer -- after its last message, or after
+// every sample's last token but before the last message -- does not fail the request: it ends
+// OK, nothing is run again, and the usage the worker did not send is the router's count. Beams,
+// which never resume, too.
+TEST_F(RouterTest, WorkerFailingAfterTheWholeAnswerStillEndsOk) {
+  auto [a, b] = AddFirstChoiceAndOther();
+  StartRouter();
+  const std::string prompt = "hi";  // <s> and two bytes
+  for (FakeWorker::Ending ending :
+       {FakeWorker::Ending::kFailAfterLast, FakeWorker::Ending::kFailBeforeUsage}) {
+    a.SetEnding(ending);
+    v1::GenerateRequest request = Request("whole", 12, prompt);
+    request.mutable_sampling()->set_n(3);
+    request.mutable_sampling()->set_temperature(0.8f);
+    const StreamResult r = Generate(request);
+    ASSERT_TRUE(r.status.ok()) << static_cast<int>(ending) << ": " << r.status.error_message();
+    for (const std::string& t : SampleTexts(r, 3)) EXPECT_EQ(t, Letters(12));
+    ASSERT_FALSE(r.messages.empty());
+    const v1::GenerateResponse& last = r.messages.back();
+    EXPECT_TRUE(last.finished());
+    EXPECT_EQ(last.request_id(), "whole");
+    EXPECT_EQ(last.usage().prompt_tokens(), 3);
+    EXPECT_EQ(last.usage().completion_tokens(), 36);
+    // The worker failed with UNAVAILABLE: the router takes it out of use until a poll sees it.
+    ASSERT_TRUE(WaitFor([&] { return router_->worker_stats().ready == 2; }));
+  }
+  v1::GenerateRequest beams = Request("beams", 8, prompt);
+  beams.mutable_sampling()->set_beam_width(2);
+  beams.mutable_sampling()->set_temperature(0.0f);
+  a.SetEnding(FakeWorker::Ending::kFailAfterLast);
+  const StreamResult r = Generate(beams);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens, 8);
+  EXPECT_EQ(a.generate_calls(), 3);
+  EXPECT_EQ(b.generate_calls(), 0) << "nothing ran again";
+}
+
+// An engine failure ends every sample with reason ABORT, then the stream with UNAVAILABLE. The
+// samples go on from another worker after their tokens, and the client sees no ABORT.
+TEST_F(RouterTest, SamplesAbortedByAFailingEngineGoOnFromAnotherWorker) {
+  auto [a, b] = AddFirstChoiceAndOther();
+  a.SetEnding(FakeWorker::Ending::kAbortMidway);
+  StartRouter();
+  v1::GenerateRequest request = Request("aborted", 20);
+  request.mutable_sampling()->set_n(2);
+  const StreamResult r = Generate(request);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  bool saw_abort = false;
+  for (const std::string& t : SampleTexts(r, 2, &saw_abort)) EXPECT_EQ(t, Letters(20));
+  EXPECT_FALSE(saw_abort);
+  EXPECT_EQ(r.messages.back().usage().completion_tokens(), 40);
+  const std::vector<v1::WorkerGenerateRequest> on_b = b.requests();
+  ASSERT_EQ(on_b.size(), 1u);
+  ASSERT_EQ(on_b[0].resumed_samples_size(), 2);
+  for (const v1::ResumedSample& s : on_b[0].resumed_samples()) {
+    EXPECT_FALSE(s.finished());
+    EXPECT_EQ(s.token_ids_size(), 10);
+  }
+
+  // With nowhere to go on, the stream ends with the worker's UNAVAILABLE, not OK.
+  b.SetGenerateError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone"));
+  ASSERT_TRUE(WaitFor([&] { return router_->worker_stats().ready == 2; }));
+  const StreamResult failed = Generate(request);
+  EXPECT_EQ(failed.status.error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST_F(RouterTest, UnavailableBeforeTheFirstTokenIsRetriedOnAnotherWorker) {

@@ -54,6 +54,7 @@ class FakeWorker::Impl {
   int prefix_filters_sent_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status generate_error_ ABSL_GUARDED_BY(mu_);
   bool stall_ ABSL_GUARDED_BY(mu_) = false;
+  FakeWorker::Ending ending_ ABSL_GUARDED_BY(mu_) = FakeWorker::Ending::kNormal;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
   int cancellations_ ABSL_GUARDED_BY(mu_) = 0;
   int open_ ABSL_GUARDED_BY(mu_) = 0;         // registered streams not yet finishing
@@ -81,12 +82,15 @@ class FakeWorker::Impl {
 // Streams `total` tokens, `tokens_per_message` per message, one delta per sample.
 class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  FakeStream(FakeWorker::Impl* w, const v1::WorkerGenerateRequest& req, bool stall)
+  using Ending = FakeWorker::Ending;
+
+  FakeStream(FakeWorker::Impl* w, const v1::WorkerGenerateRequest& req, bool stall, Ending ending)
       : w_(w),
         request_id_(req.request_id()),
         prompt_len_(req.prompt_token_ids_size()),
         n_(req.sampling().has_n() && req.sampling().n() > 0 ? req.sampling().n() : 1),
-        stall_(stall) {
+        stall_(stall),
+        ending_(ending) {
     total_ = w->options_.tokens_per_request > 0 ? w->options_.tokens_per_request
              : req.sampling().has_max_tokens()  ? req.sampling().max_tokens()
                                                 : 16;
@@ -140,7 +144,10 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       } else {
         sent_ += in_flight_;
         w_->tokens_sent_.fetch_add(in_flight_, std::memory_order_relaxed);
-        if (sent_ == total_) {
+        if (aborted_ || (sent_ == total_ && ending_ != Ending::kNormal)) {
+          finish = done_ = true;
+          status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake: died");
+        } else if (sent_ == total_) {
           finish = done_ = true;
           w_->completed_.fetch_add(1);
         } else {
@@ -186,10 +193,23 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (cancelled_ || done_) return;
-    const int count = std::min(std::max(1, w_->options_.tokens_per_message), total_ - sent_);
-    const bool last = sent_ + count == total_;
     msg_.Clear();
     msg_.set_request_id(request_id_);
+    if (ending_ == Ending::kAbortMidway && sent_ >= total_ / 2 && embedding_.empty()) {
+      for (int s = 0; s < n_; ++s) {
+        if (s < std::ssize(finished_) && finished_[s]) continue;
+        v1::SampleDelta* d = msg_.add_deltas();
+        d->set_sample_index(s);
+        d->set_finish_reason(v1::FINISH_REASON_ABORT);
+      }
+      aborted_ = true;
+      in_flight_ = 0;
+      writing_ = true;
+      StartWrite(&msg_);
+      return;
+    }
+    const int count = std::min(std::max(1, w_->options_.tokens_per_message), total_ - sent_);
+    const bool last = sent_ + count == total_;
     msg_.mutable_embedding()->Add(embedding_.begin(), embedding_.end());
     for (int s = 0; s < n_ && embedding_.empty(); ++s) {
       if (s < std::ssize(finished_) && finished_[s]) continue;
@@ -208,7 +228,7 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       }
       if (last) d->set_finish_reason(v1::FINISH_REASON_LENGTH);
     }
-    if (last) {
+    if (last && ending_ != Ending::kFailBeforeUsage) {
       msg_.set_finished(true);
       msg_.mutable_usage()->set_prompt_tokens(prompt_len_);
       msg_.mutable_usage()->set_completion_tokens(embedding_.empty() ? total_ * n_ : 0);
@@ -223,6 +243,7 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   const int prompt_len_;
   const int n_;
   const bool stall_;
+  const Ending ending_;
   int total_ = 16;
   std::vector<float> embedding_;  // an embedding request's: {prompt length, sum of ids, 0.5}
   std::vector<bool> finished_;    // a resumed request's samples that ended before
@@ -234,7 +255,8 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool scheduled_ ABSL_GUARDED_BY(mu_) = false;  // a timer entry is pending
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;  // Finish called or decided
+  bool done_ ABSL_GUARDED_BY(mu_) = false;     // Finish called or decided
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;  // the ABORT message is written (kAbortMidway)
 };
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* FakeWorker::Impl::Arrive(
@@ -249,7 +271,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* FakeWorker::Impl::Arrive(
     if (error.ok() && options_.fail_every > 0 && calls_ % options_.fail_every == 0) {
       error = grpc::Status(options_.fail_code, "fake failure");
     }
-    stream = new FakeStream(this, request, stall_);
+    stream = new FakeStream(this, request, stall_, ending_);
     if (error.ok()) {
       streams_.insert(stream);
       max_streams_ = std::max(max_streams_, ++open_);
@@ -604,6 +626,11 @@ void FakeWorker::SetGenerateError(const grpc::Status& status) {
 void FakeWorker::SetStall(bool stall) {
   absl::MutexLock lock(&impl_->mu_);
   impl_->stall_ = stall;
+}
+
+void FakeWorker::SetEnding(Ending ending) {
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->ending_ = ending;
 }
 
 void FakeWorker::Kill() { impl_->Kill(); }

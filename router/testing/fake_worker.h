@@ -14,8 +14,9 @@
 // keeps the delays, so many concurrent streams need no thread each.
 //
 // Faults on demand: fail calls with a status (SetGenerateError, or every `fail_every`-th call),
-// stall streams, fail GetLoad, die (Kill) and come back on the same port (Restart). It records
-// what it saw: requests, cancellations, completed streams, the most streams open at once.
+// stall streams, end them badly (SetEnding), fail GetLoad, die (Kill) and come back on the same
+// port (Restart). It records what it saw: requests, cancellations, completed streams, the most
+// streams open at once.
 //
 // Thread-safe: knobs and observations may be used from any thread while it serves.
 #ifndef PAGELLM_ROUTER_TESTING_FAKE_WORKER_H_
@@ -89,6 +90,16 @@ class FakeWorker {
   void SetGenerateError(const grpc::Status& status);
   // New streams send nothing until cancelled.
   void SetStall(bool stall);
+  // How new streams end: as a worker that dies (or whose engine fails) at the worst moment.
+  // Each failed ending is the status UNAVAILABLE ("fake: died"), where OK would come.
+  enum class Ending {
+    kNormal,
+    kFailAfterLast,    // every message, the last one (finished, usage) too
+    kFailBeforeUsage,  // every token and finish reason, but the last message has no usage
+    kAbortMidway,      // after half the tokens: every sample's delta with reason ABORT, no
+                       // tokens (what an engine failure sends)
+  };
+  void SetEnding(Ending ending);
   // Dies: the server stops at once (open streams are cancelled, connections closed).
   void Kill();
   // Serves again on the same port.
