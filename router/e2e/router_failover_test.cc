@@ -226,7 +226,7 @@ TEST_F(RouterTest, WorkerFailingAfterTheWholeAnswerStillEndsOk) {
   a.SetEnding(FakeWorker::Ending::kFailAfterLast);
   const StreamResult r = Generate(beams);
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_EQ(r.tokens, 8);
+  EXPECT_EQ(r.tokens, 16);
   EXPECT_EQ(a.generate_calls(), 3);
   EXPECT_EQ(b.generate_calls(), 0) << "nothing ran again";
 }

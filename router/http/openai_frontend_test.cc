@@ -413,7 +413,8 @@ TEST_F(OpenAiFrontendTest, ShutdownReturnsOnceTheHttpApisStreamsAreGone) {
 }
 
 // A worker that dies mid-answer. A request goes on from another worker after the tokens it had,
-// each sample after its own, streamed or not: the client gets the whole answer, once.
+// each sample after its own, streamed or not: the client gets the whole answer, once. Beams,
+// not streamed, start over.
 TEST_F(OpenAiFrontendTest, WorkerDeathMidAnswerIsResumedElsewhere) {
   FakeWorker::Options slow;
   slow.token_interval = absl::Milliseconds(100);
@@ -486,6 +487,21 @@ TEST_F(OpenAiFrontendTest, WorkerDeathMidAnswerIsResumedElsewhere) {
   EXPECT_EQ(texts[1], "abcdefgh");
   ASSERT_EQ(b.generate_calls(), 4);
   EXPECT_EQ(b.requests().back().resumed_samples_size(), 2);
+
+  // Beams (vLLM's use_beam_search) cannot resume. Not streamed, nobody has seen their tokens:
+  // they start over on b, and the answer holds b's beams alone.
+  r = killed_midway({{"prompt", "hello"}, {"max_tokens", 8}, {"n", 2}, {"use_beam_search", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = Json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  for (const Json& choice : j["choices"]) EXPECT_EQ(choice["text"], "abcdefgh");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 16);
+  ASSERT_EQ(b.generate_calls(), 5);
+  const v1::WorkerGenerateRequest again = b.requests().back();
+  EXPECT_EQ(again.sampling().beam_width(), 2);
+  EXPECT_EQ(again.sampling().temperature(), 0.0f);
+  EXPECT_EQ(again.resumed_output_token_ids_size(), 0);
+  EXPECT_EQ(again.resumed_samples_size(), 0);
 }
 
 TEST_F(OpenAiFrontendTest, ApiKeysGuardBothApisAndCanBeReplacedWhileServing) {

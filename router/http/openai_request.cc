@@ -40,7 +40,7 @@ constexpr const char* kSamplingFields =
     "model temperature top_p top_k min_p repetition_penalty presence_penalty frequency_penalty "
     "seed min_tokens ignore_eos include_stop_str_in_output skip_special_tokens n stop "
     "stop_token_ids stream stream_options user logit_bias allowed_token_ids prompt_logprobs "
-    "priority response_format "
+    "priority response_format use_beam_search length_penalty early_stopping "
     "structured_outputs guided_json guided_choice guided_regex guided_grammar "
     "guided_decoding_backend guided_whitespace_pattern";
 
@@ -314,6 +314,19 @@ absl::Status ParseCommonSampling(const Json& j, OpenAiRequest* out, v1::Sampling
       }
       s->add_allowed_token_ids(static_cast<int32_t>(id.get<int64_t>()));
     }
+  }
+  // vLLM's beam search: n beams, best first, as the n choices. The model's raw log-probabilities
+  // rank them, so the temperature does not apply (vLLM ignores it too). length_penalty and
+  // early_stopping are ignored without it, as in vLLM.
+  ASSIGN_OR_RETURN(auto beam_search, GetBool(j, "use_beam_search"));
+  ASSIGN_OR_RETURN(auto length_penalty, GetFloat(j, "length_penalty"));
+  ASSIGN_OR_RETURN(auto early_stopping, GetBool(j, "early_stopping"));
+  if (beam_search.value_or(false)) {
+    s->set_temperature(0.0f);
+    s->clear_n();
+    if (out->n > 1) s->set_beam_width(out->n);  // one beam is greedy decoding
+    if (length_penalty) s->set_length_penalty(*length_penalty);
+    if (early_stopping) s->set_early_stopping(*early_stopping);
   }
   return absl::OkStatus();
 }

@@ -46,7 +46,9 @@ struct OpenAiRequest {
   std::string model;  // as the client named it; empty when absent
   // One per prompt; chat requests have exactly one. Sampling and prompt fields set.
   std::vector<v1::GenerateRequest> prompts;
-  int n = 1;  // samples per prompt (choices = prompts.size() * n)
+  // Samples per prompt (choices = prompts.size() * n); with vLLM's use_beam_search, beams
+  // (SamplingParams.beam_width), best first.
+  int n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt text starts each choice's text

@@ -99,6 +99,45 @@ TEST(OpenAiRequestTest, VllmPromptLogprobsOnBothEndpoints) {
   EXPECT_EQ(r->prompts[0].sampling().prompt_logprobs(), 4);
 }
 
+// vLLM's use_beam_search: n beams (the choices), temperature 0 whatever was asked (raw
+// log-probabilities rank the beams), length_penalty and early_stopping passed on; without it
+// those two are ignored, as vLLM ignores them.
+TEST(OpenAiRequestTest, UseBeamSearchAsksForNBeams) {
+  absl::StatusOr<OpenAiRequest> r = ParseCompletionRequest(
+      R"({"prompt": "a", "n": 3, "use_beam_search": true, "temperature": 0.7,
+          "length_penalty": 0.5, "early_stopping": true, "max_tokens": 9})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->n, 3);
+  const v1::SamplingParams& s = r->prompts[0].sampling();
+  EXPECT_EQ(s.beam_width(), 3);
+  EXPECT_FALSE(s.has_n());
+  EXPECT_TRUE(s.has_temperature());
+  EXPECT_EQ(s.temperature(), 0.0f);
+  EXPECT_EQ(s.length_penalty(), 0.5f);
+  EXPECT_TRUE(s.early_stopping());
+  EXPECT_EQ(s.max_tokens(), 9);
+
+  r = ParseChatRequest(
+      R"({"messages": [{"role": "user", "content": "a"}], "n": 2, "use_beam_search": true,
+          "stream": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->n, 2);
+  EXPECT_EQ(r->prompts[0].sampling().beam_width(), 2);
+  EXPECT_FALSE(r->prompts[0].sampling().has_length_penalty());
+
+  // One beam is greedy decoding; no beam search: the beam fields are ignored.
+  r = ParseCompletionRequest(R"({"prompt": "a", "use_beam_search": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->prompts[0].sampling().has_beam_width());
+  EXPECT_EQ(r->prompts[0].sampling().temperature(), 0.0f);
+  r = ParseCompletionRequest(
+      R"({"prompt": "a", "n": 2, "use_beam_search": false, "length_penalty": 2.0})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->prompts[0].sampling().has_beam_width());
+  EXPECT_FALSE(r->prompts[0].sampling().has_length_penalty());
+  EXPECT_EQ(r->prompts[0].sampling().n(), 2);
+}
+
 TEST(OpenAiRequestTest, UnsetFieldsStayUnsetSoTheRouterDefaultsApply) {
   absl::StatusOr<OpenAiRequest> r =
       ParseCompletionRequest(R"({"prompt": "x", "temperature": null, "stop": null})");
@@ -429,6 +468,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "logit_bias", "maps token ids"},
         BadCase{"AllowedTokenIds", false, R"({"prompt": "a", "allowed_token_ids": [1, -2]})",
                 "allowed_token_ids", "list of token ids"},
+        BadCase{"UseBeamSearchNotABool", false, R"({"prompt": "a", "use_beam_search": 1})",
+                "use_beam_search", "must be a boolean"},
+        BadCase{"LengthPenaltyNotANumber", false,
+                R"({"prompt": "a", "use_beam_search": true, "length_penalty": "x"})",
+                "length_penalty", "must be a number"},
         BadCase{"BestOf", false, R"({"prompt": "a", "best_of": 3})", "best_of", "not supported"},
         BadCase{"PromptLogprobsStreamed", false,
                 R"({"prompt": "a", "stream": true, "prompt_logprobs": 1})", "prompt_logprobs",

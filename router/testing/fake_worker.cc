@@ -88,7 +88,9 @@ class FakeStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       : w_(w),
         request_id_(req.request_id()),
         prompt_len_(req.prompt_token_ids_size()),
-        n_(req.sampling().has_n() && req.sampling().n() > 0 ? req.sampling().n() : 1),
+        n_(req.sampling().beam_width() >= 2 ? req.sampling().beam_width()
+           : req.sampling().n() > 0         ? req.sampling().n()
+                                            : 1),
         stall_(stall),
         ending_(ending) {
     total_ = w->options_.tokens_per_request > 0 ? w->options_.tokens_per_request

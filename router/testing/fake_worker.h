@@ -1,13 +1,13 @@
 // FakeWorker: an in-process pagellm.v1.Worker gRPC server -- the one fake worker of the router
 // tests, the router benchmark and the serving benchmark's tests. It needs no model: Generate
 // streams canned tokens (byte-level ids of "a".."z", `tokens_per_message` per message per
-// sample; an embedding request gets one message with the embedding {prompt length, sum of the
-// prompt's ids, 0.5}; a resumed request goes on after its resumed_output_token_ids, or its
-// resumed_samples' unfinished ones, as if it had sent them), GetLoad reports a configurable load
-// (its prefix filter only to a caller whose copy is out of date, as a worker does), and
-// GetTokenizer serves a tiny hand-built vocabulary (TinyVocab). With `serve_generation` it also
-// answers the public pagellm.v1.Generation API (token-id prompts) on the same port, as a router
-// would.
+// sample, or per beam of a beam search, which it streams as samples; an embedding request gets one
+// message with the embedding {prompt length, sum of the prompt's ids, 0.5}; a resumed request goes
+// on after its resumed_output_token_ids, or its resumed_samples' unfinished ones, as if it had sent
+// them), GetLoad reports a configurable load (its prefix filter only to a caller whose copy is out
+// of date, as a worker does), and GetTokenizer serves a tiny hand-built vocabulary (TinyVocab).
+// With `serve_generation` it also answers the public pagellm.v1.Generation API (token-id prompts)
+// on the same port, as a router would.
 //
 // Pace: the first message goes out `first_token_delay` after the call arrives, each later one
 // `token_interval` after the previous write completed (back to back when zero). One timer thread

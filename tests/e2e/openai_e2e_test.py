@@ -24,6 +24,9 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - reasoning: a router with --reasoning-parser returns `reasoning` apart from `content`;
   - structured output: response_format json_schema (the SDK's parse() with pydantic models),
     json_object, vLLM's structured_outputs and guided_choice; replies validated by jsonschema;
+  - beam search (vLLM's use_beam_search), from a worker on the F32 model: the choices are the
+    beams of tests/data/beam's reference (llama.cpp's logits, Hugging Face's algorithm), best
+    first, streamed or not; stop strings, logprobs and too many beams are a 400;
   - embeddings with the SDK (base64, its default, and floats; text and token ids; a LoRA
     adapter) against transformers' fp32 embeddings of the same inputs, vLLM's /v1/score and
     /v1/rerank as cosines of them, and `pagellm generate --embed` (through the router and
@@ -53,6 +56,7 @@ Run from the repository root: .venv/bin/python tests/e2e/openai_e2e_test.py [-v]
 PAGELLM_REQUIRE_MODELS=1.)
 """
 import array
+import concurrent.futures
 import json
 import os
 import re
@@ -1162,6 +1166,98 @@ class VllmMetricsTest(unittest.TestCase):
         self.assertIn("vllm:num_requests_waiting metric names should not contain ':'", r.stdout + r.stderr)
 
 
+def ServeBehindARouter(test, name, worker):
+    """Once `worker` serves, starts router `name` in front of it and sets test.router, an SDK
+    client of its HTTP API (test.client) and the model it serves (test.model)."""
+    worker.WaitServing(timeout=120)
+    test.router = e2e.StartRouter(name, [worker])
+    test.router.WaitServing()
+    test.client = openai.OpenAI(base_url=f"http://127.0.0.1:{test.router.http_port}/v1",
+                                api_key="unused", max_retries=0, timeout=120)
+    test.model = test.client.models.list().data[0].id
+
+
+class BeamSearchTest(unittest.TestCase):
+    """vLLM's use_beam_search against tests/data/beam/llamacpp_beam_smollm2.json: beams searched
+    (Hugging Face's algorithm, in numpy) over llama.cpp's fp32 logits of the F32 model, made by
+    tools/fixtures/make_beam_fixture.py. The fixture keeps only prompts whose every beam decision
+    has a margin above 1e-3, so the choices' texts must be the reference beams', best first."""
+
+    F32 = os.path.join(e2e.ROOT, "models", "SmolLM2-135M-Instruct.F32.gguf")
+    FIXTURE = os.path.join(e2e.ROOT, "tests", "data", "beam", "llamacpp_beam_smollm2.json")
+
+    @classmethod
+    def setUpClass(cls):
+        missing = e2e.Skip() or ([] if os.path.exists(cls.F32) else [cls.F32])
+        if missing and os.environ.get("PAGELLM_REQUIRE_MODELS") == "1":
+            raise RuntimeError(f"missing: {missing}")
+        if missing:
+            raise unittest.SkipTest(f"missing: {missing}")
+        with open(cls.FIXTURE) as f:
+            cls.fixture = json.load(f)
+        # fp32 KV, as the reference's.
+        cls.worker = e2e.StartWorker("beam_worker", model_file=cls.F32,
+                                     extra=("--kv-cache-dtype", "f32"))
+        ServeBehindARouter(cls, "beam_router", cls.worker)
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in (getattr(cls, "router", None), getattr(cls, "worker", None)):
+            if p is not None:
+                p.terminate()
+
+    def Expected(self, beam):
+        """(text, finish_reason) of a reference beam as the API returns it: an EOS ends it
+        with reason stop and, being a special token, stays out of the text."""
+        eos = self.fixture["eos_ids"]
+        text = beam["text"]
+        if beam["token_ids"][-1] in eos:
+            for special in ("<|im_end|>", "<|endoftext|>"):
+                text = text.removesuffix(special)
+            return text, "stop"
+        return text, "length"
+
+    def Request(self, case, **kw):
+        return dict(model=self.model, prompt=case["prompt_ids"], n=self.fixture["beam_width"],
+                    max_tokens=self.fixture["max_tokens"],
+                    extra_body={"use_beam_search": True,
+                                "length_penalty": self.fixture["length_penalty"],
+                                "early_stopping": self.fixture["early_stopping"]}, **kw)
+
+    def test_completions_return_the_reference_beams_best_first(self):
+        cases = self.fixture["cases"]
+        self.assertGreaterEqual(sum(c["eos_occurred"] for c in cases), 1)
+        # All at once: the requests' beams share the worker's batches.
+        with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
+            answers = list(pool.map(lambda c: self.client.completions.create(**self.Request(c)),
+                                    cases))
+        for case, answer in zip(cases, answers):
+            with self.subTest(case["name"]):
+                got = [(c.text, c.finish_reason) for c in sorted(answer.choices,
+                                                                 key=lambda c: c.index)]
+                self.assertEqual(got, [self.Expected(b) for b in case["beams"]])
+
+    def test_streamed_beams_are_the_same_beams(self):
+        case = next(c for c in self.fixture["cases"] if c["eos_occurred"])
+        texts, reasons = {}, {}
+        for chunk in self.client.completions.create(**self.Request(case, stream=True)):
+            for c in chunk.choices:
+                texts[c.index] = texts.get(c.index, "") + c.text
+                if c.finish_reason:
+                    reasons[c.index] = c.finish_reason
+        self.assertEqual([(texts[i], reasons[i]) for i in sorted(texts)],
+                         [self.Expected(b) for b in case["beams"]])
+
+    def test_what_beam_search_cannot_do_is_a_400(self):
+        case = self.fixture["cases"][0]
+        for extra, word in (({"stop": ["\n"]}, "stop"), ({"logprobs": 1}, "logprobs"),
+                            ({"n": 1000}, "beam_width")):
+            with self.subTest(extra):
+                with self.assertRaises(openai.BadRequestError) as e:
+                    self.client.completions.create(**{**self.Request(case), **extra})
+                self.assertIn(word, str(e.exception))
+
+
 class GenerationConfigTest(unittest.TestCase):
     """A worker's default sampling parameters from a generation_config.json folder."""
 
@@ -1173,12 +1269,7 @@ class GenerationConfigTest(unittest.TestCase):
         with open(os.path.join(self.dir, "generation_config.json"), "w") as f:
             json.dump({"do_sample": True, "temperature": 0.0, "max_new_tokens": 7}, f)
         self.worker = e2e.StartWorker("gc_worker", extra=["--generation-config", self.dir])
-        self.worker.WaitServing(timeout=120)
-        self.router = e2e.StartRouter("gc_router", [self.worker])
-        self.router.WaitServing()
-        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{self.router.http_port}/v1",
-                                    api_key="unused", max_retries=0, timeout=120)
-        self.model = self.client.models.list().data[0].id
+        ServeBehindARouter(self, "gc_router", self.worker)
 
     def tearDown(self):
         for p in (self.router, self.worker):

@@ -165,9 +165,9 @@ class Proc:
             self.p.wait(timeout=timeout)
 
 
-def StartWorker(name, extra=(), port=None, mock=False):
+def StartWorker(name, extra=(), port=None, mock=False, model_file=MODEL):
     """A worker on `port` (kept when given: a restart on a dead worker's port) or a fresh one."""
-    model = ["--load-format", "mock"] if mock else ["--model", MODEL, "--threads", "1"]
+    model = ["--load-format", "mock"] if mock else ["--model", model_file, "--threads", "1"]
 
     def Launch():
         ports = {"port": port or FreePort(), "metrics_port": FreePort()}
