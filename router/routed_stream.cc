@@ -119,7 +119,8 @@ RoutedStream::RoutedStream(const Deps& deps, const ModelContext& model,
     ticket_.prompt_tokens = static_cast<int64_t>(valid->prompt_ids.size());
     ticket_.prompt_ids = std::span<const int32_t>(worker_request_.prompt_token_ids().data(),
                                                   worker_request_.prompt_token_ids().size());
-    ticket_.cache_namespace = PrefixCacheNamespace(request.sampling().lora_adapter());
+    ticket_.cache_namespace = SaltedCacheNamespace(
+        PrefixCacheNamespace(request.sampling().lora_adapter()), request.sampling().cache_salt());
     ticket_.lora_adapter = worker_request_.sampling().lora_adapter();
     ticket_.reuses_cached_prefix = !request.sampling().has_prompt_logprobs();
     ticket_.deadline = deadline_;

@@ -34,6 +34,7 @@ SamplingParams SamplingParamsFromProto(const v1::SamplingParams& p) {
   if (p.has_length_penalty()) s.length_penalty = p.length_penalty();
   if (p.has_early_stopping()) s.early_stopping = p.early_stopping();
   s.lora_adapter = p.lora_adapter();
+  s.cache_salt = p.cache_salt();
   s.priority = p.priority();
   s.embed = p.embed();
   s.logit_bias.assign(p.logit_bias().begin(), p.logit_bias().end());
@@ -92,6 +93,7 @@ void SamplingParamsToProto(const SamplingParams& s, v1::SamplingParams* out) {
   out->set_length_penalty(s.length_penalty);
   out->set_early_stopping(s.early_stopping);
   out->set_lora_adapter(s.lora_adapter);
+  out->set_cache_salt(s.cache_salt);
   out->set_priority(s.priority);
   out->set_embed(s.embed);
   for (const auto& [id, bias] : s.logit_bias) (*out->mutable_logit_bias())[id] = bias;

@@ -51,6 +51,7 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   s.stop = {"a", "b"};
   s.skip_special_tokens = false;
   s.lora_adapter = "sql-lora";
+  s.cache_salt = "tenant-salt";
   s.priority = -3;
   s.embed = true;
   v1::SamplingParams p;
@@ -64,6 +65,7 @@ TEST(ProtoConvertTest, SamplingParamsRoundTrip) {
   EXPECT_EQ(back.stop, s.stop);
   EXPECT_FALSE(back.skip_special_tokens);
   EXPECT_EQ(back.lora_adapter, "sql-lora");
+  EXPECT_EQ(back.cache_salt, "tenant-salt");
   EXPECT_EQ(back.priority, -3);
   EXPECT_TRUE(back.embed);
   for (FinishReason r :

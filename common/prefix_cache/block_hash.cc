@@ -30,6 +30,13 @@ uint64_t PrefixCacheNamespace(std::string_view adapter_name) {
   return h == 0 ? 1 : h;
 }
 
+uint64_t SaltedCacheNamespace(uint64_t cache_namespace, std::string_view cache_salt) {
+  if (cache_salt.empty()) return cache_namespace;
+  uint64_t h = Mix(Mix(kRootHash, ~cache_namespace), cache_salt.size());
+  for (unsigned char c : cache_salt) h = Mix(h, c);
+  return h == 0 ? 1 : h;
+}
+
 uint64_t HashPrefixBlock(uint64_t parent, std::span<const int32_t> tokens) {
   uint64_t h = Mix(kRootHash, parent);
   for (int32_t t : tokens) h = Mix(h, static_cast<uint32_t>(t));

@@ -6,7 +6,7 @@
 // token ids. Equal hashes therefore name equal prefixes, not merely equal blocks. The namespace
 // keeps blocks computed with different weights apart: 0 is the base model, and a LoRA adapter's
 // namespace is PrefixCacheNamespace(its name), the same in every worker whatever order the
-// adapters were listed in.
+// adapters were listed in. A request's cache_salt salts its namespace (SaltedCacheNamespace).
 //
 // The hash is not cryptographic: the block manager verifies a hit's tokens, and the router only
 // uses it to guess. Pure functions, thread-safe.
@@ -25,6 +25,10 @@ uint64_t PrefixCacheRoot(uint64_t cache_namespace);
 
 // The namespace of a LoRA adapter's blocks (never 0); "" is the base model's, 0.
 uint64_t PrefixCacheNamespace(std::string_view adapter_name);
+
+// `cache_namespace` salted with a request's cache_salt: only requests of the same namespace and
+// salt share blocks. The namespace itself for an empty salt; otherwise never 0.
+uint64_t SaltedCacheNamespace(uint64_t cache_namespace, std::string_view cache_salt);
 
 // The hash of the block holding `tokens` after the block hashed `parent`.
 uint64_t HashPrefixBlock(uint64_t parent, std::span<const int32_t> tokens);

@@ -52,6 +52,23 @@ TEST(PrefixBlockHashesTest, NamespacesKeepAdaptersApart) {
   EXPECT_EQ(firsts.size(), 3u);
 }
 
+// vLLM's cache_salt: no salt leaves the namespace as it is; a salt gives the (adapter, salt)
+// pair a namespace of its own, the same in every process.
+TEST(PrefixBlockHashesTest, ASaltGivesTheRequestsThatShareItANamespaceOfTheirOwn) {
+  const uint64_t sql = PrefixCacheNamespace("sql");
+  EXPECT_EQ(SaltedCacheNamespace(0, ""), 0u);
+  EXPECT_EQ(SaltedCacheNamespace(sql, ""), sql);
+  std::set<uint64_t> all = {0, sql};
+  for (uint64_t ns : {uint64_t{0}, sql}) {
+    for (const char* salt : {"tenant-a", "tenant-b", "tenant-a\n", "a"}) {
+      EXPECT_EQ(SaltedCacheNamespace(ns, salt), SaltedCacheNamespace(ns, salt));
+      EXPECT_NE(SaltedCacheNamespace(ns, salt), 0u);
+      all.insert(SaltedCacheNamespace(ns, salt));
+    }
+  }
+  EXPECT_EQ(all.size(), 10u) << "every (adapter, salt) pair apart";
+}
+
 TEST(PrefixBlockHashesTest, TokenIdsAreHashedAsUnsigned32BitValues) {
   // Negative ids never reach the cache, but the hash must still be total and distinct.
   EXPECT_NE(HashPrefixBlock(1, std::vector<int32_t>{-1}),

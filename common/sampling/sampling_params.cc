@@ -94,6 +94,10 @@ absl::Status SamplingParams::Validate(int64_t vocab_size) const {
                absl::StrCat("may hold at most ", kMaxLoraAdapterNameBytes, " bytes"),
                static_cast<double>(lora_adapter.size()));
   }
+  if (cache_salt.size() > kMaxCacheSaltBytes) {
+    return Bad("cache_salt", absl::StrCat("may hold at most ", kMaxCacheSaltBytes, " bytes"),
+               static_cast<double>(cache_salt.size()));
+  }
   if (top_k < -1) return Bad("top_k", "must be -1, 0 (disabled) or positive", top_k);
   if (!(min_p >= 0.0f && min_p <= 1.0f)) return Bad("min_p", "must be in [0, 1]", min_p);
   if (!(repetition_penalty >= 1.0f / kMaxRepetitionPenalty &&

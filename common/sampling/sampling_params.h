@@ -70,6 +70,8 @@ struct StructuredOutput {
 
 // The longest LoRA adapter name a request may give (what --lora-modules accepts).
 inline constexpr size_t kMaxLoraAdapterNameBytes = 128;
+// The longest cache_salt.
+inline constexpr size_t kMaxCacheSaltBytes = 1024;
 
 // A name an adapter may be served under: 1..kMaxLoraAdapterNameBytes bytes of [A-Za-z0-9._:/-]
 // (names appear in /v1/models, URLs and metric labels). InvalidArgument naming `what` otherwise.
@@ -149,6 +151,9 @@ struct SamplingParams {
   // adapter (its served name) the request runs with; empty for the base model. The engine refuses a
   // name its backend does not serve (NotFound).
   std::string lora_adapter = {};
+  // Not a sampling parameter: vLLM's cache_salt (at most kMaxCacheSaltBytes). When not empty,
+  // the prompt shares cached prefix blocks only with requests of the same salt (and adapter).
+  std::string cache_salt = {};
   // Not a sampling parameter either: under --scheduling-policy priority, a request with a smaller
   // value is scheduled (and, in the router, placed) first, and one with a larger value is
   // preempted first; ties go by arrival (vLLM's priority). Any value; the engine refuses a

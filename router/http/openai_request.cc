@@ -40,7 +40,7 @@ constexpr const char* kSamplingFields =
     "model temperature top_p top_k min_p repetition_penalty presence_penalty frequency_penalty "
     "seed min_tokens ignore_eos include_stop_str_in_output skip_special_tokens n stop "
     "stop_token_ids stream stream_options user logit_bias allowed_token_ids prompt_logprobs "
-    "priority response_format use_beam_search length_penalty early_stopping "
+    "priority response_format use_beam_search length_penalty early_stopping cache_salt "
     "structured_outputs guided_json guided_choice guided_regex guided_grammar "
     "guided_decoding_backend guided_whitespace_pattern";
 
@@ -314,6 +314,13 @@ absl::Status ParseCommonSampling(const Json& j, OpenAiRequest* out, v1::Sampling
       }
       s->add_allowed_token_ids(static_cast<int32_t>(id.get<int64_t>()));
     }
+  }
+  ASSIGN_OR_RETURN(auto cache_salt, GetString(j, "cache_salt", kMaxCacheSaltBytes));
+  if (cache_salt) {
+    if (cache_salt->empty()) {  // as vLLM
+      return Error("cache_salt", "cache_salt must be a non-empty string if provided");
+    }
+    s->set_cache_salt(*cache_salt);
   }
   // vLLM's beam search: n beams, best first, as the n choices. The model's raw log-probabilities
   // rank them, so the temperature does not apply (vLLM ignores it too). length_penalty and

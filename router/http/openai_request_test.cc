@@ -138,6 +138,21 @@ TEST(OpenAiRequestTest, UseBeamSearchAsksForNBeams) {
   EXPECT_EQ(r->prompts[0].sampling().n(), 2);
 }
 
+TEST(OpenAiRequestTest, CacheSaltGoesToEveryPromptsRequest) {
+  absl::StatusOr<OpenAiRequest> r =
+      ParseCompletionRequest(R"({"prompt": ["a", "b"], "cache_salt": "s3cr3t"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->prompts.size(), 2u);
+  for (const v1::GenerateRequest& p : r->prompts) EXPECT_EQ(p.sampling().cache_salt(), "s3cr3t");
+  r = ParseChatRequest(R"({"messages": [{"role": "user", "content": "a"}], "cache_salt": "s"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].sampling().cache_salt(), "s");
+  r = ParseCompletionRequest(
+      absl::StrCat(R"({"prompt": "a", "cache_salt": ")", std::string(1025, 'x'), R"("})"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(OpenAiParam(r.status()), "cache_salt");
+}
+
 TEST(OpenAiRequestTest, UnsetFieldsStayUnsetSoTheRouterDefaultsApply) {
   absl::StatusOr<OpenAiRequest> r =
       ParseCompletionRequest(R"({"prompt": "x", "temperature": null, "stop": null})");
@@ -473,6 +488,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"LengthPenaltyNotANumber", false,
                 R"({"prompt": "a", "use_beam_search": true, "length_penalty": "x"})",
                 "length_penalty", "must be a number"},
+        BadCase{"EmptyCacheSalt", false, R"({"prompt": "a", "cache_salt": ""})", "cache_salt",
+                "non-empty string"},
+        BadCase{"CacheSaltNotAString", true,
+                R"({"messages": [{"role": "user", "content": "a"}], "cache_salt": 7})",
+                "cache_salt", "must be a string"},
         BadCase{"BestOf", false, R"({"prompt": "a", "best_of": 3})", "best_of", "not supported"},
         BadCase{"PromptLogprobsStreamed", false,
                 R"({"prompt": "a", "stream": true, "prompt_logprobs": 1})", "prompt_logprobs",

@@ -24,7 +24,7 @@ using openai::WrongType;
 constexpr const char* kChatFields =
     "model temperature top_p stream user top_k min_p repetition_penalty presence_penalty "
     "frequency_penalty seed min_tokens ignore_eos stop stop_token_ids skip_special_tokens "
-    "include_stop_str_in_output priority logit_bias parallel_tool_calls";
+    "include_stop_str_in_output priority logit_bias parallel_tool_calls cache_salt";
 
 // OpenAI's bounds on `metadata`.
 constexpr size_t kMaxMetadataEntries = 16;

@@ -27,6 +27,8 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - beam search (vLLM's use_beam_search), from a worker on the F32 model: the choices are the
     beams of tests/data/beam's reference (llama.cpp's logits, Hugging Face's algorithm), best
     first, streamed or not; stop strings, logprobs and too many beams are a 400;
+  - cache_salt: a prompt reuses cached blocks (worker metrics) only from requests of the same
+    salt, and the router predicts those hits (its placement metric);
   - embeddings with the SDK (base64, its default, and floats; text and token ids; a LoRA
     adapter) against transformers' fp32 embeddings of the same inputs, vLLM's /v1/score and
     /v1/rerank as cosines of them, and `pagellm generate --embed` (through the router and
@@ -840,6 +842,31 @@ class OpenAiApiTest(unittest.TestCase):
             GENERATED.append(rr2.output[0].content[0].text)
         finally:
             router.terminate()
+
+    def test_cache_salt_keeps_tenants_cached_prefixes_apart(self):
+        # vLLM's cache_salt: a prompt reuses cached blocks only from requests of the same salt,
+        # and the router, which predicts hits, salts its block hashes as the workers do.
+        prompt = "Salted tenant notes: " + " ".join(f"item {i} is teal." for i in range(40))
+        hits = lambda: sum(w.Metric("pagellm_prefix_cache_hit_tokens_total") for w in self.workers)
+        expected = lambda: self.router.Metric("pagellm_router_placed_prompt_tokens_total",
+                                              'expected="cached"')
+
+        def ask(salt):
+            before = hits(), expected()
+            self.client.completions.create(
+                model=self.model, prompt=prompt, max_tokens=1, temperature=0,
+                extra_body={} if salt is None else {"cache_salt": salt})
+            return hits() - before[0], expected() - before[1]
+
+        self.assertEqual(ask("tenant-a-9f2c"), (0, 0))
+        self.assertEqual(ask(None), (0, 0), "an unsalted prompt sees none of tenant a's blocks")
+        self.assertEqual(ask("tenant-b-41d7"), (0, 0))
+        time.sleep(0.3)  # the router's next load poll brings the workers' prefix filters
+        again = ask("tenant-a-9f2c")
+        self.assertGreaterEqual(again[0], 128, "tenant a's second request reuses its blocks")
+        self.assertGreaterEqual(again[1], 128, "and the router saw it coming")
+        time.sleep(0.3)
+        self.assertGreaterEqual(ask(None)[0], 128, "unsalted requests share with each other")
 
     def test_logit_bias_and_allowed_token_ids(self):
         """OpenAI's logit_bias (the SDK sends integer keys as strings) and vLLM's

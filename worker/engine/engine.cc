@@ -275,8 +275,9 @@ absl::Status Engine::AddRequest(const std::string& request_id, std::vector<int32
     if (adapter >= 0) {
       adapters_.Acquire(adapter);
       group->adapter_swaps = adapters_.moves(adapter);
-      group->cache_namespace = adapters_.cache_namespace(adapter);
     }
+    group->cache_namespace = SaltedCacheNamespace(
+        adapter >= 0 ? adapters_.cache_namespace(adapter) : 0, group->params.cache_salt);
     SequenceGroup* g = group.get();
     groups_.emplace(g->key, std::move(group));
     if (adapter >= 0 && !adapters_.held(adapter)) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/prefix_cache/block_hash.h"
 #include "common/status_macros.h"
 #include "worker/engine/engine.h"
 
@@ -137,7 +138,8 @@ void Engine::AdapterRead(int32_t id, uint64_t ticket,
           adapters_.name(id));
     }
     for (SequenceGroup* g : waited) {
-      g->cache_namespace = adapters_.cache_namespace(id);
+      g->cache_namespace =
+          SaltedCacheNamespace(adapters_.cache_namespace(id), g->params.cache_salt);
       scheduler_->Add(g);
     }
   } else {

@@ -97,6 +97,28 @@ TEST_F(EngineTest, ChunkedPrefillAndPreemptionLeaveTheTokensAlone) {
   }
 }
 
+// vLLM's cache_salt: a prompt reuses cached blocks only from requests of the same salt.
+TEST_F(EngineTest, ACacheSaltSharesPrefixBlocksOnlyWithTheSameSalt) {
+  MakeBackend();
+  std::unique_ptr<Engine> e = NewEngine();
+  const std::vector<int32_t> prompt = Prompt(4, 33);
+  auto hits_of = [&](const std::string& id, const std::string& salt) {
+    SamplingParams p = Greedy(2);
+    p.cache_salt = salt;
+    const int64_t before = e->stats().prefix_cache_hit_tokens;
+    EXPECT_TRUE(e->AddRequest(id, prompt, p).ok());
+    const RunResult run = Drain(e.get());
+    EXPECT_EQ(run.tokens.at({id, 0}), backend_->Continue(prompt, 2)) << id;
+    return e->stats().prefix_cache_hit_tokens - before;
+  };
+  EXPECT_EQ(hits_of("first-a", "tenant-a"), 0);
+  EXPECT_EQ(hits_of("unsalted", ""), 0) << "an unsalted request does not see tenant a's blocks";
+  EXPECT_EQ(hits_of("first-b", "tenant-b"), 0);
+  EXPECT_GE(hits_of("again-a", "tenant-a"), 32);
+  EXPECT_GE(hits_of("again-unsalted", ""), 32);
+  EXPECT_EQ(e->num_used_blocks(), 0);
+}
+
 TEST_F(EngineTest, PrefixCacheHitsReadTheSharedBlocks) {
   MakeBackend();
   std::unique_ptr<Engine> e = NewEngine();

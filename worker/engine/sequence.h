@@ -104,8 +104,9 @@ struct SequenceGroup {
   // Set by the scheduler when the group is first passed over for want of an adapter slot: the
   // latest arrival then. Later groups of the running adapters do not pass it. -1: never.
   int64_t lora_pass_limit = -1;
-  // The adapter's prefix-cache namespace (PrefixCacheNamespace of its name; 0: the base model),
-  // the same in every worker, so that the router can predict hits.
+  // The adapter's prefix-cache namespace (PrefixCacheNamespace of its name; 0: the base model)
+  // salted with params.cache_salt (SaltedCacheNamespace), the same in every worker, so that the
+  // router can predict hits.
   uint64_t cache_namespace = 0;
 
   // True while prompt logprobs are due: the prompt must be computed from position
