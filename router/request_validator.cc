@@ -219,6 +219,41 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const v1::GenerateRequest& reques
   return absl::InvalidArgumentError("prompt is not set: give text, token_ids or chat");
 }
 
+// vLLM's truncate_prompt_tokens (GenerateRequest's comment); `max_tokens`: the request's, or
+// its default.
+absl::Status Truncate(const v1::GenerateRequest& request, const ModelContext& model,
+                      int64_t max_tokens, std::vector<int32_t>* ids) {
+  const int64_t asked = request.truncate_prompt_tokens();
+  const int64_t max_len = model.max_model_len();
+  if (asked < -1 || asked == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("truncate_prompt_tokens must be -1 or positive, got ", asked));
+  }
+  if (asked > max_len) {
+    return absl::InvalidArgumentError(absl::StrCat("truncate_prompt_tokens (", asked,
+                                                   ") is more than the model's max_model_len (",
+                                                   max_len, ")"));
+  }
+  // -1 leaves room for max_tokens (an embedding generates none; a chat that sets none runs to
+  // the end of the model length, at least one token).
+  int64_t keep = asked;
+  if (asked == -1) {
+    const bool chat_default =
+        request.prompt_case() == v1::GenerateRequest::kChat && !request.sampling().has_max_tokens();
+    keep = request.sampling().embed() ? max_len
+           : chat_default             ? max_len - 1
+                                      : std::max<int64_t>(1, max_len - max_tokens);
+  }
+  const int64_t drop = std::ssize(*ids) - keep;
+  if (drop <= 0) return absl::OkStatus();
+  if (request.truncate_left()) {
+    ids->erase(ids->begin(), ids->begin() + drop);
+  } else {
+    ids->resize(static_cast<size_t>(keep));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& request,
@@ -237,6 +272,9 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
   v1::SamplingParams sampling = request.sampling();
   ApplySamplingDefaults(defaults, &sampling);
   out.params = SamplingParamsFromProto(sampling);
+  if (request.has_truncate_prompt_tokens()) {
+    RETURN_IF_ERROR(Truncate(request, model, out.params.max_tokens, &out.prompt_ids));
+  }
   const int64_t prompt_len = static_cast<int64_t>(out.prompt_ids.size());
   const int64_t max_len = model.max_model_len();
   if (request.prompt_case() == v1::GenerateRequest::kChat && !sampling.has_max_tokens()) {

@@ -46,9 +46,10 @@ struct ValidatedRequest {
   v1::SamplingParams sampling;
 };
 
-// Returns the prompt's ids and the parsed sampling parameters, or InvalidArgument naming the
-// first problem: a request_id past kMaxRequestIdBytes, no or empty prompt, invalid UTF-8, ids
-// outside the vocabulary, bad sampling parameters (SamplingParams::Validate), n / beam_width above
+// Returns the prompt's ids (truncated as truncate_prompt_tokens asks) and the parsed sampling
+// parameters, or InvalidArgument naming the first problem: a request_id past
+// kMaxRequestIdBytes, no or empty prompt, invalid UTF-8, ids outside the vocabulary, a bad
+// truncate_prompt_tokens, bad sampling parameters (SamplingParams::Validate), n / beam_width above
 // the model's max_parallel_samples, prompt + max_tokens above max_model_len (the message gives the
 // numbers). FailedPrecondition for a chat prompt to a model without a template.
 absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& request,

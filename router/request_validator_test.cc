@@ -235,6 +235,52 @@ TEST_F(RequestValidatorTest, LengthLimitIsInclusive) {
   EXPECT_TRUE(ValidateGenerateRequest(r, *model_).ok());
 }
 
+// vLLM's truncate_prompt_tokens: the first tokens kept by default (truncation_side "right"),
+// the last ones with truncate_left; -1 keeps what leaves room for max_tokens (64 - 1 here), an
+// embedding the whole max_model_len; a prompt already short enough stays as it is.
+TEST_F(RequestValidatorTest, TruncatePromptTokensKeepsTheFirstOrTheLastTokens) {
+  std::vector<int32_t> ids(100);
+  for (int i = 0; i < 100; ++i) ids[i] = i;
+  auto kept = [&](int32_t keep, bool left, bool embed = false) {
+    v1::GenerateRequest r = Ids(ids);
+    r.set_truncate_prompt_tokens(keep);
+    r.set_truncate_left(left);
+    r.mutable_sampling()->set_max_tokens(1);
+    r.mutable_sampling()->set_embed(embed);
+    auto v = ValidateGenerateRequest(r, *model_);
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? v->prompt_ids : std::vector<int32_t>();
+  };
+  EXPECT_EQ(kept(5, false), std::vector<int32_t>(ids.begin(), ids.begin() + 5));
+  EXPECT_EQ(kept(5, true), std::vector<int32_t>(ids.end() - 5, ids.end()));
+  EXPECT_EQ(kept(-1, true), std::vector<int32_t>(ids.end() - 63, ids.end()));
+  v1::GenerateRequest room = Ids(ids);
+  room.set_truncate_prompt_tokens(-1);
+  room.mutable_sampling()->set_max_tokens(10);
+  auto v10 = ValidateGenerateRequest(room, *model_);
+  ASSERT_TRUE(v10.ok()) << v10.status();
+  EXPECT_EQ(v10->prompt_ids, std::vector<int32_t>(ids.begin(), ids.begin() + 54));
+  EXPECT_EQ(kept(-1, false, /*embed=*/true), std::vector<int32_t>(ids.begin(), ids.begin() + 64));
+  ids.resize(3);
+  EXPECT_EQ(kept(5, true), ids);
+
+  // A chat without max_tokens keeps all but one token (its reply runs to the model length).
+  v1::GenerateRequest long_chat = Chat({{"user", std::string(100, 'x')}});
+  long_chat.set_truncate_prompt_tokens(-1);
+  auto lc = ValidateGenerateRequest(long_chat, *model_);
+  ASSERT_TRUE(lc.ok()) << lc.status();
+  EXPECT_EQ(lc->prompt_ids.size(), 63u);
+  EXPECT_EQ(lc->params.max_tokens, 1);
+
+  // A chat is truncated after its template: the reply's turn may be cut too, as in vLLM.
+  v1::GenerateRequest chat = Chat({{"user", "hello there"}});
+  chat.set_truncate_prompt_tokens(4);
+  chat.set_truncate_left(true);
+  auto v = ValidateGenerateRequest(chat, *model_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(model_->tokenizer().Decode(v->prompt_ids, /*skip_special=*/false), "ant\n");
+}
+
 // ---- Bad requests: one table. ----
 
 struct BadCase {
@@ -300,6 +346,35 @@ std::vector<BadCase> BadCases() {
       {"NegativeId", Ids({-1}), kInvalid, "prompt.token_ids[0] = -1"},
       {"ChatRoleTheTemplateRejects", Chat({{"robot", "hi"}}), kInvalid, "unknown role robot"},
       {"EmptyChat", Chat({}), kInvalid, "prompt.chat.messages is empty"},
+      {"TruncateBelowMinusOne",
+       [] {
+         v1::GenerateRequest r = Text("hi");
+         r.set_truncate_prompt_tokens(-2);
+         return r;
+       }(),
+       kInvalid, "truncate_prompt_tokens must be -1 or positive, got -2"},
+      {"TruncateToNothing",
+       [] {
+         v1::GenerateRequest r = Text("hi");
+         r.set_truncate_prompt_tokens(0);
+         return r;
+       }(),
+       kInvalid, "truncate_prompt_tokens must be -1 or positive, got 0"},
+      {"TruncateBeyondTheModel",
+       [] {
+         v1::GenerateRequest r = Text("hi");
+         r.set_truncate_prompt_tokens(65);
+         return r;
+       }(),
+       kInvalid, "truncate_prompt_tokens (65) is more than the model's max_model_len (64)"},
+      {"TruncatedYetTooLongWithMaxTokens",
+       [] {
+         v1::GenerateRequest r = Ids(std::vector<int32_t>(100, 'a'));
+         r.set_truncate_prompt_tokens(60);
+         r.mutable_sampling()->set_max_tokens(10);
+         return r;
+       }(),
+       kInvalid, "prompt (60 tokens) + max_tokens (10) = 70 exceeds"},
       {"StopTokenOutOfVocab", WithSampling(Text("hi"), [](S* s) { s->add_stop_token_ids(999); }),
        kInvalid, "stop_token_ids"},
       // Issue 9: every size a client controls is bounded, and the error stays short.

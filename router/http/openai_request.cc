@@ -41,6 +41,7 @@ constexpr const char* kSamplingFields =
     "seed min_tokens ignore_eos include_stop_str_in_output skip_special_tokens n stop "
     "stop_token_ids stream stream_options user logit_bias allowed_token_ids prompt_logprobs "
     "priority response_format use_beam_search length_penalty early_stopping cache_salt "
+    "truncate_prompt_tokens truncation_side "
     "structured_outputs guided_json guided_choice guided_regex guided_grammar "
     "guided_decoding_backend guided_whitespace_pattern";
 
@@ -487,6 +488,18 @@ absl::Status ParseChatPrompt(const Json& j, v1::ChatPrompt* chat) {
   return absl::OkStatus();
 }
 
+// vLLM's truncate_prompt_tokens and truncation_side, into `base`.
+absl::Status ParseTruncation(const Json& j, v1::GenerateRequest* base) {
+  ASSIGN_OR_RETURN(auto keep, GetInt32(j, "truncate_prompt_tokens"));
+  if (keep) base->set_truncate_prompt_tokens(*keep);  // the router checks the range
+  ASSIGN_OR_RETURN(auto side, GetString(j, "truncation_side", kMaxIdentifierBytes));
+  if (side && *side != "left" && *side != "right") {
+    return Error("truncation_side", "truncation_side must be either 'left' or 'right'");
+  }
+  base->set_truncate_left(side == "left");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body_view) {
@@ -535,6 +548,11 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body_view)
   if (suffix && !suffix->empty()) return Error("suffix", "suffix is not supported");
   ASSIGN_OR_RETURN(auto add_special, GetBool(j, "add_special_tokens"));
   if (add_special) base.set_add_special_tokens(*add_special);
+  RETURN_IF_ERROR(ParseTruncation(j, &base));
+  if (out.echo && base.has_truncate_prompt_tokens()) {
+    // The echo would be the prompt as given, not as the model saw it.
+    return Error("truncate_prompt_tokens", "truncate_prompt_tokens is not supported with echo");
+  }
 
   RETURN_IF_ERROR(ParsePrompts(j, base, &out));
   return out;
@@ -555,7 +573,7 @@ absl::Status ParseEmbeddingCommon(const Json& j, OpenAiRequest* out, v1::Generat
   if (priority) s->set_priority(*priority);
   ASSIGN_OR_RETURN(auto add_special, GetBool(j, "add_special_tokens"));
   if (add_special) base->set_add_special_tokens(*add_special);
-  return absl::OkStatus();
+  return ParseTruncation(j, base);
 }
 
 absl::StatusOr<OpenAiRequest> ParseEmbeddingRequest(std::string_view body_view) {
@@ -564,7 +582,8 @@ absl::StatusOr<OpenAiRequest> ParseEmbeddingRequest(std::string_view body_view) 
   if (!parsed.ok()) return parsed.status();
   const Json& j = *parsed;
   static const FieldSet* const kKnown =
-      new FieldSet({"input model encoding_format dimensions user add_special_tokens priority"});
+      new FieldSet({"input model encoding_format dimensions user add_special_tokens priority "
+                    "truncate_prompt_tokens truncation_side"});
   RETURN_IF_ERROR(CheckKnownFields(j, *kKnown, ""));
   OpenAiRequest out;
   v1::GenerateRequest base;
@@ -591,9 +610,11 @@ absl::StatusOr<ScoreHttpRequest> ParseScoreRequest(std::string_view body_view, b
   if (!parsed.ok()) return parsed.status();
   const Json& j = *parsed;
   static const FieldSet* const kScore =
-      new FieldSet({"model text_1 text_2 user add_special_tokens priority"});
+      new FieldSet({"model text_1 text_2 user add_special_tokens priority "
+                    "truncate_prompt_tokens truncation_side"});
   static const FieldSet* const kRerank =
-      new FieldSet({"model query documents top_n user add_special_tokens priority"});
+      new FieldSet({"model query documents top_n user add_special_tokens priority "
+                    "truncate_prompt_tokens truncation_side"});
   RETURN_IF_ERROR(CheckKnownFields(j, rerank ? *kRerank : *kScore, ""));
   ScoreHttpRequest out;
   out.rerank = rerank;
@@ -701,6 +722,7 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body_view) {
     s->set_logprobs(*out.logprobs);
   }
   RETURN_IF_ERROR(ParseChatPrompt(j, request.mutable_chat()));
+  RETURN_IF_ERROR(ParseTruncation(j, &request));
   out.prompts.push_back(std::move(request));
   return out;
 }

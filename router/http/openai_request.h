@@ -77,8 +77,8 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body);
 // POST /v1/embeddings: {"model", "input": a string, strings, token ids or arrays of token ids (at
 // most kMaxEmbeddingInputs), "encoding_format": "float" (default) or "base64" (what the openai
 // SDKs ask for), "dimensions" (null only: the model has no matryoshka representation, as vLLM
-// says), "user", and vLLM's "add_special_tokens" (true) and "priority"}. Each input becomes an
-// embedding request (SamplingParams.embed).
+// says), "user", and vLLM's "add_special_tokens" (true), "priority", "truncate_prompt_tokens"
+// and "truncation_side"}. Each input becomes an embedding request (SamplingParams.embed).
 absl::StatusOr<OpenAiRequest> ParseEmbeddingRequest(std::string_view body);
 
 // POST /v1/score and POST /v1/rerank (vLLM's, for an embedding model: a pair's score is the

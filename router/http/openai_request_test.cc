@@ -153,6 +153,34 @@ TEST(OpenAiRequestTest, CacheSaltGoesToEveryPromptsRequest) {
   EXPECT_EQ(OpenAiParam(r.status()), "cache_salt");
 }
 
+// vLLM's truncate_prompt_tokens and truncation_side, on every endpoint that takes a prompt; the
+// router checks the count against the model.
+TEST(OpenAiRequestTest, TruncatePromptTokensOnEveryEndpoint) {
+  absl::StatusOr<OpenAiRequest> r = ParseCompletionRequest(
+      R"({"prompt": ["a", "b"], "truncate_prompt_tokens": 7, "truncation_side": "left"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const v1::GenerateRequest& p : r->prompts) {
+    EXPECT_EQ(p.truncate_prompt_tokens(), 7);
+    EXPECT_TRUE(p.truncate_left());
+  }
+  r = ParseChatRequest(
+      R"({"messages": [{"role": "user", "content": "a"}], "truncate_prompt_tokens": -1})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].truncate_prompt_tokens(), -1);
+  EXPECT_FALSE(r->prompts[0].truncate_left()) << "the first tokens, as HF's default side";
+  r = ParseEmbeddingRequest(R"({"input": "a", "truncate_prompt_tokens": 3})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompts[0].truncate_prompt_tokens(), 3);
+  absl::StatusOr<ScoreHttpRequest> s = ParseScoreRequest(
+      R"({"text_1": "a", "text_2": "b", "truncate_prompt_tokens": 2, "truncation_side": "right"})",
+      /*rerank=*/false);
+  ASSERT_TRUE(s.ok()) << s.status();
+  for (const v1::GenerateRequest& p : s->embed.prompts) EXPECT_EQ(p.truncate_prompt_tokens(), 2);
+  r = ParseCompletionRequest(R"({"prompt": "a"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->prompts[0].has_truncate_prompt_tokens());
+}
+
 TEST(OpenAiRequestTest, UnsetFieldsStayUnsetSoTheRouterDefaultsApply) {
   absl::StatusOr<OpenAiRequest> r =
       ParseCompletionRequest(R"({"prompt": "x", "temperature": null, "stop": null})");
@@ -493,6 +521,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"CacheSaltNotAString", true,
                 R"({"messages": [{"role": "user", "content": "a"}], "cache_salt": 7})",
                 "cache_salt", "must be a string"},
+        BadCase{"TruncationSide", false, R"({"prompt": "a", "truncation_side": "middle"})",
+                "truncation_side", "either 'left' or 'right'"},
+        BadCase{"TruncateWithEcho", false,
+                R"({"prompt": "a", "truncate_prompt_tokens": 2, "echo": true})",
+                "truncate_prompt_tokens", "not supported with echo"},
         BadCase{"BestOf", false, R"({"prompt": "a", "best_of": 3})", "best_of", "not supported"},
         BadCase{"PromptLogprobsStreamed", false,
                 R"({"prompt": "a", "stream": true, "prompt_logprobs": 1})", "prompt_logprobs",

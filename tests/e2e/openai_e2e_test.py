@@ -27,6 +27,8 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - beam search (vLLM's use_beam_search), from a worker on the F32 model: the choices are the
     beams of tests/data/beam's reference (llama.cpp's logits, Hugging Face's algorithm), best
     first, streamed or not; stop strings, logprobs and too many beams are a 400;
+  - truncate_prompt_tokens: completions and embeddings of a prompt cut to its first (or, with
+    truncation_side "left", last) tokens equal those of the kept token ids given as the prompt;
   - cache_salt: a prompt reuses cached blocks (worker metrics) only from requests of the same
     salt, and the router predicts those hits (its placement metric);
   - embeddings with the SDK (base64, its default, and floats; text and token ids; a LoRA
@@ -867,6 +869,33 @@ class OpenAiApiTest(unittest.TestCase):
         self.assertGreaterEqual(again[1], 128, "and the router saw it coming")
         time.sleep(0.3)
         self.assertGreaterEqual(ask(None)[0], 128, "unsalted requests share with each other")
+
+    def test_truncate_prompt_tokens(self):
+        # vLLM's truncate_prompt_tokens: the model sees only the kept tokens, the first ones or,
+        # with truncation_side "left", the last ones; embeddings too.
+        ids = list(self.stub.Tokenize(e2e.GEN_PB2.TokenizeRequest(text=PROMPTS[2]),
+                                      timeout=30).token_ids)
+        self.assertGreater(len(ids), 8)
+
+        def complete(prompt, **extra):
+            r = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=4,
+                                               temperature=0, extra_body=extra)
+            GENERATED.append(r.choices[0].text)
+            return r.choices[0].text, r.usage.prompt_tokens
+
+        self.assertEqual(complete(PROMPTS[2], truncate_prompt_tokens=5, truncation_side="left"),
+                         complete(ids[-5:]))
+        self.assertEqual(complete(PROMPTS[2], truncate_prompt_tokens=5), complete(ids[:5]))
+        self.assertEqual(complete(PROMPTS[2], truncate_prompt_tokens=5)[1], 5)
+        self.assertEqual(complete(PROMPTS[2], truncate_prompt_tokens=1000)[1], len(ids))
+        left = self.client.embeddings.create(model=self.model, input=PROMPTS[2],
+                                             encoding_format="float",
+                                             extra_body={"truncate_prompt_tokens": 6,
+                                                         "truncation_side": "left"})
+        same = self.client.embeddings.create(model=self.model, input=[ids[-6:]],
+                                             encoding_format="float")
+        self.assertEqual(left.data[0].embedding, same.data[0].embedding)
+        self.assertEqual(left.usage.prompt_tokens, 6)
 
     def test_logit_bias_and_allowed_token_ids(self):
         """OpenAI's logit_bias (the SDK sends integer keys as strings) and vLLM's
