@@ -107,6 +107,7 @@ RoutedStream::RoutedStream(const Deps& deps, const ModelContext& model,
     *worker_request_.mutable_sampling() = valid->sampling;
     const SamplingParams& params = valid->params;
     resumable_ = !params.UseBeamSearch() && !params.embed;
+    return_prompt_ids_ = request.return_prompt_token_ids();
     max_tokens_ = params.max_tokens;
     if (resumable_) samples_.resize(params.n);
     if (resumable_ && !worker_request_.sampling().has_seed()) {
@@ -216,6 +217,9 @@ void RoutedStream::OnWorkerRead(bool ok) {
       return;
     }
     v1::GenerateResponse& msg = slots_[read_slot_];
+    if (!got_response_ && return_prompt_ids_ && msg.prompt_token_ids_size() == 0) {
+      msg.mutable_prompt_token_ids()->CopyFrom(worker_request_.prompt_token_ids());
+    }
     got_response_ = true;
     got_last_ |= msg.finished();
     ReleaseLocked(&after);  // this attempt's reservation, at its first message

@@ -176,6 +176,7 @@ class RoutedStream final : public QueuedRequest {
   // Queues the stream's last message (finished, with usage) in place of the worker's.
   void AddLastMessageLocked(After* after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool resumable_ = false;
+  bool return_prompt_ids_ = false;  // GenerateRequest.return_prompt_token_ids
   int32_t max_tokens_ = 0;
   std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
   bool got_response_ ABSL_GUARDED_BY(mu_) = false;  // this stream has read a worker message

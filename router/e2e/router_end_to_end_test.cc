@@ -33,6 +33,25 @@ using testing::RouterTest;
 using testing::StreamResult;
 using testing::WaitFor;
 
+// GenerateRequest.return_prompt_token_ids: the stream's first message carries the prompt as the
+// worker got it (the text's ids, BOS first), and no other message does.
+TEST_F(RouterTest, ThePromptsIdsComeOnTheFirstMessageWhenAsked) {
+  AddWorker();
+  StartRouter();
+  v1::GenerateRequest request = Request("ids", 4);
+  request.set_return_prompt_token_ids(true);
+  const StreamResult r = Generate(request);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_GE(r.messages.size(), 2u);
+  EXPECT_THAT(r.messages[0].prompt_token_ids(), ::testing::ElementsAre(256, 'h', 'i'));
+  for (size_t i = 1; i < r.messages.size(); ++i) {
+    EXPECT_EQ(r.messages[i].prompt_token_ids_size(), 0) << i;
+  }
+  const StreamResult plain = Generate(Request("plain", 4));
+  ASSERT_TRUE(plain.status.ok());
+  EXPECT_EQ(plain.messages[0].prompt_token_ids_size(), 0);
+}
+
 TEST_F(RouterTest, StreamsTheWorkersTokensUnderTheClientsRequestId) {
   FakeWorker& w = AddWorker();
   StartRouter();

@@ -616,6 +616,7 @@ void OpenAiFrontend::Generate(const HttpRequest& http, bool chat,
   config.echo_only = request->echo_only;
   config.prompt_logprobs = request->prompt_logprobs;
   config.include_usage = request->include_usage;
+  config.return_token_ids = request->return_token_ids;
   SetRequestIds(config.id, adapter, &*request);
   for (size_t i = 0; i < request->prompts.size(); ++i) {
     v1::GenerateRequest& p = request->prompts[i];

@@ -41,7 +41,7 @@ constexpr const char* kSamplingFields =
     "seed min_tokens ignore_eos include_stop_str_in_output skip_special_tokens n stop "
     "stop_token_ids stream stream_options user logit_bias allowed_token_ids prompt_logprobs "
     "priority response_format use_beam_search length_penalty early_stopping cache_salt "
-    "truncate_prompt_tokens truncation_side "
+    "truncate_prompt_tokens truncation_side return_token_ids "
     "structured_outputs guided_json guided_choice guided_regex guided_grammar "
     "guided_decoding_backend guided_whitespace_pattern";
 
@@ -316,6 +316,8 @@ absl::Status ParseCommonSampling(const Json& j, OpenAiRequest* out, v1::Sampling
       s->add_allowed_token_ids(static_cast<int32_t>(id.get<int64_t>()));
     }
   }
+  ASSIGN_OR_RETURN(auto return_token_ids, GetBool(j, "return_token_ids"));
+  out->return_token_ids = return_token_ids.value_or(false);
   ASSIGN_OR_RETURN(auto cache_salt, GetString(j, "cache_salt", kMaxCacheSaltBytes));
   if (cache_salt) {
     if (cache_salt->empty()) {  // as vLLM
@@ -549,6 +551,7 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body_view)
   ASSIGN_OR_RETURN(auto add_special, GetBool(j, "add_special_tokens"));
   if (add_special) base.set_add_special_tokens(*add_special);
   RETURN_IF_ERROR(ParseTruncation(j, &base));
+  base.set_return_prompt_token_ids(out.return_token_ids);
   if (out.echo && base.has_truncate_prompt_tokens()) {
     // The echo would be the prompt as given, not as the model saw it.
     return Error("truncate_prompt_tokens", "truncate_prompt_tokens is not supported with echo");
@@ -723,6 +726,7 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body_view) {
   }
   RETURN_IF_ERROR(ParseChatPrompt(j, request.mutable_chat()));
   RETURN_IF_ERROR(ParseTruncation(j, &request));
+  request.set_return_prompt_token_ids(out.return_token_ids);
   out.prompts.push_back(std::move(request));
   return out;
 }

@@ -66,6 +66,9 @@ struct OpenAiRequest {
   std::optional<int> prompt_logprobs;
   // Chat: how the reply becomes tool calls (openai_tools.h).
   ToolChoice tool_choice;
+  // vLLM's return_token_ids: each choice's generated token ids and the prompt's (completions: on
+  // each choice; chat: on the response), streamed as deltas (the prompt's on the first chunk).
+  bool return_token_ids = false;
   // Embeddings: encoding_format "base64" (little-endian fp32 bytes) rather than "float".
   bool base64 = false;
 };

@@ -181,6 +181,23 @@ TEST(OpenAiRequestTest, TruncatePromptTokensOnEveryEndpoint) {
   EXPECT_FALSE(r->prompts[0].has_truncate_prompt_tokens());
 }
 
+// vLLM's return_token_ids asks the router for the prompt's ids on the first message.
+TEST(OpenAiRequestTest, ReturnTokenIdsAsksForThePromptsIds) {
+  absl::StatusOr<OpenAiRequest> r =
+      ParseCompletionRequest(R"({"prompt": ["a", "b"], "return_token_ids": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->return_token_ids);
+  for (const v1::GenerateRequest& p : r->prompts) EXPECT_TRUE(p.return_prompt_token_ids());
+  r = ParseChatRequest(
+      R"({"messages": [{"role": "user", "content": "a"}], "return_token_ids": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->prompts[0].return_prompt_token_ids());
+  r = ParseChatRequest(R"({"messages": [{"role": "user", "content": "a"}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->return_token_ids);
+  EXPECT_FALSE(r->prompts[0].return_prompt_token_ids());
+}
+
 TEST(OpenAiRequestTest, UnsetFieldsStayUnsetSoTheRouterDefaultsApply) {
   absl::StatusOr<OpenAiRequest> r =
       ParseCompletionRequest(R"({"prompt": "x", "temperature": null, "stop": null})");

@@ -9,6 +9,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 
 namespace pagellm {
 namespace {
@@ -224,7 +226,36 @@ void OpenAiResponse::AppendChunk(int index, std::string_view text, const v1::Sam
   } else {
     absl::StrAppend(out, "\"", c.finish_reason, "\"");
   }
-  out->append("}]}\n\n");
+  absl::StrAppend(out, TakeChoiceIds(index), "}]", TakeChatPromptIds(index), "}\n\n");
+}
+
+namespace {
+
+// ",\"<key>\":[ids...]".
+std::string IdsField(absl::string_view key, absl::Span<const int32_t> ids) {
+  return absl::StrCat(",\"", key, "\":[", absl::StrJoin(ids, ","), "]");
+}
+
+}  // namespace
+
+std::string OpenAiResponse::TakeChoiceIds(int index) {
+  if (!config_.return_token_ids) return "";
+  Choice& c = choices_[index];
+  std::string s = IdsField("token_ids", absl::MakeConstSpan(c.token_ids).subspan(c.ids_streamed));
+  c.ids_streamed = c.token_ids.size();
+  if (config_.kind != OpenAiRequest::Kind::kChat && !c.prompt_ids_streamed) {
+    c.prompt_ids_streamed = true;
+    absl::StrAppend(&s, IdsField("prompt_token_ids", prompt_info_[index / config_.n].ids));
+  }
+  return s;
+}
+
+std::string OpenAiResponse::TakeChatPromptIds(int index) {
+  if (!config_.return_token_ids || config_.kind != OpenAiRequest::Kind::kChat) return "";
+  Prompt& info = prompt_info_[index / config_.n];
+  if (info.ids_streamed || info.ids.empty()) return "";
+  info.ids_streamed = true;
+  return IdsField("prompt_token_ids", info.ids);
 }
 
 void OpenAiResponse::Append(int prompt, const v1::GenerateResponse& response, std::string* out) {
@@ -239,6 +270,9 @@ void OpenAiResponse::Append(int prompt, const v1::GenerateResponse& response, st
     if (d.sample_index() < 0 || d.sample_index() >= config_.n) continue;
     const int index = prompt * config_.n + d.sample_index();
     Choice& c = choices_[index];
+    if (config_.return_token_ids && !config_.echo_only) {
+      c.token_ids.insert(c.token_ids.end(), d.token_ids().begin(), d.token_ids().end());
+    }
     if (d.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       c.finish_reason = FinishReasonName(d.finish_reason());
     }
@@ -321,7 +355,10 @@ void OpenAiResponse::AppendDeltaChunk(int index, const Json& delta, const v1::Sa
     choice["logprobs"] = nullptr;
   }
   choice["finish_reason"] = finish.empty() ? Json() : Json(finish);
-  absl::StrAppend(out, "data: ", prefix_, ",\"choices\":[", Dump(choice), "]}\n\n");
+  std::string text = Dump(choice);
+  text.pop_back();  // the closing brace: the ids go in first
+  absl::StrAppend(out, "data: ", prefix_, ",\"choices\":[", text, TakeChoiceIds(index), "}]",
+                  TakeChatPromptIds(index), "}\n\n");
 }
 
 void OpenAiResponse::AppendToolChunks(int index, std::string_view text, const v1::SampleDelta& d,
@@ -457,9 +494,14 @@ std::string OpenAiResponse::Body() const {
     if (!chat && config_.prompt_logprobs.has_value()) {
       choice["prompt_logprobs"] = PromptLogprobsJson(*tokenizer_, info.ids, info.logprobs);
     }
+    if (config_.return_token_ids) {
+      choice["token_ids"] = c.token_ids;
+      if (!chat) choice["prompt_token_ids"] = info.ids;
+    }
     choices.push_back(std::move(choice));
   }
   j["choices"] = std::move(choices);
+  if (chat && config_.return_token_ids) j["prompt_token_ids"] = prompt_info_.front().ids;
   if (chat && config_.prompt_logprobs.has_value()) {  // vLLM: on the response
     j["prompt_logprobs"] =
         PromptLogprobsJson(*tokenizer_, prompt_info_.front().ids, prompt_info_.front().logprobs);

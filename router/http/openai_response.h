@@ -46,6 +46,7 @@ class OpenAiResponse final : public ResponseBuilder {
     bool echo_logprobs = false;  // as in OpenAiRequest
     bool echo_only = false;
     std::optional<int> prompt_logprobs;
+    bool return_token_ids = false;  // as in OpenAiRequest
     // Chat: how replies become tool calls (tool_calls.h). Named: the reply is the arguments of
     // one call. "required": a JSON array of calls (each streamed once complete). "auto": the
     // calls of `tool_format`. A reply with calls has content null and finish_reason "tool_calls"
@@ -77,6 +78,7 @@ class OpenAiResponse final : public ResponseBuilder {
   struct Prompt {
     std::vector<int32_t> ids;
     std::vector<v1::TokenLogprob> logprobs;  // of ids[1], ids[2], ...
+    bool ids_streamed = false;               // chat, return_token_ids: sent in a chunk
   };
   struct Choice {
     std::string text;
@@ -85,6 +87,11 @@ class OpenAiResponse final : public ResponseBuilder {
     std::vector<v1::TokenLogprob> logprobs;
     int64_t text_offset = 0;  // completions: where the next token's text starts
     bool echoed = false;
+    // return_token_ids: the generated ids so far, of which the first `ids_streamed` were sent
+    // (streamed; the prompt's ids go with the choice's first chunk, completions).
+    std::vector<int32_t> token_ids;
+    size_t ids_streamed = 0;
+    bool prompt_ids_streamed = false;
     // Streamed tool calls: the calls sent so far (named: 1 once its first chunk is out) and the
     // parser of a "required" or "auto" reply (made at its first delta).
     int calls_sent = 0;
@@ -109,6 +116,12 @@ class OpenAiResponse final : public ResponseBuilder {
   void AppendDeltaChunk(int index, const nlohmann::ordered_json& delta,
                         const v1::SampleDelta* logprobs, std::string_view finish, std::string* out);
   [[nodiscard]] std::string MakePrefix() const;
+  // return_token_ids, streamed: the choice-level fields of choice `index`'s next chunk
+  // (",\"token_ids\":[...]" with the ids not sent yet, and on a completion choice's first chunk
+  // ",\"prompt_token_ids\":[...]"), marked sent; and the chunk-level one of a chat response's
+  // first chunk after the prompt's ids came. Empty when not asked for.
+  std::string TakeChoiceIds(int index);
+  std::string TakeChatPromptIds(int index);
 
   const Config config_;
   const Tokenizer* const tokenizer_;

@@ -147,6 +147,67 @@ TEST_F(OpenAiResponseTest, VllmPromptLogprobsFieldOnTheChoiceOrTheChatResponse) 
   EXPECT_FALSE(j["choices"][0].contains("prompt_logprobs"));
 }
 
+// vLLM's return_token_ids: the generated ids on each choice, the prompt's on the completion
+// choice or the chat response; streamed, each chunk's new ids and the prompt's in the first.
+TEST_F(OpenAiResponseTest, ReturnTokenIdsOnTheChoiceOrTheChatResponseAndStreamedAsDeltas) {
+  std::vector<v1::GenerateResponse> m(3);
+  m[0].add_prompt_token_ids(kH);
+  m[0].add_prompt_token_ids(kI);
+  v1::SampleDelta* d = m[0].add_deltas();
+  d->set_text("a");
+  d->add_token_ids(kA);
+  d = m[1].add_deltas();
+  d->set_text("b");
+  d->add_token_ids(kB);
+  d->set_finish_reason(v1::FINISH_REASON_LENGTH);
+  m[2].set_finished(true);
+  auto run = [&](OpenAiRequest::Kind kind, bool stream, bool asked) {
+    OpenAiResponse::Config config;
+    config.kind = kind;
+    config.return_token_ids = asked;
+    OpenAiResponse r(config, tokenizer_.get());
+    std::string out;
+    for (const v1::GenerateResponse& msg : m) r.Append(0, msg, stream ? &out : nullptr);
+    std::vector<Json> chunks;
+    if (!stream) return std::vector<Json>{Json::parse(r.Body())};
+    for (absl::string_view line : absl::StrSplit(out, "\n\n", absl::SkipEmpty())) {
+      EXPECT_TRUE(absl::ConsumePrefix(&line, "data: "));
+      chunks.push_back(Json::parse(line));
+    }
+    return chunks;
+  };
+  using Kind = OpenAiRequest::Kind;
+  const Json prompt = Json::array({kH, kI});
+  Json j = run(Kind::kCompletion, false, true)[0];
+  EXPECT_EQ(j["choices"][0]["token_ids"], Json::array({kA, kB}));
+  EXPECT_EQ(j["choices"][0]["prompt_token_ids"], prompt);
+  j = run(Kind::kChat, false, true)[0];
+  EXPECT_EQ(j["choices"][0]["token_ids"], Json::array({kA, kB}));
+  EXPECT_EQ(j["prompt_token_ids"], prompt);
+  EXPECT_FALSE(j["choices"][0].contains("prompt_token_ids"));
+  j = run(Kind::kCompletion, false, false)[0];
+  EXPECT_FALSE(j["choices"][0].contains("token_ids"));
+  EXPECT_FALSE(j["choices"][0].contains("prompt_token_ids"));
+
+  std::vector<Json> chunks = run(Kind::kCompletion, true, true);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0]["choices"][0]["token_ids"], Json::array({kA}));
+  EXPECT_EQ(chunks[0]["choices"][0]["prompt_token_ids"], prompt);
+  EXPECT_EQ(chunks[1]["choices"][0]["token_ids"], Json::array({kB}));
+  EXPECT_FALSE(chunks[1]["choices"][0].contains("prompt_token_ids"));
+  chunks = run(Kind::kChat, true, true);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0]["prompt_token_ids"], prompt);
+  EXPECT_EQ(chunks[0]["choices"][0]["token_ids"], Json::array({kA}));
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["content"], "a");
+  EXPECT_FALSE(chunks[1].contains("prompt_token_ids"));
+  EXPECT_EQ(chunks[1]["choices"][0]["token_ids"], Json::array({kB}));
+  chunks = run(Kind::kChat, true, false);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_FALSE(chunks[0].contains("prompt_token_ids"));
+  EXPECT_FALSE(chunks[0]["choices"][0].contains("token_ids"));
+}
+
 TEST_F(OpenAiResponseTest, ResetForgetsThePromptToo) {
   OpenAiResponse r(EchoLogprobs(), tokenizer_.get());
   std::vector<v1::GenerateResponse> m = WorkerMessages();

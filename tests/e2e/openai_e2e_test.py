@@ -27,6 +27,8 @@ CPU. Checks, each against the gRPC API's answer to the same request where one ex
   - beam search (vLLM's use_beam_search), from a worker on the F32 model: the choices are the
     beams of tests/data/beam's reference (llama.cpp's logits, Hugging Face's algorithm), best
     first, streamed or not; stop strings, logprobs and too many beams are a 400;
+  - return_token_ids: the prompt's ids (Tokenize's) and the generated ones (the gRPC API's),
+    on completions and chat, streamed or not;
   - truncate_prompt_tokens: completions and embeddings of a prompt cut to its first (or, with
     truncation_side "left", last) tokens equal those of the kept token ids given as the prompt;
   - cache_salt: a prompt reuses cached blocks (worker metrics) only from requests of the same
@@ -869,6 +871,42 @@ class OpenAiApiTest(unittest.TestCase):
         self.assertGreaterEqual(again[1], 128, "and the router saw it coming")
         time.sleep(0.3)
         self.assertGreaterEqual(ask(None)[0], 128, "unsalted requests share with each other")
+
+    def test_return_token_ids(self):
+        # vLLM's return_token_ids: the prompt's ids as the model saw them (those Tokenize gives)
+        # and the generated ones (the gRPC API's for the same greedy request), streamed or not.
+        prompt_ids = list(self.stub.Tokenize(e2e.GEN_PB2.TokenizeRequest(text=PROMPTS[3]),
+                                             timeout=30).token_ids)
+        samples, _ = self.Grpc(prompt=PROMPTS[3], max_tokens=6, temperature=0)
+        r = self.client.completions.create(model=self.model, prompt=PROMPTS[3], max_tokens=6,
+                                           temperature=0, extra_body={"return_token_ids": True})
+        GENERATED.append(r.choices[0].text)
+        self.assertEqual(r.choices[0].prompt_token_ids, prompt_ids)
+        self.assertEqual(r.choices[0].token_ids, samples[0][1])
+        chunks = list(self.client.completions.create(
+            model=self.model, prompt=PROMPTS[3], max_tokens=6, temperature=0, stream=True,
+            extra_body={"return_token_ids": True}))
+        self.assertEqual(chunks[0].choices[0].prompt_token_ids, prompt_ids)
+        self.assertEqual(sum((c.choices[0].token_ids for c in chunks), []), samples[0][1])
+
+        chat = [{"role": "user", "content": CHAT}]
+        chat_ids = list(self.stub.Tokenize(e2e.GEN_PB2.TokenizeRequest(
+            chat=e2e.GEN_PB2.ChatPrompt(messages=[e2e.GEN_PB2.ChatMessage(
+                role="user", content=CHAT)])), timeout=30).token_ids)
+        samples, _ = self.Grpc(chat=[("user", CHAT)], max_tokens=6, temperature=0)
+        r = self.client.chat.completions.create(model=self.model, messages=chat, max_tokens=6,
+                                                temperature=0,
+                                                extra_body={"return_token_ids": True})
+        GENERATED.append(r.choices[0].message.content)
+        self.assertEqual(r.prompt_token_ids, chat_ids)
+        self.assertEqual(r.choices[0].token_ids, samples[0][1])
+        chunks = list(self.client.chat.completions.create(
+            model=self.model, messages=chat, max_tokens=6, temperature=0, stream=True,
+            extra_body={"return_token_ids": True}))
+        self.assertEqual([c.prompt_token_ids for c in chunks if c.model_extra.get(
+            "prompt_token_ids")], [chat_ids])
+        self.assertEqual(sum((c.choices[0].model_extra.get("token_ids") or [] for c in chunks),
+                             []), samples[0][1])
 
     def test_truncate_prompt_tokens(self):
         # vLLM's truncate_prompt_tokens: the model sees only the kept tokens, the first ones or,
