@@ -235,14 +235,15 @@ absl::Status Truncate(const v1::GenerateRequest& request, const ModelContext& mo
                                                    max_len, ")"));
   }
   // -1 leaves room for max_tokens (an embedding generates none; a chat that sets none runs to
-  // the end of the model length, at least one token).
+  // the end of the model length, at least one token, or as far as the model's max_new_tokens).
   int64_t keep = asked;
   if (asked == -1) {
-    const bool chat_default =
-        request.prompt_case() == v1::GenerateRequest::kChat && !request.sampling().has_max_tokens();
-    keep = request.sampling().embed() ? max_len
-           : chat_default             ? max_len - 1
-                                      : std::max<int64_t>(1, max_len - max_tokens);
+    const v1::SamplingParams& defaults = model.info().default_sampling();
+    if (request.prompt_case() == v1::GenerateRequest::kChat &&
+        !request.sampling().has_max_tokens()) {
+      max_tokens = defaults.has_max_tokens() ? defaults.max_tokens() : 1;
+    }
+    keep = request.sampling().embed() ? max_len : std::max<int64_t>(1, max_len - max_tokens);
   }
   const int64_t drop = std::ssize(*ids) - keep;
   if (drop <= 0) return absl::OkStatus();

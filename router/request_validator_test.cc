@@ -271,6 +271,15 @@ TEST_F(RequestValidatorTest, TruncatePromptTokensKeepsTheFirstOrTheLastTokens) {
   ASSERT_TRUE(lc.ok()) << lc.status();
   EXPECT_EQ(lc->prompt_ids.size(), 63u);
   EXPECT_EQ(lc->params.max_tokens, 1);
+  // ... or room for the model's max_new_tokens when it has one.
+  v1::ModelInfo info = FakeWorker::DefaultInfo();
+  info.mutable_default_sampling()->set_max_tokens(10);
+  auto with_default =
+      ModelContext::TEST_Create(info, FakeWorker::TinyTokenizer(), std::make_unique<FakeChat>());
+  lc = ValidateGenerateRequest(long_chat, *with_default);
+  ASSERT_TRUE(lc.ok()) << lc.status();
+  EXPECT_EQ(lc->prompt_ids.size(), 54u);
+  EXPECT_EQ(lc->params.max_tokens, 10);
 
   // A chat is truncated after its template: the reply's turn may be cut too, as in vLLM.
   v1::GenerateRequest chat = Chat({{"user", "hello there"}});
