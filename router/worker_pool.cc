@@ -321,9 +321,13 @@ Placer::Decision WorkerPool::Place(const AdmissionTicket& ticket, Placement* pla
     any_serving = true;
     const v1::WorkerLoad& load = w->load_;
     const int64_t bs = load.block_size() > 0 ? load.block_size() : options_.default_block_size;
-    const int64_t need = (ticket.prompt_tokens + bs - 1) / bs + 1;
+    // The prompt's blocks and one more to grow into; where that is more than the worker has,
+    // what the prompt and its first new token take (a prompt that ends inside its last block
+    // fits a pool that size exactly; a resumed stream near the end of the context is such one).
+    int64_t need = (ticket.prompt_tokens + bs - 1) / bs + 1;
     // A worker that reports no capacity (0 total) is trusted to queue the request itself.
     const bool known = load.kv_blocks_total() > 0;
+    if (known && need > load.kv_blocks_total()) need = ticket.prompt_tokens / bs + 1;
     if (known && need > load.kv_blocks_total()) {
       largest_total = std::max(largest_total, load.kv_blocks_total());
       min_need = min_need == 0 ? need : std::min(min_need, need);

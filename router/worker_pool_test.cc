@@ -287,6 +287,11 @@ TEST_F(WorkerPoolTest, RequestLargerThanEveryWorkerIsOutOfRange) {
   EXPECT_EQ(Place(*pool, 4000, &p, &error), Placer::Decision::kReject);  // 1001 > 1000 blocks
   EXPECT_EQ(error.code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(Place(*pool, 3996, &p, &error), Placer::Decision::kPlace);  // exactly 1000
+  pool->Release(p);
+  // 3,999 tokens and the first new one fill the 1,000 blocks: no room for the usual block to
+  // grow into, but the request fits (the soak saw a resumed chat of 757 tokens refused by 48
+  // blocks of 16).
+  EXPECT_EQ(Place(*pool, 3999, &p, &error), Placer::Decision::kPlace) << error;
 }
 
 TEST_F(WorkerPoolTest, AvoidSkipsTheWorkerThatFailed) {
